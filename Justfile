@@ -1,0 +1,42 @@
+# p2pc — the poor man's supercomputer. `just` lists the recipes.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# List the recipes.
+default:
+    @just --list
+
+# Build the p2pc binary into ./bin.
+build:
+    mkdir -p bin
+    go build -o bin/p2pc ./cmd/p2pc
+
+# Run the test suite (the command README.md gives).
+test:
+    go test ./...
+
+# Run the test suite with the race detector.
+test-race:
+    go test -race ./...
+
+# Check formatting and vet.
+lint:
+    test -z "$(gofmt -l $(git ls-files '*.go'))" || { gofmt -l $(git ls-files '*.go'); exit 1; }
+    go vet ./...
+
+# Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
+proto:
+    protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative plugins/sdk/pluginpb/plugin.proto
+    protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
+
+# Render the Mandelbrot demo job on this machine.
+demo:
+    go run ./cmd/p2pc run examples/mandelbrot.yaml
+
+# Run the Go benchmarks (plugin host round trip, block store).
+bench:
+    go test -run '^$' -bench . -benchtime 2000x -count 3 ./benchmarks/... ./internal/pluginhost/...
+
+# Fuzz the spec parser for a while (default 60s).
+fuzz seconds="60":
+    go test ./spec -run '^$' -fuzz FuzzParse -fuzztime {{seconds}}s

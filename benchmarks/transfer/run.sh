@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# Block transfer benchmarks (Preon section 4.4, and its missing multi-source
+# half). Run as root from anywhere in the repository:
+#
+#   benchmarks/transfer/run.sh            # full run (1 GiB single-source, 256 MiB multi-source)
+#   QUICK=1 benchmarks/transfer/run.sh    # smaller files, one run each
+#
+# (a) single source: a 1 GiB random file from one `p2pc blocks serve` to one
+#     `p2pc blocks get -o` on 127.0.0.1, against rsync (daemon on 127.0.0.1,
+#     generated rsyncd.conf, --whole-file, no compression), alternating, RUNS
+#     times each. rsync is also timed with --fsync, since p2pc makes both its
+#     block store and the output file durable (fsync) and plain rsync does not.
+# (b) multi source: network namespaces created here (a hub namespace with a
+#     bridge, one namespace per source and one for the sink, joined by veth
+#     pairs), each source's uplink capped with tc tbf (CAP, default 100mbit);
+#     the sink fetches a MSIZE_MIB file from 1, 2 and 4 sources. A capped
+#     rsync from one source is the baseline.
+#
+# Parameters (environment): SIZE_MIB RUNS MSIZE_MIB MRUNS CAP SOURCES
+# SKIP_SINGLE SKIP_MULTI NO_TMPFS B_STORAGE=tmpfs|disk OUT.
+#
+# Traffic goes only over loopback and the namespaces this script creates;
+# the root namespace's interfaces are never touched. Everything is removed
+# on exit. Results: results/transfer/{single_source,multi_source}.json and
+# results/transfer/summary.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=${OUT:-$ROOT/results/transfer}
+if [[ -n ${QUICK:-} ]]; then
+	SIZE_MIB=${SIZE_MIB:-256} RUNS=${RUNS:-1} MSIZE_MIB=${MSIZE_MIB:-64} MRUNS=${MRUNS:-1}
+fi
+SIZE_MIB=${SIZE_MIB:-1024} # (a) file size
+RUNS=${RUNS:-3}            # (a) runs of each tool
+MSIZE_MIB=${MSIZE_MIB:-256} # (b) file size
+MRUNS=${MRUNS:-1}          # (b) runs of each source count
+CAP=${CAP:-100mbit}        # (b) uplink of each source
+SOURCES=${SOURCES:-"1 2 4"}
+SKIP_MULTI=${SKIP_MULTI:-}
+SKIP_SINGLE=${SKIP_SINGLE:-}
+NL=$'\n'
+
+[[ $(id -u) == 0 ]] || { echo "run.sh: needs root (network namespaces, tc)" >&2; exit 1; }
+for tool in go rsync ip tc cmp awk; do
+	command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/p2pc-bench-transfer.XXXXXX")
+NS=p2pcbt$$ # prefix of every namespace created here
+PIDS=()
+NSES=()
+
+cleanup() {
+	local rc=$?
+	set +e
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null
+	done
+	for ns in "${NSES[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$WORK"
+	[[ -n ${SHM:-} ]] && rm -rf "$SHM"
+	[[ -n ${SHM_B:-} ]] && rm -rf "$SHM_B"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+mibps() { awk -v mib="$1" -v s="$2" 'BEGIN {printf "%.1f", mib/s}'; }
+
+# wait_listening FILE: wait for "listening ADDR" on the first line of FILE.
+wait_listening() {
+	local f=$1 i
+	for i in $(seq 300); do
+		if [[ -s $f ]] && head -1 "$f" | grep -q '^listening '; then
+			head -1 "$f" | awk '{print $2}'
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "run.sh: no 'listening' line in $f" >&2
+	return 1
+}
+
+# json_field FILE KEY: a top-level number from a stats JSON file.
+json_field() { awk -v k="\"$2\":" '$1 == k {gsub(/,/, "", $2); print $2; exit}' "$1"; }
+
+BIN=$WORK/p2pc
+log "building p2pc"
+(cd "$ROOT" && go build -o "$BIN" ./cmd/p2pc)
+mkdir -p "$OUT"
+
+machine() {
+	local cpu
+	cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+	printf '{"cpu": "%s", "cores": %s, "mem_gib": %s, "kernel": "%s", "go": "%s", "rsync": "%s", "loadavg_start": "%s"}' \
+		"$cpu" "$(nproc)" "$(awk '/MemTotal/ {printf "%d", $2/1048576}' /proc/meminfo)" "$(uname -r)" \
+		"$(go env GOVERSION)" "$(rsync --version | awk 'NR==1 {print $3}')" "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+MACHINE=$(machine)
+
+# ---------------------------------------------------------------- (a) ----
+# single_source LABEL DIR: the source store, the files and the destination
+# all live in DIR (a disk or a tmpfs). Appends a JSON object to SINGLE_JSON
+# and table rows to SINGLE_ROWS.
+single_source() {
+	local label=$1 dir=$2 file id addr port
+	mkdir -p "$dir"
+	file=$dir/a.bin
+	log "(a/$label) writing a ${SIZE_MIB} MiB random file in $dir"
+	head -c "$((SIZE_MIB << 20))" /dev/urandom >"$file"
+	id=$("$BIN" --data "$dir/a-src" blocks put "$file" 2>/dev/null)
+
+	local pids=()
+	"$BIN" --data "$dir/a-src" blocks serve --listen 127.0.0.1:0 >"$WORK/a-serve.out" 2>"$WORK/a-serve.err" &
+	pids+=($!)
+	PIDS+=($!)
+	addr=$(wait_listening "$WORK/a-serve.out")
+
+	mkdir -p "$dir/rsync"
+	ln "$file" "$dir/rsync/a.bin"
+	for port in $(seq 28730 28790); do
+		cat >"$WORK/rsyncd.conf" <<-EOF
+			port = $port
+			address = 127.0.0.1
+			use chroot = false
+			pid file = $WORK/rsyncd.pid
+			log file = $WORK/rsyncd.log
+			[bench]
+			path = $dir/rsync
+			read only = true
+		EOF
+		rsync --daemon --no-detach --config="$WORK/rsyncd.conf" &
+		local rpid=$!
+		sleep 0.3
+		if kill -0 "$rpid" 2>/dev/null; then
+			pids+=("$rpid")
+			PIDS+=("$rpid")
+			break
+		fi
+		port=""
+	done
+	[[ -n $port ]] || { echo "run.sh: rsync daemon did not start" >&2; return 1; }
+	log "(a/$label) p2pc serves $addr, rsync daemon on 127.0.0.1:$port"
+
+	local -A times=()
+	local tools=(p2pc_get_output p2pc_get_output_fetch_phase p2pc_get_store_only rsync rsync_fsync) t0 t1 i
+	timed() { # timed NAME CMD...: run CMD, append its wall time to times[NAME]
+		local name=$1
+		shift
+		rm -rf "$dir/a-dst" "$dir/a.out"
+		sync
+		t0=$(now)
+		"$@"
+		t1=$(now)
+		times[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b-a}') "
+	}
+	for i in $(seq "$RUNS"); do
+		timed p2pc_get_output "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" -o "$dir/a.out" \
+			--stats-json "$WORK/a-stats.json" 2>"$WORK/a-get.err"
+		cmp -s "$file" "$dir/a.out" || { echo "run.sh: p2pc output differs" >&2; return 1; }
+		times[p2pc_get_output_fetch_phase]+="$(awk -v ns="$(json_field "$WORK/a-stats.json" duration_ns)" 'BEGIN {print ns/1e9}') "
+		timed p2pc_get_store_only "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" 2>"$WORK/a-get.err"
+		timed rsync rsync --whole-file --no-compress "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
+		cmp -s "$file" "$dir/a.out" || { echo "run.sh: rsync output differs" >&2; return 1; }
+		timed rsync_fsync rsync --whole-file --no-compress --fsync "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
+		rm -rf "$dir/a-dst" "$dir/a.out"
+		log "(a/$label) run $i:$(for k in "${tools[@]}"; do printf ' %s=%ss' "$k" "$(echo ${times[$k]} | awk '{print $NF}')"; done)"
+	done
+
+	local k med sec=() meds=() rate=()
+	for k in "${tools[@]}"; do
+		med=$(printf '%s\n' ${times[$k]} | median)
+		sec+=("\"$k\": [$(echo ${times[$k]} | tr ' ' ',')]")
+		meds+=("\"$k\": $med")
+		rate+=("\"$k\": $(mibps "$SIZE_MIB" "$med")")
+		eval "med_$k=$med"
+	done
+	SINGLE_JSON+="${SINGLE_JSON:+, }{\"storage\": \"$label\", \"dir\": \"$dir\", \"seconds\": {$(IFS=,; echo "${sec[*]}")}, \"median_seconds\": {$(IFS=,; echo "${meds[*]}")}, \"median_mib_per_s\": {$(IFS=,; echo "${rate[*]}")}}"
+	SINGLE_ROWS+="${SINGLE_ROWS:+$NL}| $label | $med_p2pc_get_output ($(mibps "$SIZE_MIB" "$med_p2pc_get_output") MiB/s) | $med_p2pc_get_store_only ($(mibps "$SIZE_MIB" "$med_p2pc_get_store_only") MiB/s) | $med_rsync ($(mibps "$SIZE_MIB" "$med_rsync") MiB/s) | $med_rsync_fsync ($(mibps "$SIZE_MIB" "$med_rsync_fsync") MiB/s) | $(awk -v p="$med_p2pc_get_output" -v r="$med_rsync" 'BEGIN {printf "%.2f", r/p}') |"
+
+	kill "${pids[@]}" 2>/dev/null || true
+	wait "${pids[@]}" 2>/dev/null || true
+	rm -rf "$dir"
+}
+
+single_all() {
+	single_source disk "$WORK/disk"
+	if [[ -d /dev/shm && -z ${NO_TMPFS:-} ]]; then
+		SHM=$(mktemp -d /dev/shm/p2pc-bench-transfer.XXXXXX)
+		single_source tmpfs "$SHM"
+	fi
+	cat >"$OUT/single_source.json" <<-EOF
+		{
+		  "benchmark": "single-source transfer of a random file on loopback: p2pc blocks get vs rsync (daemon, --whole-file, no compression)",
+		  "date": "$(date -u +%FT%TZ)",
+		  "machine": $MACHINE,
+		  "file_mib": $SIZE_MIB,
+		  "runs": $RUNS,
+		  "variants": [$SINGLE_JSON],
+		  "loadavg_end": "$(cut -d' ' -f1-3 /proc/loadavg)"
+		}
+	EOF
+	printf '\n(a) single source, %d MiB, median seconds of %d runs\n| storage | p2pc get -o | p2pc get (store only) | rsync | rsync --fsync | rsync time / p2pc get -o time |\n%s\n' \
+		"$SIZE_MIB" "$RUNS" "$SINGLE_ROWS"
+}
+
+# ---------------------------------------------------------------- (b) ----
+# netns_add NAME: create a namespace (recorded for cleanup) with lo up.
+netns_add() {
+	ip netns add "$1"
+	NSES+=("$1")
+	ip -n "$1" link set lo up
+}
+
+# attach NS IP VETH: a veth pair from the hub's bridge (VETH) into NS
+# (eth0 = IP/24).
+attach() {
+	local ns=$1 ipaddr=$2 hv=$3
+	ip -n "$HUB" link add "$hv" type veth peer name eth0 netns "$ns"
+	ip -n "$HUB" link set "$hv" master br0 up
+	ip -n "$ns" addr add "$ipaddr/24" dev eth0
+	ip -n "$ns" link set eth0 up
+}
+
+multi_source() {
+	local maxsrc=0 n
+	for n in $SOURCES; do ((n > maxsrc)) && maxsrc=$n; done
+	HUB=${NS}-hub
+	netns_add "$HUB"
+	ip -n "$HUB" link add br0 type bridge
+	ip -n "$HUB" link set br0 up
+	local sink=${NS}-sink
+	netns_add "$sink"
+	attach "$sink" 10.77.0.100 vsink
+	local i
+	for i in $(seq "$maxsrc"); do
+		netns_add "${NS}-s$i"
+		attach "${NS}-s$i" "10.77.0.$i" "vsrc$i"
+		ip netns exec "${NS}-s$i" tc qdisc add dev eth0 root tbf rate "$CAP" burst 256kb latency 200ms
+	done
+	log "(b) namespaces up: hub, sink, $maxsrc sources capped at $CAP each"
+
+	# Stores and files live on tmpfs unless B_STORAGE=disk: this part
+	# measures how capped uplinks add up, not the disk of a shared machine.
+	if [[ ${B_STORAGE:-tmpfs} == tmpfs && -d /dev/shm ]]; then
+		SHM_B=$(mktemp -d /dev/shm/p2pc-bench-transfer-b.XXXXXX)
+		BDIR=$SHM_B
+		B_STORAGE=tmpfs
+	else
+		BDIR=$WORK
+		B_STORAGE=disk
+	fi
+	local file=$BDIR/b.bin id
+	head -c "$((MSIZE_MIB << 20))" /dev/urandom >"$file"
+	id=$("$BIN" --data "$BDIR/b-s1" blocks put "$file" 2>/dev/null)
+	for i in $(seq 2 "$maxsrc"); do
+		cp -a "$BDIR/b-s1" "$BDIR/b-s$i"
+	done
+	local addrs=()
+	for i in $(seq "$maxsrc"); do
+		ip netns exec "${NS}-s$i" "$BIN" --data "$BDIR/b-s$i" blocks serve --listen "10.77.0.$i:7070" \
+			>"$WORK/b-serve$i.out" 2>"$WORK/b-serve$i.err" &
+		PIDS+=($!)
+		addrs+=("$(wait_listening "$WORK/b-serve$i.out")")
+	done
+
+	# Baseline: rsync from one capped source.
+	mkdir -p "$BDIR/b-rsync"
+	ln "$file" "$BDIR/b-rsync/b.bin"
+	cat >"$WORK/b-rsyncd.conf" <<-EOF
+		port = 8730
+		address = 10.77.0.1
+		use chroot = false
+		pid file = $WORK/b-rsyncd.pid
+		[bench]
+		path = $BDIR/b-rsync
+		read only = true
+	EOF
+	ip netns exec "${NS}-s1" rsync --daemon --no-detach --config="$WORK/b-rsyncd.conf" &
+	PIDS+=($!)
+	sleep 0.5
+	rm -f "$BDIR/b.rsync"
+	local t0 t1 rs
+	t0=$(now)
+	ip netns exec "$sink" rsync --whole-file --no-compress rsync://10.77.0.1:8730/bench/b.bin "$BDIR/b.rsync"
+	t1=$(now)
+	rs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b-a}')
+	cmp -s "$file" "$BDIR/b.rsync" || { echo "run.sh: rsync output differs" >&2; return 1; }
+	rm -f "$BDIR/b.rsync"
+	log "(b) rsync from 1 capped source: ${rs}s ($(mibps "$MSIZE_MIB" "$rs") MiB/s)"
+
+	local rows="" json="" one=""
+	for n in $SOURCES; do
+		local from ts=() r
+		from=$(IFS=,; echo "${addrs[*]:0:n}")
+		for r in $(seq "$MRUNS"); do
+			rm -rf "$BDIR/b-sink" "$BDIR/b.out"
+			t0=$(now)
+			ip netns exec "$sink" "$BIN" --data "$BDIR/b-sink" blocks get "$id" --from "$from" -o "$BDIR/b.out" ${GET_FLAGS:-} \
+				--stats-json "$WORK/b-stats$n.json" 2>"$WORK/b-get.err"
+			t1=$(now)
+			cmp -s "$file" "$BDIR/b.out" || { echo "run.sh: p2pc output differs" >&2; return 1; }
+			ts+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b-a}')")
+		done
+		local m per
+		m=$(printf '%s\n' "${ts[@]}" | median)
+		[[ -z $one ]] && one=$m
+		per=$(awk 'match($0, /"[0-9.]+:[0-9]+"/) {peer = substr($0, RSTART + 1, RLENGTH - 2)}
+			peer && /"blocks":/ {gsub(/,/, "", $2); printf "%s%s=%s", sep, peer, $2; sep = " "; peer = ""}' "$WORK/b-stats$n.json")
+		log "(b) $n source(s): ${m}s ($(mibps "$MSIZE_MIB" "$m") MiB/s); blocks per source: $per"
+		rows+="${rows:+$NL}$(printf '| %d | %s | %s | %s | %s |' "$n" "$m" "$(mibps "$MSIZE_MIB" "$m")" \
+			"$(awk -v a="$one" -v b="$m" 'BEGIN {printf "%.2f", a/b}')" "$per")"
+		json+=$(printf '%s{"sources": %d, "seconds": [%s], "median_seconds": %s, "mib_per_s": %s, "speedup_vs_1": %s, "blocks_per_source": "%s"}' \
+			"${json:+, }" "$n" "$(IFS=,; echo "${ts[*]}")" "$m" "$(mibps "$MSIZE_MIB" "$m")" \
+			"$(awk -v a="$one" -v b="$m" 'BEGIN {printf "%.3f", a/b}')" "$per")
+	done
+	cat >"$OUT/multi_source.json" <<-EOF
+		{
+		  "benchmark": "multi-source transfer, each source's uplink capped with tc tbf, in network namespaces",
+		  "date": "$(date -u +%FT%TZ)",
+		  "machine": $MACHINE,
+		  "file_mib": $MSIZE_MIB,
+		  "cap_per_source": "$CAP",
+		  "storage": "$B_STORAGE",
+		  "rsync_one_capped_source": {"seconds": $rs, "mib_per_s": $(mibps "$MSIZE_MIB" "$rs")},
+		  "p2pc": [$json],
+		  "loadavg_end": "$(cut -d' ' -f1-3 /proc/loadavg)"
+		}
+	EOF
+	MULTI_ROWS=$rows
+	MULTI_RS=$rs
+	printf '\n(b) %d MiB from sources capped at %s, median of %d runs\n| sources | seconds | MiB/s | speedup | blocks per source |\n%s\nrsync, 1 capped source: %ss (%s MiB/s)\n' \
+		"$MSIZE_MIB" "$CAP" "$MRUNS" "$MULTI_ROWS" "$rs" "$(mibps "$MSIZE_MIB" "$rs")"
+}
+
+SINGLE_ROWS="" SINGLE_JSON="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B="" B_STORAGE=${B_STORAGE:-tmpfs}
+[[ -n $SKIP_SINGLE ]] || single_all
+[[ -n $SKIP_MULTI ]] || multi_source
+
+{
+	echo "# Block transfer benchmarks"
+	echo
+	echo "Generated by \`benchmarks/transfer/run.sh\` on $(date -u +%F). Machine: $MACHINE"
+	echo
+	if [[ -n $SINGLE_ROWS ]]; then
+		echo "## (a) Single source on loopback: ${SIZE_MIB} MiB, median of ${RUNS} runs"
+		echo
+		echo "| storage | p2pc blocks get -o | p2pc blocks get (store only) | rsync | rsync --fsync | rsync time / p2pc get -o time |"
+		echo "| --- | --- | --- | --- | --- | --- |"
+		echo "$SINGLE_ROWS"
+		echo
+		echo "p2pc makes every block durable in its store (temp file, fsync, rename, fsync dir) and fsyncs the output file; plain rsync fsyncs nothing. On tmpfs fsync is free, so that row compares the transfer paths alone."
+		echo
+	fi
+	if [[ -n $MULTI_ROWS ]]; then
+		echo "## (b) Multi-source: ${MSIZE_MIB} MiB, each source's uplink capped at ${CAP} (tc tbf, network namespaces; stores on $B_STORAGE), median of ${MRUNS} runs"
+		echo
+		echo "| sources | seconds | MiB/s | speedup vs 1 | blocks per source |"
+		echo "| --- | --- | --- | --- | --- |"
+		echo "$MULTI_ROWS"
+		echo
+		echo "rsync from one capped source: ${MULTI_RS} s ($(mibps "$MSIZE_MIB" "$MULTI_RS") MiB/s)."
+		echo
+	fi
+	echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the machine has $(nproc) cores and is shared)."
+} >"$OUT/summary.md"
+log "wrote $OUT/summary.md"

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/node"
+)
+
+// JoinCmd is `p2pc join`: run a volunteer node until SIGINT/SIGTERM.
+type JoinCmd struct {
+	Slots         int           `help:"Tasks run at once (default: number of CPUs)." placeholder:"N"`
+	Name          string        `help:"Node name, unique in the swarm (default: hostname-pid)." env:"P2PC_NAME"`
+	Listen        string        `help:"gRPC listen address: all interfaces and an ephemeral port by default." default:"0.0.0.0:0" placeholder:"ADDR"`
+	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
+	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
+	NoMDNS        bool          `name:"no-mdns" help:"Do not announce or browse with mDNS."`
+	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
+}
+
+// Run serves until the context ends.
+func (c *JoinCmd) Run(g *Globals) error {
+	slots := c.Slots
+	if slots <= 0 {
+		slots = runtime.NumCPU()
+	}
+	static, err := discovery.ParseAddrs(joinList(c.Join))
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
+	}
+	adv := c.Advertise
+	if adv == "" && len(static) > 0 {
+		adv = node.LocalIPFor(static[0].Addr)
+	}
+	n, err := node.New(node.Config{
+		Name:          c.Name,
+		Slots:         slots,
+		DataDir:       filepath.Join(g.Data, "node"),
+		Listen:        c.Listen,
+		Advertise:     adv,
+		Version:       version,
+		ShutdownGrace: c.ShutdownGrace,
+		Logger:        g.Logger,
+	})
+	if err != nil {
+		return withCode(exitBadInput, err)
+	}
+	var joins []string
+	for _, p := range static {
+		joins = append(joins, p.Addr)
+	}
+	if _, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: joins}); err != nil {
+		return withCode(exitBadInput, err)
+	}
+	// The first line on stdout says where the node listens (scripts and
+	// tests read it).
+	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d\n", n.Addr(), n.Name(), slots)
+	return n.Serve(g.Ctx)
+}
+
+func joinList(addrs []string) string {
+	out := ""
+	for i, a := range addrs {
+		if i > 0 {
+			out += ","
+		}
+		out += a
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+// Command p2pc is the peer-to-peer parallel computing platform's CLI: run a
+// job, join a swarm as a volunteer, move blocks, and reproduce the seed
+// papers' benchmarks.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// Exit codes, documented in README.md.
+const (
+	exitOK          = 0
+	exitInternal    = 1
+	exitBadInput    = 2
+	exitTaskFailed  = 3
+	exitInterrupted = 130
+)
+
+// Globals are the flags every subcommand sees, plus what main derives from
+// them. Subcommands receive *Globals in their Run method.
+type Globals struct {
+	Data     string `help:"Node data directory (block store, plugin cache)." env:"P2PC_DATA" type:"path" placeholder:"DIR"`
+	LogLevel string `help:"Log level: debug, info, warn, error." env:"P2PC_LOG_LEVEL" default:"warn" enum:"debug,info,warn,error"`
+	LogJSON  bool   `help:"Write logs as JSON lines." env:"P2PC_LOG_JSON"`
+
+	Ctx    context.Context `kong:"-"`
+	Logger *slog.Logger    `kong:"-"`
+}
+
+// CLI is the kong root: global flags and one field per subcommand.
+type CLI struct {
+	Globals
+
+	Run      RunCmd      `cmd:"" help:"Run a job described by a YAML spec."`
+	Join     JoinCmd     `cmd:"" help:"Volunteer this machine: run tasks for the swarm until stopped."`
+	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
+	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
+	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
+	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("p2pc"),
+		kong.Description("p2pc: the poor man's supercomputer. Farm a job's tasks out to spare machines on the LAN."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "p2pc:", err)
+		return exitInternal
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "p2pc:", err)
+		return exitBadInput
+	}
+	if cli.Data == "" {
+		cli.Data = defaultDataDir()
+	}
+	cli.Ctx = ctx
+	cli.Logger = newLogger(cli.LogLevel, cli.LogJSON)
+	slog.SetDefault(cli.Logger)
+
+	err = kctx.Run(&cli.Globals)
+	if err == nil {
+		return exitOK
+	}
+	var ec *exitError
+	if errors.As(err, &ec) {
+		if ec.err != nil {
+			fmt.Fprintln(os.Stderr, "p2pc:", ec.err)
+		}
+		return ec.code
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "p2pc: interrupted:", err)
+		return exitInterrupted
+	}
+	fmt.Fprintln(os.Stderr, "p2pc:", err)
+	return exitInternal
+}
+
+// exitError carries a specific exit code out of a Run method.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode wraps err so that main exits with code.
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// defaultDataDir is $XDG_DATA_HOME/p2pc, else ~/.local/share/p2pc, else a
+// folder in the temp dir.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "p2pc")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "p2pc")
+	}
+	return filepath.Join(os.TempDir(), "p2pc")
+}
+
+// newLogger returns a text (or JSON) logger on stderr at level.
+func newLogger(level string, json bool) *slog.Logger {
+	var lv slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if json {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/transfer"
+)
+
+// PeersCmd is `p2pc peers`: list the live swarm.
+type PeersCmd struct {
+	Join   []string      `help:"Peers to ask (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
+	NoMDNS bool          `name:"no-mdns" help:"Do not look for peers with mDNS."`
+	Wait   time.Duration `help:"How long to look for peers." default:"2s"`
+	JSON   bool          `help:"Print the members as JSON."`
+}
+
+// Run joins the membership briefly as an observer, lists it and leaves.
+func (c *PeersCmd) Run(g *Globals) error {
+	static, err := discovery.ParseAddrs(joinList(c.Join))
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
+	}
+	if len(static) == 0 && c.NoMDNS {
+		return withCode(exitBadInput, fmt.Errorf("nothing to ask: give --join addresses or allow mDNS"))
+	}
+	ctx, cancel := context.WithTimeout(g.Ctx, c.Wait+5*time.Second)
+	defer cancel()
+	host, _ := os.Hostname()
+	// Gossip from the address the kernel would use towards the peers (or
+	// the mDNS group): the LAN address, or loopback in a test namespace.
+	target := "224.0.0.251:5353"
+	if len(static) > 0 {
+		target = static[0].Addr
+	}
+	adv := node.LocalIPFor(target)
+	bind := adv
+	if bind == "" {
+		bind = "0.0.0.0"
+	}
+	mem, err := discovery.Start(ctx, discovery.Config{
+		Name:          fmt.Sprintf("%s-peers-%d", host, os.Getpid()),
+		BindAddr:      bind,
+		AdvertiseAddr: adv,
+		Logger:        g.Logger,
+		Meta:          func() discovery.Meta { return discovery.Meta{Version: version, Proto: node.ProtocolVersion} },
+	})
+	if err != nil {
+		return fmt.Errorf("peers: %w", err)
+	}
+	defer mem.Close()
+	conns := transfer.NewPool()
+	defer conns.Close()
+	for _, p := range static {
+		conn, err := conns.Conn(p.Addr)
+		if err != nil {
+			continue
+		}
+		ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := peerpb.NewPeerClient(conn).Info(ictx, &peerpb.InfoRequest{Proto: node.ProtocolVersion})
+		icancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "p2pc: peer %s: %v\n", p.Addr, err)
+			continue
+		}
+		if _, err := mem.Join(ctx, []string{info.GossipAddr}); err != nil {
+			fmt.Fprintf(os.Stderr, "p2pc: join %s: %v\n", info.GossipAddr, err)
+		}
+	}
+	if !c.NoMDNS {
+		md, err := discovery.NewMDNS(discovery.MDNSConfig{Logger: g.Logger, QueryTimeout: c.Wait / 2})
+		if err != nil {
+			return fmt.Errorf("peers: %w", err)
+		}
+		defer md.Close()
+		jctx, jcancel := context.WithTimeout(ctx, c.Wait)
+		_ = mem.JoinFrom(jctx, md, c.Wait/2)
+		jcancel()
+	} else {
+		select {
+		case <-time.After(min(c.Wait, 500*time.Millisecond)):
+		case <-ctx.Done():
+		}
+	}
+	var members []discovery.Member
+	for _, m := range mem.Members() {
+		if m.Name != fmt.Sprintf("%s-peers-%d", host, os.Getpid()) {
+			members = append(members, m)
+		}
+	}
+	_ = mem.Leave(time.Second)
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(members)
+	}
+	if len(members) == 0 {
+		fmt.Fprintln(os.Stderr, "no peers found")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN")
+	for _, m := range members {
+		state := m.State
+		if !m.Compatible {
+			state += " (incompatible)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\n", m.Name, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond))
+	}
+	return w.Flush()
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/node"
+)
+
+// submitterSwarm is the node `p2pc run` starts so that peers can take
+// part: it serves the job's blocks and enrols peers. It takes no work
+// itself (its local slots run tasks directly).
+type submitterSwarm struct {
+	name   string
+	remote *job.RemoteOptions // nil: local only
+	stop   func()
+}
+
+func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("%s-run-%d", host, os.Getpid())
+	static, err := discovery.ParseAddrs(joinList(c.Join))
+	if err != nil {
+		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
+	}
+	if len(static) == 0 && c.NoMDNS {
+		return &submitterSwarm{name: host, stop: func() {}}, nil
+	}
+	// A private folder per run: several jobs may be submitted at once.
+	dataDir := filepath.Join(g.Data, "submit", fmt.Sprint(os.Getpid()))
+	adv := ""
+	if len(static) > 0 {
+		adv = node.LocalIPFor(static[0].Addr)
+	}
+	n, err := node.New(node.Config{
+		Name:      name,
+		Slots:     0,
+		DataDir:   dataDir,
+		Listen:    c.Listen,
+		Advertise: adv,
+		Version:   version,
+		Logger:    g.Logger,
+	})
+	if err != nil {
+		return nil, withCode(exitBadInput, err)
+	}
+	nctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.Serve(nctx); err != nil {
+			g.Logger.Warn("submitter node", "err", err)
+		}
+	}()
+	var addrs []string
+	for _, p := range static {
+		addrs = append(addrs, p.Addr)
+	}
+	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return nil, withCode(exitBadInput, err)
+	}
+	sw := &node.Swarm{Self: name, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
+	return &submitterSwarm{
+		name:   name,
+		remote: &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
+		stop:   func() { cancel(); wg.Wait(); os.RemoveAll(dataDir) },
+	}, nil
+}

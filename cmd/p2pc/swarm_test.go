@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// peer is a running `p2pc join`.
+type peer struct {
+	name, addr, data string
+	proc             *harness.Proc
+}
+
+var listenRe = regexp.MustCompile(`listening (\S+) name (\S+)`)
+
+// startPeer starts `p2pc join` on loopback and waits until it listens.
+// Its data folder is kept across restarts (same name -> same folder).
+func startPeer(t *testing.T, dir, name string, slots int, extra ...string) *peer {
+	t.Helper()
+	return startPeerAt(t, dir, name, "127.0.0.1:0", slots, extra...)
+}
+
+func startPeerAt(t *testing.T, dir, name, listen string, slots int, extra ...string) *peer {
+	t.Helper()
+	data := filepath.Join(dir, name)
+	args := append([]string{"--data", data, "join", "--listen", listen, "--name", name, "--slots", fmt.Sprint(slots)}, extra...)
+	p, err := harness.Start(p2pcBin, args, harness.Options{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := p.WaitOutput(ctx, listenRe)
+	if err != nil {
+		p.Kill()
+		t.Fatal(err)
+	}
+	pr := &peer{name: name, addr: m[1], data: data, proc: p}
+	t.Cleanup(func() {
+		p.Stop(5 * time.Second)
+		if err := p.CheckLogs(); err != nil {
+			t.Error(err)
+		}
+	})
+	return pr
+}
+
+func addrs(ps []*peer) string {
+	var a []string
+	for _, p := range ps {
+		a = append(a, p.addr)
+	}
+	return strings.Join(a, ",")
+}
+
+// sharesOf counts accepted results per peer.
+func sharesOf(rep *report.Report) map[string]int {
+	m := map[string]int{}
+	for _, t := range rep.Tasks {
+		m[t.Peer]++
+	}
+	return m
+}
+
+// checkOnce fails unless every task is done with exactly one accepted
+// (ok, not superseded) attempt.
+func checkOnce(t *testing.T, rep *report.Report) {
+	t.Helper()
+	for _, task := range rep.Tasks {
+		ok := 0
+		for _, a := range task.Attempts {
+			if a.Outcome == report.OutcomeOK {
+				ok++
+			}
+		}
+		if task.State != report.TaskDone || ok != 1 {
+			t.Errorf("task %s: state %s, %d ok attempts: %+v", task.ID, task.State, ok, task.Attempts)
+		}
+	}
+}
+
+func TestSwarmStaticPeers(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "p1", 2), startPeer(t, dir, "p2", 2), startPeer(t, dir, "p3", 2)}
+	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(mandelbrotSpec, 32, 31))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	shares := sharesOf(rep)
+	for _, p := range peers {
+		if shares[p.name] == 0 {
+			t.Errorf("peer %s ran no task: %v", p.name, shares)
+		}
+	}
+	local := filepath.Join(dir, "local")
+	if r := p2pc(t, "run", spec, "--out", local, "--no-mdns"); r.code != 0 {
+		t.Fatalf("local run: exit %d\n%s", r.code, r.stderr)
+	}
+	a, _ := os.ReadFile(filepath.Join(out, "mandelbrot.png"))
+	b, _ := os.ReadFile(filepath.Join(local, "mandelbrot.png"))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatalf("swarm PNG (%d bytes) differs from local PNG (%d bytes)", len(a), len(b))
+	}
+	t.Logf("shares: %v", shares)
+}
+
+func TestSwarmSurvivesKills(t *testing.T) {
+	dir := t.TempDir()
+	var peers []*peer
+	for i := range 4 {
+		peers = append(peers, startPeer(t, dir, fmt.Sprintf("k%d", i), 2))
+	}
+	spec := writeSpec(t, dir, "k.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 200}
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 255}
+`)
+	out := filepath.Join(dir, "out")
+	start := time.Now()
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers)}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kills := 0
+	victim := 0
+loop:
+	for {
+		select {
+		case <-run.Done():
+			break loop
+		case <-time.After(1500 * time.Millisecond):
+		}
+		// Kill one peer with SIGKILL, restart it (same name, same data) a
+		// moment later, and move on to the next.
+		p := peers[victim%len(peers)]
+		p.proc.Kill()
+		kills++
+		select {
+		case <-run.Done():
+			break loop
+		case <-time.After(500 * time.Millisecond):
+		}
+		peers[victim%len(peers)] = restart(t, dir, p)
+		victim++
+	}
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d after %d kills\n%s", code, kills, run.Stderr())
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	lost := 0
+	for _, task := range rep.Tasks {
+		for _, a := range task.Attempts {
+			if a.Outcome == report.OutcomeLost {
+				lost++
+			}
+		}
+	}
+	if kills == 0 {
+		t.Fatal("the job ended before any kill")
+	}
+	t.Logf("survived %d kills in %s; %d leases lost and requeued; shares %v", kills, time.Since(start).Round(time.Millisecond), lost, sharesOf(rep))
+}
+
+// restart starts a killed peer again with the same name, address and
+// data folder.
+func restart(t *testing.T, dir string, p *peer) *peer {
+	t.Helper()
+	return startPeerAt(t, dir, p.name, p.addr, 2)
+}
+
+func TestSwarmStoppedPeer(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2)}
+	spec := writeSpec(t, dir, "s.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 500}
+timeout: 1m
+tasks:
+  - range: {param: n, from: 0, to: 11}
+`)
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers)}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop s1 while it holds leases: wait until it has run a task.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := report.Read(out)
+		if err == nil && sharesOf(rep)["s1"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			run.Kill()
+			t.Fatalf("s1 never ran a task\n%s", run.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopped := time.Now()
+	peers[0].proc.Signal(syscall.SIGSTOP)
+	defer peers[0].proc.Signal(syscall.SIGCONT)
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	// Every lease s1 lost was redone elsewhere within 5 s of the stop.
+	for _, task := range rep.Tasks {
+		var lostAt time.Time
+		for _, a := range task.Attempts {
+			if a.Peer == "s1" && a.Outcome != report.OutcomeOK {
+				lostAt = a.End
+			}
+		}
+		if lostAt.IsZero() {
+			continue
+		}
+		if d := lostAt.Sub(stopped); d > 5*time.Second {
+			t.Errorf("task %s: s1's lease was taken back %s after the stop", task.ID, d.Round(time.Millisecond))
+		} else {
+			t.Logf("task %s: s1's lease taken back %s after SIGSTOP, redone on %s", task.ID, d.Round(time.Millisecond), task.Peer)
+		}
+	}
+}
+
+func TestTwoSubmitters(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "t1", 2), startPeer(t, dir, "t2", 2), startPeer(t, dir, "t3", 2)}
+	var runs []*harness.Proc
+	for i := range 2 {
+		spec := writeSpec(t, dir, fmt.Sprintf("j%d.yaml", i), fmt.Sprintf(`
+name: job%d
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 100, job: %d}
+tasks:
+  - range: {param: n, from: 0, to: 29}
+`, i, i))
+		p, err := harness.Start(p2pcBin, []string{"--data", filepath.Join(dir, fmt.Sprintf("sub%d", i)), "run", spec, "--out", filepath.Join(dir, fmt.Sprintf("out%d", i)), "--no-mdns", "--local-slots", "0", "--join", addrs(peers)}, harness.Options{Name: fmt.Sprintf("run%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, p)
+	}
+	var reps []*report.Report
+	for i, p := range runs {
+		code, err := p.Wait(2 * time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", i, code, p.Stderr())
+		}
+		rep := readReport(t, filepath.Join(dir, fmt.Sprintf("out%d", i)))
+		checkOnce(t, rep)
+		reps = append(reps, rep)
+	}
+	// Neither starved: the two jobs ran at the same time, each on the peers.
+	first := func(r *report.Report) (time.Time, time.Time) {
+		var lo, hi time.Time
+		for _, task := range r.Tasks {
+			for _, a := range task.Attempts {
+				if lo.IsZero() || a.Start.Before(lo) {
+					lo = a.Start
+				}
+				if a.End.After(hi) {
+					hi = a.End
+				}
+			}
+		}
+		return lo, hi
+	}
+	s0, e0 := first(reps[0])
+	s1, e1 := first(reps[1])
+	if s1.After(e0) || s0.After(e1) {
+		t.Errorf("the jobs did not overlap: job0 %s..%s, job1 %s..%s", s0, e0, s1, e1)
+	}
+	for i, r := range reps {
+		if len(sharesOf(r)) < 2 {
+			t.Errorf("job %d ran on %v only", i, sharesOf(r))
+		}
+		t.Logf("job %d: %s, shares %v", i, r.Finished.Sub(r.Started).Round(time.Millisecond), sharesOf(r))
+	}
+}

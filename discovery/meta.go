@@ -1,0 +1,73 @@
+package discovery
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Meta is what a member tells the others about itself, spread by
+// memberlist with every alive message.
+type Meta struct {
+	// Name is the member's node name (always its memberlist name).
+	Name string
+	// GRPCAddr is host:port of the member's peer gRPC service.
+	GRPCAddr string
+	// OS and Arch are the member's GOOS and GOARCH.
+	OS, Arch string
+	// Version is the p2pc release the member runs.
+	Version string
+	// Proto is the peer protocol version. Members whose Proto differs
+	// from this node's are listed with Compatible false.
+	Proto int
+	// Slots is how many tasks the member runs at once; FreeSlots how many
+	// of them are free now.
+	Slots, FreeSlots int
+}
+
+// wireMeta is Meta as carried in memberlist's node metadata: JSON with
+// one-letter keys, zero values left out. The name is not carried (it is
+// the memberlist node name). L marks a member that is leaving, so that its
+// departure is reported as Leave rather than Dead.
+type wireMeta struct {
+	GRPC    string `json:"g,omitempty"`
+	OS      string `json:"o,omitempty"`
+	Arch    string `json:"a,omitempty"`
+	Version string `json:"v,omitempty"`
+	Proto   int    `json:"p,omitempty"`
+	Slots   int    `json:"s,omitempty"`
+	Free    int    `json:"f,omitempty"`
+	Leaving bool   `json:"l,omitempty"`
+}
+
+// encodeMeta encodes m, failing if the result exceeds memberlist's limit
+// (memberlist.MetaMaxSize, 512 bytes).
+func encodeMeta(m Meta, leaving bool) ([]byte, error) {
+	b, err := json.Marshal(wireMeta{
+		GRPC: m.GRPCAddr, OS: m.OS, Arch: m.Arch, Version: m.Version,
+		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode member metadata: %w", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("encode member metadata: %d bytes, more than memberlist's limit of %d", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+// decodeMeta decodes the metadata of the member called name.
+func decodeMeta(name string, b []byte) (m Meta, leaving bool, err error) {
+	m.Name = name
+	if len(b) == 0 {
+		return m, false, fmt.Errorf("member %q: no metadata", name)
+	}
+	var w wireMeta
+	if err := json.Unmarshal(b, &w); err != nil {
+		return m, false, fmt.Errorf("member %q: decode metadata: %w", name, err)
+	}
+	m.GRPCAddr, m.OS, m.Arch, m.Version = w.GRPC, w.OS, w.Arch, w.Version
+	m.Proto, m.Slots, m.FreeSlots = w.Proto, w.Slots, w.Free
+	return m, w.Leaving, nil
+}

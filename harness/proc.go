@@ -1,0 +1,199 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RepoRoot returns the folder holding go.mod, searching upwards from the
+// working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repo root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find repo root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles ./cmd/p2pc of the repository at root into out. With race
+// the binary has the race detector on.
+func Build(ctx context.Context, root, out string, race bool) error {
+	args := []string{"build", "-o", out}
+	if race {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/p2pc")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build p2pc: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// Proc is a started process with captured output.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+
+	stdout, stderr lockedBuffer
+	done           chan struct{}
+	waitErr        error
+}
+
+// Options for Start.
+type Options struct {
+	Dir string
+	Env []string // added to the parent's environment
+	// Name labels the process in errors (default: the binary's name).
+	Name string
+}
+
+// Start runs bin with args in its own process group; the process is
+// killed if this one dies (Pdeathsig).
+func Start(bin string, args []string, opts Options) (*Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = opts.Dir
+	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.SysProcAttr = sysProcAttr()
+	p := &Proc{Name: opts.Name, cmd: cmd, done: make(chan struct{})}
+	if p.Name == "" {
+		p.Name = filepath.Base(bin)
+	}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// code (-1 if killed by a signal). On timeout the process group is killed
+// and an error returned.
+func (p *Proc) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.Kill()
+		<-p.done
+		return -1, fmt.Errorf("%s did not exit within %s\nstderr:\n%s", p.Name, timeout, p.Stderr())
+	}
+	return exitCode(p.waitErr), nil
+}
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Kill SIGKILLs the whole process group and waits for the process.
+func (p *Proc) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM, waits up to grace, then kills the group.
+func (p *Proc) Stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	p.Kill()
+}
+
+// Stdout and Stderr return what the process wrote so far.
+func (p *Proc) Stdout() string { return p.stdout.String() }
+func (p *Proc) Stderr() string { return p.stderr.String() }
+
+// WaitOutput waits until the process's stdout matches re and returns the
+// first match's submatches.
+func (p *Proc) WaitOutput(ctx context.Context, re *regexp.Regexp) ([]string, error) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if m := re.FindStringSubmatch(p.Stdout()); m != nil {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: waiting for %q: %w\nstderr:\n%s", p.Name, re, ctx.Err(), p.Stderr())
+		case <-p.done:
+			if m := re.FindStringSubmatch(p.Stdout()); m != nil {
+				return m, nil
+			}
+			return nil, fmt.Errorf("%s exited before printing %q\nstderr:\n%s", p.Name, re, p.Stderr())
+		case <-t.C:
+		}
+	}
+}
+
+// CheckLogs reports a panic or a data race in the process's output.
+func (p *Proc) CheckLogs() error {
+	out := p.Stderr() + p.Stdout()
+	for _, bad := range []string{"panic:", "WARNING: DATA RACE", "fatal error:"} {
+		if i := strings.Index(out, bad); i >= 0 {
+			end := min(len(out), i+2000)
+			return fmt.Errorf("%s: %s found in its output:\n%s", p.Name, bad, out[i:end])
+		}
+	}
+	return nil
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

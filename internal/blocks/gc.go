@@ -1,0 +1,393 @@
+package blocks
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+)
+
+// pinHeader is the first line of every pin file; one hex ID per line follows.
+const pinHeader = "p2pc-pin v1"
+
+// maxPinName bounds a pin name's length.
+const maxPinName = 200
+
+// GCStats reports what GC did.
+type GCStats struct {
+	Scanned      int   // blocks looked at
+	Removed      int   // blocks removed
+	RemovedBytes int64 // bytes removed
+	Blocks       int   // blocks held afterwards
+	Bytes        int64 // bytes held afterwards
+	PinnedBytes  int64 // bytes of pinned blocks held afterwards
+}
+
+// VerifyStats reports what Verify found.
+type VerifyStats struct {
+	Blocks  int   // blocks that verified
+	Bytes   int64 // bytes of blocks that verified
+	Corrupt []ID  // blocks that did not match their ID, now quarantined
+}
+
+// ValidPinName reports whether name may name a pin: 1 to 200 characters
+// from [A-Za-z0-9._:-], not starting with '.'. Job IDs and
+// "job-<hex>"-style names fit.
+func ValidPinName(name string) bool {
+	if name == "" || len(name) > maxPinName || name[0] == '.' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Pin adds ids to the pin called name, creating it if needed. GC never
+// removes a pinned block. The ids need not be held yet: pin a job's blocks
+// first, then fetch the Missing ones. The pin is written to pins/<name>
+// (temp file, fsync, rename, fsync directory) before Pin returns, so it
+// survives a crash or restart.
+func (d *DiskStore) Pin(name string, ids ...ID) error {
+	if !ValidPinName(name) {
+		return fmt.Errorf("pin %q: invalid name", name)
+	}
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	d.mu.Lock()
+	set := make(map[ID]struct{}, len(d.pins[name])+len(ids))
+	for id := range d.pins[name] {
+		set[id] = struct{}{}
+	}
+	d.mu.Unlock()
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+	if err := d.writePin(name, set); err != nil {
+		return fmt.Errorf("pin %q: %w", name, err)
+	}
+	// State after data: the in-memory pin follows the durable one.
+	d.mu.Lock()
+	d.setPinLocked(name, set)
+	d.mu.Unlock()
+	return nil
+}
+
+// Unpin removes the pin called name; its blocks become collectable unless
+// another pin holds them. Unpinning an unknown name is not an error.
+func (d *DiskStore) Unpin(name string) error {
+	if !ValidPinName(name) {
+		return fmt.Errorf("unpin %q: invalid name", name)
+	}
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	if err := d.root.Remove(pinsDir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("unpin %q: %w", name, err)
+	}
+	if err := syncDir(d.root, pinsDir); err != nil {
+		return fmt.Errorf("unpin %q: fsync directory: %w", name, err)
+	}
+	d.mu.Lock()
+	d.setPinLocked(name, nil)
+	d.gen++
+	d.mu.Unlock()
+	return nil
+}
+
+// Pins returns the names of the pins held, sorted.
+func (d *DiskStore) Pins() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	names := make([]string, 0, len(d.pins))
+	for name := range d.pins {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Pinned reports whether any pin holds id.
+func (d *DiskStore) Pinned(id ID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pinned[id] > 0
+}
+
+// setPinLocked replaces the pin name by set (nil removes it), keeping the
+// reference counts in d.pinned. d.mu must be held.
+func (d *DiskStore) setPinLocked(name string, set map[ID]struct{}) {
+	for id := range d.pins[name] {
+		if d.pinned[id]--; d.pinned[id] <= 0 {
+			delete(d.pinned, id)
+		}
+	}
+	delete(d.pins, name)
+	if set == nil {
+		return
+	}
+	d.pins[name] = set
+	for id := range set {
+		d.pinned[id]++
+	}
+}
+
+func (d *DiskStore) writePin(name string, set map[ID]struct{}) (err error) {
+	ids := make([]ID, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
+	var buf bytes.Buffer
+	buf.Grow(len(pinHeader) + 1 + len(ids)*(2*IDSize+1))
+	buf.WriteString(pinHeader + "\n")
+	for _, id := range ids {
+		buf.WriteString(id.String())
+		buf.WriteByte('\n')
+	}
+	tmp, f, err := createTemp(d.root, pinsDir, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			d.root.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	if err := d.root.Rename(tmp, pinsDir+"/"+name); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	if err := syncDir(d.root, pinsDir); err != nil {
+		return fmt.Errorf("fsync directory: %w", err)
+	}
+	return nil
+}
+
+// loadPins reads pins/ at open, removing temp files; it returns how many
+// it removed. A pin file that does not parse (only possible through
+// outside damage, since pins are written atomically) is moved to
+// quarantine/ and logged: its blocks become collectable, which costs a
+// re-fetch, not correctness.
+func (d *DiskStore) loadPins() (int, error) {
+	ents, err := readDir(d.root, pinsDir)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range ents {
+		name := e.Name()
+		p := pinsDir + "/" + name
+		if strings.HasPrefix(name, tmpPrefix) {
+			if err := d.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, fmt.Errorf("remove stale temp file: %w", err)
+			}
+			removed++
+			continue
+		}
+		if !ValidPinName(name) || !e.Type().IsRegular() {
+			d.log.Warn("ignoring unexpected file in pins", "path", p)
+			continue
+		}
+		set, err := d.readPin(p)
+		if err != nil {
+			q := fmt.Sprintf("%s/pin-%s.%d", quarantineDir, name, time.Now().UnixNano())
+			d.log.Error("unreadable pin file quarantined; its blocks are no longer pinned", "pin", name, "err", err, "path", q)
+			if err := d.root.Rename(p, q); err != nil {
+				return removed, fmt.Errorf("quarantine pin file %s: %w", name, err)
+			}
+			continue
+		}
+		d.setPinLocked(name, set)
+	}
+	return removed, nil
+}
+
+func (d *DiskStore) readPin(p string) (map[ID]struct{}, error) {
+	b, err := d.root.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	if !sc.Scan() || sc.Text() != pinHeader {
+		return nil, fmt.Errorf("no %q header", pinHeader)
+	}
+	set := make(map[ID]struct{})
+	for line := 2; sc.Scan(); line++ {
+		id, err := ParseID(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		set[id] = struct{}{}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return nil, errors.New("truncated last line")
+	}
+	return set, sc.Err()
+}
+
+// GC removes unpinned blocks, least recently used first (by mtime, which
+// Get and Put refresh), until the store holds at most maxBytes. Pinned
+// blocks are never removed: if they alone exceed maxBytes, GC removes
+// every unpinned block, logs a warning and returns without error. A block
+// used while GC runs is skipped.
+func (d *DiskStore) GC(ctx context.Context, maxBytes int64) (GCStats, error) {
+	d.gcMu.Lock()
+	defer d.gcMu.Unlock()
+	return d.gcLocked(ctx, maxBytes)
+}
+
+type gcEntry struct {
+	id ID
+	fi fs.FileInfo
+}
+
+func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, error) {
+	var st GCStats
+	d.mu.Lock()
+	startGen := d.gen
+	d.exhausted = false
+	d.mu.Unlock()
+	var cands []gcEntry
+	err := d.list(ctx, func(id ID, fi fs.FileInfo) error {
+		st.Scanned++
+		cands = append(cands, gcEntry{id, fi})
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("gc: %w", err)
+	}
+	slices.SortFunc(cands, func(a, b gcEntry) int { return a.fi.ModTime().Compare(b.fi.ModTime()) })
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("gc: %w", err)
+		}
+		d.mu.Lock()
+		if d.nbytes <= maxBytes {
+			d.mu.Unlock()
+			break
+		}
+		if d.pinned[c.id] > 0 {
+			d.mu.Unlock()
+			continue
+		}
+		err := d.removeLocked(c.id, c.fi)
+		d.mu.Unlock()
+		switch {
+		case errors.Is(err, errChanged):
+			// Used or replaced since the scan: now among the most recent.
+		case err != nil:
+			return st, fmt.Errorf("gc: remove block %s: %w", c.id.Short(), err)
+		default:
+			st.Removed++
+			st.RemovedBytes += c.fi.Size()
+		}
+	}
+	d.mu.Lock()
+	st.Blocks, st.Bytes = d.nblocks, d.nbytes
+	for _, c := range cands {
+		if d.pinned[c.id] > 0 {
+			st.PinnedBytes += c.fi.Size()
+		}
+	}
+	// Over the target after going through every candidate: only pinned
+	// (or just used) blocks are left, and another GC is pointless until
+	// something collectable appears.
+	d.exhausted, d.exhaustAt = st.Bytes > maxBytes, startGen
+	d.mu.Unlock()
+	if st.Bytes > maxBytes {
+		d.log.Warn("store over its cap after gc: the rest is pinned or in use",
+			"bytes", st.Bytes, "cap", maxBytes, "pinned_bytes", st.PinnedBytes)
+	}
+	if st.Removed > 0 {
+		d.log.Info("gc", "removed", st.Removed, "removed_bytes", st.RemovedBytes, "bytes", st.Bytes)
+	}
+	return st, nil
+}
+
+// makeRoom runs GC before a Put of n bytes that would take the store over
+// its cap. GC aims a sixteenth of the cap lower, so that a stream of Puts
+// does not rescan the store on every block; and it is skipped when the
+// last GC found nothing more to collect and nothing collectable has
+// appeared since (everything left is pinned).
+func (d *DiskStore) makeRoom(ctx context.Context, n int64) error {
+	if d.maxBytes <= 0 {
+		return nil
+	}
+	over := func() (bool, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.nbytes+n > d.maxBytes, !d.exhausted || d.gen != d.exhaustAt
+	}
+	if o, _ := over(); !o {
+		return nil
+	}
+	d.gcMu.Lock()
+	o, dirty := over()
+	if o && dirty {
+		target := max(d.maxBytes-n-d.maxBytes/16, 0)
+		if _, err := d.gcLocked(ctx, target); err != nil {
+			d.gcMu.Unlock()
+			return err
+		}
+		o, _ = over()
+	}
+	d.gcMu.Unlock()
+	if o {
+		d.mu.Lock()
+		warn := time.Since(d.overLog) > time.Minute
+		if warn {
+			d.overLog = time.Now()
+		}
+		bytes := d.nbytes
+		d.mu.Unlock()
+		if warn {
+			d.log.Warn("store over its cap: pinned data exceeds it", "bytes", bytes+n, "cap", d.maxBytes)
+		}
+	}
+	return nil
+}
+
+// Verify re-hashes every block, quarantining those that no longer match
+// their ID. It does not stop at a corrupt block; it stops at an I/O error
+// or when ctx is done.
+func (d *DiskStore) Verify(ctx context.Context) (VerifyStats, error) {
+	var st VerifyStats
+	err := d.list(ctx, func(id ID, fi fs.FileInfo) error {
+		_, _, err := d.read(id, false)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			st.Corrupt = append(st.Corrupt, id)
+			return nil
+		case errors.Is(err, ErrNotFound):
+			return nil // removed since listed
+		case err != nil:
+			return fmt.Errorf("block %s: %w", id.Short(), err)
+		}
+		st.Blocks++
+		st.Bytes += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("verify: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,23 @@
+// Package job runs a job on the submitter: it prepares the job (resolves
+// or builds the plugin, hashes the inputs, computes the job ID, checks the
+// output folder), farms the tasks out to executors (the local machine's
+// slots; peers later), retries failed attempts, collects each task's
+// output atomically into the output folder, runs the optional reduce step
+// and keeps report.json up to date as a journal.
+//
+// Output folder layout:
+//
+//	OUT/report.json        the run report (written atomically, at least every second)
+//	OUT/tasks/<id>/...     each task's output files ("data" holds inline data)
+//	OUT/<artifact>         the reduce step's files, only when every task succeeded
+//	OUT/.p2pc/work/        per-attempt work dirs, removed when done
+//
+// A task's output folder appears only when the task is complete (it is
+// assembled elsewhere and renamed into place), so a crash or Ctrl-C never
+// leaves a half-written output looking complete; report.json says which
+// tasks are done, and re-running the same job resumes: tasks recorded as
+// done whose files still match their digest are not run again.
+//
+// The digest of a task's output is the SHA-256 of its canonical listing:
+// one line "<sha256 of file> <size> <name>\n" per file, sorted by name.
+package job

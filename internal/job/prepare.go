@@ -1,0 +1,152 @@
+package job
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/spec"
+)
+
+// Input is a job input file with its content digest.
+type Input struct {
+	Name   string
+	Path   string
+	Digest [32]byte
+}
+
+// Prepared is a job ready to run.
+type Prepared struct {
+	Spec   *spec.Job
+	Plugin *pluginbuild.Plugin
+	Inputs []Input
+	// ID is the job ID: SHA-256 of the canonical spec, the plugin digest
+	// and the input digests.
+	ID string
+	// OutDir is the absolute output folder.
+	OutDir string
+	// Previous is the report of an earlier, unfinished run of the same job
+	// in OutDir (nil if none): its done tasks are reused.
+	Previous *report.Report
+}
+
+// PrepareOptions tune Prepare.
+type PrepareOptions struct {
+	// OutDir overrides the spec's output folder.
+	OutDir string
+	// CacheDir holds built plugins.
+	CacheDir string
+	// Force lets a job write into a folder holding another job's results
+	// (they are replaced).
+	Force  bool
+	Logger *slog.Logger
+}
+
+// Prepare resolves the plugin (building it if it is a Go package), hashes
+// the inputs, computes the job ID and checks the output folder. Every
+// error it returns satisfies errors.Is(err, ErrBadInput) unless it is an
+// internal failure.
+func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (*Prepared, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Prepared{Spec: job}
+	plug, err := pluginbuild.Resolve(ctx, job.PluginPath, opts.CacheDir, log)
+	if err != nil {
+		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, err))
+	}
+	p.Plugin = plug
+	for _, in := range job.Inputs {
+		fi, err := os.Stat(in.Path)
+		if err != nil {
+			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %w", job.File, in.Pos.Line, in.Pos.Col, in.Name, err))
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %s is not a regular file", job.File, in.Pos.Line, in.Pos.Col, in.Name, in.Path))
+		}
+		d, err := pluginbuild.FileDigest(in.Path)
+		if err != nil {
+			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %w", job.File, in.Pos.Line, in.Pos.Col, in.Name, err))
+		}
+		p.Inputs = append(p.Inputs, Input{Name: in.Name, Path: in.Path, Digest: d})
+	}
+	p.ID = JobID(job, plug.Digest, p.Inputs)
+
+	out := job.Output
+	if opts.OutDir != "" {
+		if out, err = filepath.Abs(opts.OutDir); err != nil {
+			return nil, bad(fmt.Errorf("output folder: %w", err))
+		}
+	}
+	p.OutDir = out
+	prev, err := checkOutDir(out, p.ID, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	p.Previous = prev
+	return p, nil
+}
+
+// JobID is the SHA-256 of the canonical job: the spec's canonical form,
+// the plugin's digest and every input's name and digest, in spec order.
+func JobID(job *spec.Job, plugin [32]byte, inputs []Input) string {
+	h := sha256.New()
+	h.Write([]byte("p2pc-job-v1\n"))
+	h.Write(job.Canonical())
+	fmt.Fprintf(h, "\nplugin %x\n", plugin)
+	for _, in := range inputs {
+		fmt.Fprintf(h, "input %q %x\n", in.Name, in.Digest)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// checkOutDir makes sure out can take this job's results: it is created if
+// missing, must be writable, and must not hold another job's results
+// (unless force) or unrelated files. It returns the report of an earlier
+// run of the same job, if any.
+func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
+	}
+	probe, err := os.CreateTemp(out, ".p2pc-probe-*")
+	if err != nil {
+		return nil, bad(fmt.Errorf("output folder %s is not writable: %w", out, err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+
+	prev, err := report.Read(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		entries, err := os.ReadDir(out)
+		if err != nil {
+			return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
+		}
+		for _, e := range entries {
+			if e.Name() != ".p2pc" && e.Name() != "tasks" && !force {
+				return nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
+			}
+		}
+		return nil, nil
+	case err != nil:
+		if force {
+			return nil, nil
+		}
+		return nil, bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
+	case prev.JobID != jobID:
+		if force {
+			return nil, nil
+		}
+		return nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
+	}
+	return prev, nil
+}

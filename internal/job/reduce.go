@@ -1,0 +1,87 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/p2pc/p2pc/internal/outputs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// reserved names at the top of the output folder that artifacts may not take.
+var reserved = map[string]bool{report.FileName: true, "tasks": true, ".p2pc": true}
+
+// reduce runs the plugin's reduce step over every task output and moves
+// its files to the top of the output folder. A crashed or timed-out reduce
+// is retried like a task.
+func (r *runner) reduce(ctx context.Context, workRoot string) error {
+	job := r.p.Spec
+	params, err := json.Marshal(job.Params)
+	if err != nil {
+		return fmt.Errorf("encode job params: %w", err)
+	}
+	req := &sdk.ReduceRequest{JobID: r.p.ID, Params: params}
+	for i, t := range r.rep.Tasks {
+		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
+		for _, f := range t.Files {
+			name := strings.TrimPrefix(f, "tasks/"+t.ID+"/")
+			out.Files = append(out.Files, sdk.File{Name: name, Path: filepath.Join(r.p.OutDir, filepath.FromSlash(f))})
+		}
+		req.Tasks = append(req.Tasks, out)
+	}
+	for attempt := 0; attempt <= job.Retries; attempt++ {
+		work := filepath.Join(workRoot, "reduce."+strconv.Itoa(attempt))
+		if err = os.MkdirAll(work, 0o755); err != nil {
+			return fmt.Errorf("make work dir: %w", err)
+		}
+		req.WorkDir = work
+		var res *sdk.Result
+		res, err = r.pool.Reduce(ctx, req, &taskHost{id: "reduce", ev: r.opts.Events}, job.Timeout)
+		if err == nil {
+			err = r.placeArtifacts(work, res)
+		}
+		os.RemoveAll(work)
+		os.RemoveAll(work + ".out")
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", outputs.Classify(ctx, err), "err", err)
+	}
+	return err
+}
+
+func (r *runner) placeArtifacts(work string, res *sdk.Result) error {
+	stage := work + ".out"
+	if err := outputs.Gather(work, stage, res); err != nil {
+		return err
+	}
+	_, names, err := outputs.Digest(stage)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		top := strings.SplitN(n, "/", 2)[0]
+		if reserved[top] {
+			return &sdk.TaskError{TaskID: "reduce", Msg: fmt.Sprintf("artifact %q would overwrite p2pc's %q", n, top)}
+		}
+	}
+	for _, n := range names {
+		dst := filepath.Join(r.p.OutDir, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("place artifact %s: %w", n, err)
+		}
+		if err := os.Rename(filepath.Join(stage, filepath.FromSlash(n)), dst); err != nil {
+			return fmt.Errorf("place artifact %s: %w", n, err)
+		}
+	}
+	r.mu.Lock()
+	r.rep.Outputs = names
+	r.mu.Unlock()
+	return nil
+}

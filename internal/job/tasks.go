@@ -1,0 +1,197 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"github.com/p2pc/p2pc/internal/outputs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// runTasks runs every pending task on the workers (local slots and, if a
+// swarm is given, remote peers) and returns how many failed for good. It
+// returns early when ctx ends.
+func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
+	var pending []int
+	for i, t := range r.rep.Tasks {
+		if t.State != report.TaskDone {
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) == 0 {
+		return 0
+	}
+	q := newQueue(r, pending)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for slot := 0; slot < r.opts.Slots && slot < len(pending); slot++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.localWorker(wctx, q, workRoot)
+		}()
+	}
+	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
+		sess := &Session{r: r, q: q, workRoot: workRoot}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			// Publish the plugin and inputs before the first peer shows up.
+			if _, err := sess.publish(wctx); err != nil && wctx.Err() == nil {
+				r.log.Warn("publish job blocks; peers cannot take part", "err", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			r.opts.Remote.Swarm.Serve(wctx, sess)
+		}()
+	}
+	// Backstop for workers that hang without their connection breaking.
+	limit := r.p.Spec.Timeout + r.opts.LeaseGrace
+	tick := time.NewTicker(max(limit/4, 50*time.Millisecond))
+	defer tick.Stop()
+	for {
+		if all, _ := q.done(); all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-q.changed():
+			continue
+		case <-tick.C:
+			q.expire(limit)
+			continue
+		}
+		break
+	}
+	q.close()
+	stop()
+	wg.Wait()
+	_, failed = q.done()
+	return failed
+}
+
+// localWorker runs leases on this machine's plugin pool until the queue
+// drains or ctx ends.
+func (r *runner) localWorker(ctx context.Context, q *queue, workRoot string) {
+	for {
+		l, err := q.next(ctx, r.opts.Node)
+		if err != nil {
+			return
+		}
+		res := r.runLocal(ctx, workRoot, l)
+		q.finish(l, res)
+		if res.stage != "" {
+			os.RemoveAll(res.stage)
+		}
+	}
+}
+
+// runLocal runs one lease in the local pool and stages its output.
+func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.revoked:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	work := filepath.Join(workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10))
+	defer os.RemoveAll(work)
+	res, err := r.execute(actx, work, l.task, l.attempt)
+	var out result
+	if err == nil {
+		out.stage = work + ".out"
+		if err = outputs.Gather(work, out.stage, res); err == nil {
+			out.digest, out.files, err = outputs.Digest(out.stage)
+		}
+	}
+	out.err = err
+	// A revoked lease (another copy won, or it expired) ends as canceled.
+	out.outcome = outputs.Classify(actx, err)
+	out.end = time.Now().UTC()
+	return out
+}
+
+// countedAttempts counts the attempts that used up a retry: infrastructure
+// losses and cancellations do not.
+func countedAttempts(as []report.Attempt) int {
+	n := 0
+	for _, a := range as {
+		if a.Outcome != report.OutcomeLost && a.Outcome != report.OutcomeCanceled {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *runner) execute(ctx context.Context, work string, i, attempt int) (*sdk.Result, error) {
+	job := r.p.Spec
+	task := job.Tasks[i]
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, fmt.Errorf("make work dir: %w", err)
+	}
+	req := &sdk.Request{
+		JobID:   r.p.ID,
+		TaskID:  task.ID,
+		Attempt: attempt,
+		Params:  job.TaskParamsJSON(i),
+		Inputs:  r.inputFiles(),
+		WorkDir: work,
+	}
+	return r.pool.Run(ctx, req, &taskHost{id: task.ID, ev: r.opts.Events}, job.Timeout)
+}
+
+func (r *runner) inputFiles() []sdk.File {
+	files := make([]sdk.File, len(r.p.Inputs))
+	for i, in := range r.p.Inputs {
+		files[i] = sdk.File{Name: in.Name, Path: in.Path}
+	}
+	return files
+}
+
+// place renames a complete staged output to OUT/tasks/<id>, replacing
+// what an earlier run left there. The folder is thus either complete or
+// absent.
+func (r *runner) place(id, stage string) error {
+	final := filepath.Join(r.p.OutDir, "tasks", id)
+	if err := os.RemoveAll(final); err != nil {
+		return fmt.Errorf("replace output of task %s: %w", id, err)
+	}
+	if err := os.Rename(stage, final); err != nil {
+		return fmt.Errorf("store output of task %s: %w", id, err)
+	}
+	return nil
+}
+
+func relFiles(id string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.ToSlash(filepath.Join("tasks", id, n))
+	}
+	return out
+}
+
+// taskHost relays a task's callbacks to Events.
+type taskHost struct {
+	id string
+	ev Events
+}
+
+func (h *taskHost) Progress(_ context.Context, fraction float64, note string) error {
+	h.ev.TaskProgress(h.id, fraction, note)
+	return nil
+}
+
+func (h *taskHost) Partial(_ context.Context, data []byte) error {
+	h.ev.TaskPartial(h.id, data)
+	return nil
+}

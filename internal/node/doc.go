@@ -1,0 +1,30 @@
+// Package node is a p2pc peer: the process behind `p2pc join` (and the
+// submitter's own node inside `p2pc run`). It serves the Peer protocol
+// (internal/peerpb) and the Blocks protocol (internal/transfer) on one
+// gRPC server, keeps its block store, announces itself and keeps the
+// membership (package discovery), and runs tasks for the coordinators
+// that enrol it.
+//
+// Work sessions. A job's coordinator opens a Work stream and says Hello:
+// the job, the plugin and inputs as block file IDs, the task timeout. The
+// node refuses a protocol version it does not speak or a plugin built for
+// another OS/architecture; otherwise it fetches the plugin and the inputs
+// (from the coordinator and any other holder), checks the plugin's
+// SHA-256, and starts asking for leases with Pull credits. Each lease runs
+// in a warm plugin process (one pool per plugin digest, as many processes
+// as slots); the result goes back with the output's digest and its files,
+// inline when small, else as blocks the coordinator fetches.
+//
+// Fair sharing. The node's slots are shared between the sessions of all
+// coordinators: slot runners take leases from the sessions in round-robin
+// order, and each session may hold at most its fair share of the slots
+// plus a small prefetch window (leased but not started), so a busy peer is
+// never flooded and a second submitter is served at once.
+//
+// Shutdown. On SIGINT/SIGTERM the node stops asking for work, hands back
+// the leases it has not started (the coordinator requeues them at once),
+// lets running tasks finish for a grace period, then leaves the
+// membership. On SIGKILL the coordinator sees the stream break (or the
+// membership declare the node dead) and requeues its leases; nothing the
+// node wrote can be half-written (see package blocks).
+package node

@@ -1,0 +1,266 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/transfer"
+)
+
+// Config configures a node.
+type Config struct {
+	// Name must be unique in the swarm (default: hostname-pid).
+	Name string
+	// Slots is how many tasks run at once (0: the node takes no work).
+	Slots int
+	// DataDir holds the block store, plugins and job folders.
+	DataDir string
+	// Listen is the gRPC listen address (default 127.0.0.1:0).
+	Listen string
+	// Advertise is the address (host or host:port) peers dial (default:
+	// the bound address; an unspecified IP is replaced by the first
+	// non-loopback address, or 127.0.0.1 when there is none).
+	Advertise string
+	// Version is the software version reported to peers.
+	Version string
+	// Blocks tunes the block server (fault injection for tests only).
+	Blocks transfer.ServerOptions
+	// ShutdownGrace is how long running tasks may finish on shutdown
+	// (default 10s).
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+}
+
+// Node is a running p2pc peer.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	store *blocks.DiskStore
+	conns *transfer.Pool
+	lis   net.Listener
+	addr  string
+	grpc  *grpc.Server
+	sched *sched
+
+	mu    sync.Mutex
+	pools map[[32]byte]*pluginhost.Pool
+	jobs  map[string]int // sessions per job ID
+	stats Stats
+
+	gossipAddr func() string
+	// stopHooks run after running tasks finished (or the grace period
+	// ended), before the gRPC server stops: leaving the membership.
+	stopHooks []func()
+}
+
+// Stats count what a node did.
+type Stats struct {
+	Sessions int `json:"sessions"`
+	Refused  int `json:"refused"`
+	Leases   int `json:"leases"`
+	Handed   int `json:"handed_back"`
+}
+
+// MaxMsgSize bounds every gRPC message a node accepts or sends.
+const MaxMsgSize = blocks.MaxBlockSize + 1<<20
+
+// New opens the node's store and listener. Call Serve to run it.
+func New(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Name == "" {
+		h, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.Slots < 0 {
+		return nil, fmt.Errorf("node: slots must be >= 0, got %d", cfg.Slots)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("node: no data directory")
+	}
+	log := cfg.Logger.With("component", "node", "node", cfg.Name)
+	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "blocks"), blocks.DiskOptions{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("node: listen %s: %w", cfg.Listen, err)
+	}
+	n := &Node{
+		cfg:   cfg,
+		log:   log,
+		store: store,
+		// Keepalive pings find a peer that stopped answering (SIGSTOP, a
+		// dead host) within a few seconds even while its TCP stays up.
+		conns: transfer.NewPool(grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
+		lis:   lis,
+		sched: newSched(cfg.Slots),
+		pools: map[[32]byte]*pluginhost.Pool{},
+		jobs:  map[string]int{},
+	}
+	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
+	n.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMsgSize),
+		grpc.MaxSendMsgSize(MaxMsgSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
+	)
+	transfer.NewServer(store, cfg.Blocks).Register(n.grpc)
+	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
+	return n, nil
+}
+
+func advertise(adv string, bound *net.TCPAddr) string {
+	if adv != "" {
+		if _, port, err := net.SplitHostPort(adv); err == nil && port != "" {
+			return adv
+		}
+		return net.JoinHostPort(adv, fmt.Sprint(bound.Port))
+	}
+	ip := bound.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if in, ok := a.(*net.IPNet); ok && !in.IP.IsLoopback() && in.IP.To4() != nil {
+					ip = in.IP
+					break
+				}
+			}
+		}
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(bound.Port))
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Addr is the gRPC address peers dial.
+func (n *Node) Addr() string { return n.addr }
+
+// Store is the node's block store.
+func (n *Node) Store() *blocks.DiskStore { return n.store }
+
+// Conns is the node's pool of gRPC connections to peers.
+func (n *Node) Conns() *transfer.Pool { return n.conns }
+
+// Slots is the configured slot count.
+func (n *Node) Slots() int { return n.cfg.Slots }
+
+// Load returns running leases, free slots and work sessions.
+func (n *Node) Load() (busy, free, jobs int) {
+	busy, free = n.sched.load()
+	return busy, free, n.sched.jobs()
+}
+
+// SetGossipAddr tells the node how to report its gossip address in Info.
+func (n *Node) SetGossipAddr(f func() string) { n.gossipAddr = f }
+
+// Stats returns a copy of the node's counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+// Serve runs the node until ctx ends, then shuts down gracefully: no new
+// work, unstarted leases handed back, running tasks given ShutdownGrace to
+// finish, plugin processes stopped, the store closed.
+func (n *Node) Serve(ctx context.Context) error {
+	var wg sync.WaitGroup
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	n.sched.run(schedCtx, &wg)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- n.grpc.Serve(n.lis) }()
+	n.log.Info("node serving", "addr", n.addr, "slots", n.cfg.Slots, "os", runtime.GOOS, "arch", runtime.GOARCH)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	n.shutdown()
+	for _, h := range n.stopHooks {
+		h()
+	}
+	stopSched()
+	stopped := make(chan struct{})
+	go func() { n.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		n.grpc.Stop()
+	}
+	wg.Wait()
+	n.mu.Lock()
+	for _, p := range n.pools {
+		p.Close()
+	}
+	n.mu.Unlock()
+	n.conns.Close()
+	if cerr := n.store.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+// shutdown hands back unstarted leases and waits (up to the grace period)
+// for running ones.
+func (n *Node) shutdown() {
+	handed := n.sched.drain()
+	for sess, items := range handed {
+		for _, it := range items {
+			sess.handBack(it, "peer "+n.cfg.Name+" is shutting down")
+		}
+	}
+	deadline := time.Now().Add(n.cfg.ShutdownGrace)
+	for time.Now().Before(deadline) {
+		if busy, _ := n.sched.load(); busy == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.log.Warn("shutdown grace over, stopping running tasks")
+}
+
+// pool returns the warm plugin pool for a plugin digest.
+func (n *Node) pool(digest [32]byte, path string) *pluginhost.Pool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.pools[digest]
+	if !ok {
+		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger}, max(n.cfg.Slots, 1))
+		n.pools[digest] = p
+	}
+	return p
+}
+
+// ProtocolVersion is the peer protocol version this node speaks.
+const ProtocolVersion = job.ProtocolVersion

@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"sync"
+)
+
+// sched shares a node's slots between work sessions: slot runners take
+// queued leases from the sessions in round-robin order; each session is
+// granted Pull credits up to its fair share plus a prefetch window.
+type sched struct {
+	slots int
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	sessions []*session
+	rr       int
+	closed   bool
+	draining bool // no more credits: the node is shutting down
+	busy     int  // running leases, all sessions
+}
+
+func newSched(slots int) *sched {
+	s := &sched{slots: slots}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// run starts the slot runners; they stop when ctx ends or close is called.
+func (s *sched) run(ctx context.Context, wg *sync.WaitGroup) {
+	stop := context.AfterFunc(ctx, s.close)
+	for range s.slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runner(ctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		stop()
+	}()
+}
+
+func (s *sched) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *sched) runner(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		var sess *session
+		var item *queued
+		for {
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			if sess, item = s.pickLocked(); item != nil {
+				break
+			}
+			s.cond.Wait()
+		}
+		sess.running++
+		s.busy++
+		s.mu.Unlock()
+
+		sess.exec(item)
+
+		s.mu.Lock()
+		sess.running--
+		s.busy--
+		s.topUpLocked()
+		s.mu.Unlock()
+	}
+}
+
+// pickLocked takes the next queued lease, round robin across sessions.
+func (s *sched) pickLocked() (*session, *queued) {
+	n := len(s.sessions)
+	for i := range n {
+		sess := s.sessions[(s.rr+i)%n]
+		if len(sess.queue) > 0 {
+			item := sess.queue[0]
+			sess.queue = sess.queue[1:]
+			s.rr = (s.rr + i + 1) % n
+			return sess, item
+		}
+	}
+	return nil, nil
+}
+
+// window is how many leases a session may hold (queued + running +
+// credited): its fair share of the slots plus a prefetch of half of it.
+func (s *sched) windowLocked() int {
+	n := max(len(s.sessions), 1)
+	share := (s.slots + n - 1) / n
+	return share + max(1, share/2)
+}
+
+// topUpLocked grants every session the credits its window allows.
+func (s *sched) topUpLocked() {
+	if s.draining || s.closed {
+		return
+	}
+	w := s.windowLocked()
+	for _, sess := range s.sessions {
+		held := len(sess.queue) + sess.running + sess.credited
+		if want := w - held; want > 0 && sess.ready {
+			sess.credited += want
+			sess.pull(want)
+		}
+	}
+}
+
+func (s *sched) add(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions = append(s.sessions, sess)
+	s.topUpLocked()
+}
+
+func (s *sched) remove(sess *session) []*queued {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.sessions {
+		if x == sess {
+			s.sessions = append(s.sessions[:i:i], s.sessions[i+1:]...)
+			break
+		}
+	}
+	q := sess.queue
+	sess.queue = nil
+	s.topUpLocked()
+	return q
+}
+
+// enqueue adds a lease the coordinator sent in answer to a credit.
+func (s *sched) enqueue(sess *session, item *queued) {
+	s.mu.Lock()
+	sess.queue = append(sess.queue, item)
+	if sess.credited > 0 {
+		sess.credited--
+	}
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+// unqueue removes a lease that has not started; it reports whether it did.
+func (s *sched) unqueue(sess *session, leaseID uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, it := range sess.queue {
+		if it.lease.LeaseId == leaseID {
+			sess.queue = append(sess.queue[:i:i], sess.queue[i+1:]...)
+			s.topUpLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// setReady marks a session ready for work (its plugin and inputs are
+// local) and grants it credits.
+func (s *sched) setReady(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.ready = true
+	s.topUpLocked()
+}
+
+// drain stops granting credits and returns every queued lease, by session,
+// so they can be handed back.
+func (s *sched) drain() map[*session][]*queued {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	out := map[*session][]*queued{}
+	for _, sess := range s.sessions {
+		if len(sess.queue) > 0 {
+			out[sess] = sess.queue
+			sess.queue = nil
+		}
+	}
+	return out
+}
+
+// load returns the running leases and the free slots.
+func (s *sched) load() (busy, free int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy, s.slots - s.busy
+}
+
+// jobs is the number of sessions.
+func (s *sched) jobs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}

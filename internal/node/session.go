@@ -1,0 +1,513 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/outputs"
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// Limits on what a coordinator may send.
+const (
+	maxInputs    = 1024
+	maxParams    = 1 << 20
+	maxTimeout   = 24 * time.Hour
+	inlineOutput = 64 << 10 // output files up to this size travel inline
+)
+
+var (
+	jobIDRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	taskIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+	nameRe   = regexp.MustCompile(`^[^/\x00]{1,255}$`)
+)
+
+type peerService struct {
+	peerpb.UnimplementedPeerServer
+	n *Node
+}
+
+func (s *peerService) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	n := s.n
+	_, free := n.sched.load()
+	resp := &peerpb.InfoResponse{
+		Proto:     ProtocolVersion,
+		Name:      n.cfg.Name,
+		Version:   n.cfg.Version,
+		Os:        runtime.GOOS,
+		Arch:      runtime.GOARCH,
+		Slots:     uint32(n.cfg.Slots),
+		FreeSlots: uint32(max(free, 0)),
+		GrpcAddr:  n.addr,
+		Jobs:      uint32(n.sched.jobs()),
+	}
+	if n.gossipAddr != nil {
+		resp.GossipAddr = n.gossipAddr()
+	}
+	return resp, nil
+}
+
+// queued is a lease waiting for (or holding) a slot.
+type queued struct {
+	lease  *peerpb.Lease
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// session is one coordinator's job on this node.
+type session struct {
+	n        *Node
+	hello    *peerpb.Hello
+	log      *slog.Logger
+	pool     *pluginhost.Pool
+	inputs   []sdk.File
+	workRoot string
+	timeout  time.Duration
+
+	outbox  chan *peerpb.FromPeer
+	credits atomic.Int64
+	kick    chan struct{}
+
+	// Guarded by the scheduler's mutex.
+	queue    []*queued
+	running  int
+	credited int
+	ready    bool
+
+	mu     sync.Mutex
+	active map[uint64]*queued
+}
+
+func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
+	n := s.n
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "work: the first message must be Hello")
+	}
+	refuse := func(reason string) error {
+		n.mu.Lock()
+		n.stats.Refused++
+		n.mu.Unlock()
+		n.log.Warn("refused a job", "job", short(hello.JobId), "coordinator", hello.Coordinator, "reason", reason)
+		return stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Refuse{Refuse: &peerpb.Refuse{Reason: reason}}})
+	}
+	if err := checkHello(hello); err != nil {
+		return refuse(err.Error())
+	}
+	if hello.PluginOs != runtime.GOOS || hello.PluginArch != runtime.GOARCH {
+		return refuse(fmt.Sprintf("plugin is built for %s/%s, this peer is %s/%s", hello.PluginOs, hello.PluginArch, runtime.GOOS, runtime.GOARCH))
+	}
+	if n.cfg.Slots == 0 {
+		return refuse("this node takes no work (0 slots)")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	sess := &session{
+		n:       n,
+		hello:   hello,
+		log:     n.log.With("job", short(hello.JobId), "coordinator", hello.Coordinator),
+		timeout: time.Duration(hello.TimeoutMs) * time.Millisecond,
+		outbox:  make(chan *peerpb.FromPeer, 256),
+		kick:    make(chan struct{}, 1),
+		active:  map[uint64]*queued{},
+	}
+	if err := sess.prepare(ctx); err != nil {
+		return refuse("cannot prepare the job: " + err.Error())
+	}
+	defer sess.cleanup()
+	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.stats.Sessions++
+	n.mu.Unlock()
+	sess.log.Info("job session started")
+
+	sendErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sendErr <- sess.sender(ctx, stream)
+	}()
+	n.sched.add(sess)
+	n.sched.setReady(sess)
+	err = sess.receive(ctx, stream, sendErr)
+	cancel()
+	for _, it := range n.sched.remove(sess) {
+		it.cancel()
+	}
+	sess.mu.Lock()
+	for _, it := range sess.active {
+		it.cancel()
+	}
+	sess.mu.Unlock()
+	wg.Wait()
+	sess.log.Info("job session ended", "err", err)
+	return err
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func checkHello(h *peerpb.Hello) error {
+	switch {
+	case h.Proto != ProtocolVersion:
+		return fmt.Errorf("protocol version %d is not spoken here (this peer speaks %d)", h.Proto, ProtocolVersion)
+	case !jobIDRe.MatchString(h.JobId):
+		return errors.New("malformed job id")
+	case h.Plugin == nil || len(h.Plugin.FileId) != blocks.IDSize || len(h.Plugin.Digest) != 32:
+		return errors.New("malformed plugin reference")
+	case h.TimeoutMs <= 0 || time.Duration(h.TimeoutMs)*time.Millisecond > maxTimeout:
+		return fmt.Errorf("task timeout %dms out of range", h.TimeoutMs)
+	case len(h.Inputs) > maxInputs:
+		return fmt.Errorf("%d inputs, at most %d", len(h.Inputs), maxInputs)
+	case h.CoordinatorAddr == "":
+		return errors.New("no coordinator address")
+	}
+	seen := map[string]bool{}
+	for _, in := range h.Inputs {
+		if in == nil || !nameRe.MatchString(in.Name) || in.Name == "." || in.Name == ".." || len(in.FileId) != blocks.IDSize || seen[in.Name] {
+			return errors.New("malformed or duplicate input reference")
+		}
+		seen[in.Name] = true
+	}
+	return nil
+}
+
+// prepare fetches the plugin and the inputs and checks the plugin digest.
+func (s *session) prepare(ctx context.Context) error {
+	n := s.n
+	h := s.hello
+	holders := append([]string{h.CoordinatorAddr}, h.Holders...)
+	fetch := func(ref *peerpb.FileRef) (blocks.ID, error) {
+		id, err := blocks.IDFromBytes(ref.FileId)
+		if err != nil {
+			return id, err
+		}
+		if err := n.store.Pin("job-"+h.JobId, id); err != nil {
+			return id, err
+		}
+		f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
+		if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
+			return id, fmt.Errorf("fetch %s: %w", ref.Name, err)
+		}
+		return id, nil
+	}
+	var digest [32]byte
+	copy(digest[:], h.Plugin.Digest)
+	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
+	if d, err := pluginbuild.FileDigest(pluginPath); err != nil || d != digest {
+		id, err := fetch(h.Plugin)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(pluginPath), 0o755); err != nil {
+			return err
+		}
+		if err := blocks.ExportFileMode(ctx, n.store, id, pluginPath, 0o755); err != nil {
+			return fmt.Errorf("export plugin: %w", err)
+		}
+		if d, err := pluginbuild.FileDigest(pluginPath); err != nil || d != digest {
+			os.Remove(pluginPath)
+			return errors.New("plugin binary does not match its digest")
+		}
+	}
+	s.pool = n.pool(digest, pluginPath)
+
+	jobDir := filepath.Join(n.cfg.DataDir, "jobs", h.JobId)
+	n.mu.Lock()
+	n.jobs[h.JobId]++
+	n.mu.Unlock()
+	for _, in := range h.Inputs {
+		path := filepath.Join(jobDir, "inputs", in.Name)
+		if _, err := os.Stat(path); err != nil {
+			id, err := fetch(in)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := blocks.ExportFileMode(ctx, n.store, id, path, 0o444); err != nil {
+				return fmt.Errorf("export input %s: %w", in.Name, err)
+			}
+		}
+		s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
+	}
+	s.workRoot = filepath.Join(jobDir, "work-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	return os.MkdirAll(s.workRoot, 0o755)
+}
+
+// cleanup removes the session's work folder, and the job folder when no
+// other session of the job is left.
+func (s *session) cleanup() {
+	n := s.n
+	if s.workRoot != "" {
+		os.RemoveAll(s.workRoot)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs[s.hello.JobId]--
+	if n.jobs[s.hello.JobId] <= 0 {
+		delete(n.jobs, s.hello.JobId)
+		os.RemoveAll(filepath.Join(n.cfg.DataDir, "jobs", s.hello.JobId))
+	}
+}
+
+// pull is called by the scheduler (under its lock): it must not block.
+func (s *session) pull(n int) {
+	s.credits.Add(int64(n))
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sender is the only goroutine that sends on the stream.
+func (s *session) sender(ctx context.Context, stream peerpb.Peer_WorkServer) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+			if c := s.credits.Swap(0); c > 0 {
+				if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Pull{Pull: &peerpb.Pull{N: uint32(c)}}}); err != nil {
+					return err
+				}
+			}
+		case m := <-s.outbox:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *session) send(ctx context.Context, m *peerpb.FromPeer) {
+	select {
+	case s.outbox <- m:
+	case <-ctx.Done():
+	}
+}
+
+// receive handles the coordinator's leases and cancels.
+func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, sendErr <-chan error) error {
+	msgs := make(chan *peerpb.ToPeer)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				recvErr <- ctx.Err()
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case err := <-sendErr:
+			return err
+		case err := <-recvErr:
+			return err
+		case m := <-msgs:
+			switch x := m.Msg.(type) {
+			case *peerpb.ToPeer_Lease:
+				if err := s.admit(ctx, x.Lease); err != nil {
+					return err
+				}
+			case *peerpb.ToPeer_Cancel:
+				s.cancelLease(ctx, x.Cancel.LeaseId)
+			default:
+				return status.Errorf(codes.InvalidArgument, "work: unexpected message %T", m.Msg)
+			}
+		}
+	}
+}
+
+func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
+	if !taskIDRe.MatchString(l.TaskId) || len(l.Params) > maxParams || !json.Valid(l.Params) {
+		return status.Errorf(codes.InvalidArgument, "work: malformed lease %d", l.LeaseId)
+	}
+	s.mu.Lock()
+	if _, dup := s.active[l.LeaseId]; dup {
+		s.mu.Unlock()
+		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	it := &queued{lease: l, ctx: lctx, cancel: cancel}
+	s.active[l.LeaseId] = it
+	s.mu.Unlock()
+	s.n.mu.Lock()
+	s.n.stats.Leases++
+	s.n.mu.Unlock()
+	s.n.sched.enqueue(s, it)
+	return nil
+}
+
+func (s *session) cancelLease(ctx context.Context, id uint64) {
+	s.mu.Lock()
+	it := s.active[id]
+	s.mu.Unlock()
+	if it == nil {
+		return
+	}
+	it.cancel()
+	if s.n.sched.unqueue(s, id) {
+		s.finish(ctx, it, &peerpb.Result{LeaseId: id, Outcome: report.OutcomeCanceled, Error: "canceled by the coordinator"})
+	}
+}
+
+// handBack returns an unstarted lease to the coordinator.
+func (s *session) handBack(it *queued, why string) {
+	s.n.mu.Lock()
+	s.n.stats.Handed++
+	s.n.mu.Unlock()
+	s.finish(it.ctx, it, &peerpb.Result{LeaseId: it.lease.LeaseId, Outcome: report.OutcomeLost, Error: why})
+}
+
+func (s *session) finish(ctx context.Context, it *queued, res *peerpb.Result) {
+	s.mu.Lock()
+	delete(s.active, it.lease.LeaseId)
+	s.mu.Unlock()
+	it.cancel()
+	// Use the session's context: the lease's own may be canceled already.
+	select {
+	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}:
+	case <-time.After(5 * time.Second):
+	}
+	_ = ctx
+}
+
+// exec runs one lease in a slot (called by the scheduler).
+func (s *session) exec(it *queued) {
+	l := it.lease
+	ctx := it.ctx
+	start := time.Now()
+	res := &peerpb.Result{LeaseId: l.LeaseId, StartedUnixNano: start.UnixNano()}
+	defer func() {
+		res.EndedUnixNano = time.Now().UnixNano()
+		s.finish(ctx, it, res)
+	}()
+	if ctx.Err() != nil {
+		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
+		return
+	}
+	work := filepath.Join(s.workRoot, strconv.FormatUint(l.LeaseId, 10))
+	defer os.RemoveAll(work)
+	defer os.RemoveAll(work + ".out")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		res.Outcome, res.Error = report.OutcomeLost, err.Error()
+		return
+	}
+	req := &sdk.Request{
+		JobID:   s.hello.JobId,
+		TaskID:  l.TaskId,
+		Attempt: int(l.Attempt),
+		Params:  l.Params,
+		Inputs:  s.inputs,
+		WorkDir: work,
+	}
+	out, err := s.pool.Run(ctx, req, &leaseHost{s: s, id: l.LeaseId}, s.timeout)
+	if err == nil {
+		err = s.collect(ctx, work, out, res)
+	}
+	res.Outcome = outputs.Classify(ctx, err)
+	if err != nil {
+		res.Error = err.Error()
+		res.Outputs = nil
+	}
+}
+
+// collect stages the output, digests it and fills res.Outputs: small files
+// inline, bigger ones as blocks in the store for the coordinator to fetch.
+func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result) error {
+	stage := work + ".out"
+	if err := outputs.Gather(work, stage, out); err != nil {
+		return err
+	}
+	digest, names, err := outputs.Digest(stage)
+	if err != nil {
+		return err
+	}
+	d, err := hex.DecodeString(digest)
+	if err != nil {
+		return err
+	}
+	res.Digest = d
+	for _, name := range names {
+		path := filepath.Join(stage, filepath.FromSlash(name))
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		o := &peerpb.Output{Name: name, Size: fi.Size()}
+		if fi.Size() <= inlineOutput {
+			if o.Data, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		} else {
+			_, id, err := blocks.PutPath(ctx, s.n.store, path, blocks.DefaultBlockSize)
+			if err != nil {
+				return fmt.Errorf("store output %s: %w", name, err)
+			}
+			o.FileId = id[:]
+		}
+		res.Outputs = append(res.Outputs, o)
+	}
+	return nil
+}
+
+// leaseHost relays a task's callbacks to the coordinator.
+type leaseHost struct {
+	s  *session
+	id uint64
+}
+
+func (h *leaseHost) Progress(ctx context.Context, fraction float64, note string) error {
+	select {
+	case h.s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Progress{Progress: &peerpb.Progress{LeaseId: h.id, Fraction: fraction, Note: note}}}:
+	default: // progress is advisory: drop it rather than stall the task
+	}
+	return nil
+}
+
+func (h *leaseHost) Partial(ctx context.Context, data []byte) error {
+	h.s.send(ctx, &peerpb.FromPeer{Msg: &peerpb.FromPeer_Partial{Partial: &peerpb.Partial{LeaseId: h.id, Data: data}}})
+	return nil
+}

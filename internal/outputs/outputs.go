@@ -1,0 +1,130 @@
+package outputs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/report"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// Gather moves a result's files from work into stage and writes its
+// inline data as stage/data.
+func Gather(work, stage string, res *sdk.Result) error {
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return fmt.Errorf("stage outputs: %w", err)
+	}
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return fmt.Errorf("stage outputs: %w", err)
+	}
+	defer root.Close()
+	seen := map[string]bool{}
+	if res.Data != nil {
+		seen[sdk.DataFile] = true
+		if err := os.WriteFile(filepath.Join(stage, sdk.DataFile), res.Data, 0o644); err != nil {
+			return fmt.Errorf("stage outputs: %w", err)
+		}
+	}
+	for _, f := range res.Files {
+		name := filepath.Clean(f)
+		if !filepath.IsLocal(name) {
+			return &sdk.TaskError{Msg: fmt.Sprintf("output file %q is not inside the work dir", f)}
+		}
+		if seen[name] {
+			return &sdk.TaskError{Msg: fmt.Sprintf("output file %q listed twice (or collides with the inline data file %q)", f, sdk.DataFile)}
+		}
+		seen[name] = true
+		fi, err := root.Lstat(name)
+		if err != nil {
+			return &sdk.TaskError{Msg: fmt.Sprintf("output file %q: %v", f, err)}
+		}
+		if !fi.Mode().IsRegular() {
+			return &sdk.TaskError{Msg: fmt.Sprintf("output file %q is not a regular file (%s)", f, fi.Mode().Type())}
+		}
+		dst := filepath.Join(stage, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("stage outputs: %w", err)
+		}
+		if err := os.Rename(filepath.Join(work, name), dst); err != nil {
+			return fmt.Errorf("stage outputs: %w", err)
+		}
+	}
+	return nil
+}
+
+// Digest returns the digest of the files below dir (its canonical
+// listing: "<sha256> <size> <name>\n" per regular file, sorted by
+// slash-separated name) and the sorted names.
+func Digest(dir string) (string, []string, error) {
+	type entry struct {
+		name string
+		size int64
+		sum  [32]byte
+	}
+	var entries []entry
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", path)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		sum, err := pluginbuild.FileDigest(path)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, entry{filepath.ToSlash(rel), fi.Size(), sum})
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("digest outputs: %w", err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	h := sha256.New()
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		fmt.Fprintf(h, "%x %d %s\n", e.sum, e.size, e.name)
+		names[i] = e.name
+	}
+	return hex.EncodeToString(h.Sum(nil)), names, nil
+}
+
+// Classify maps the error of a plugin call to a report outcome: ok,
+// canceled (ctx ended), timeout, task_error (the task's own failure) or
+// crashed (the plugin process failed).
+func Classify(ctx context.Context, err error) string {
+	var te *sdk.TaskError
+	switch {
+	case err == nil:
+		return report.OutcomeOK
+	case ctx.Err() != nil:
+		return report.OutcomeCanceled
+	case errors.Is(err, pluginhost.ErrTimeout):
+		return report.OutcomeTimeout
+	case errors.As(err, &te):
+		return report.OutcomeTaskError
+	default:
+		return report.OutcomeCrashed
+	}
+}

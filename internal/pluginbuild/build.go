@@ -1,0 +1,223 @@
+package pluginbuild
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Plugin is a resolved plugin executable.
+type Plugin struct {
+	// Path is the absolute path of the executable.
+	Path string
+	// Digest is the SHA-256 of the executable's bytes.
+	Digest [32]byte
+	// Built says the executable came from (or was found in) the build cache.
+	Built bool
+	// Source is the Go package directory it was built from, if any.
+	Source string
+}
+
+// DigestHex is the digest in hex.
+func (p *Plugin) DigestHex() string { return hex.EncodeToString(p.Digest[:]) }
+
+// ErrNoPlugin means the path names neither an executable nor a Go package.
+var ErrNoPlugin = errors.New("not a plugin executable or Go package directory")
+
+// Resolve returns the executable for path: path itself if it is an
+// executable file, or the cached build of the Go package in directory path.
+// cacheDir holds built plugins (created if missing).
+func Resolve(ctx context.Context, path, cacheDir string, log *slog.Logger) (*Plugin, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolve plugin %s: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("resolve plugin: %w", err)
+	}
+	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("resolve plugin %s: %w (not a regular file)", path, ErrNoPlugin)
+		}
+		if fi.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("resolve plugin %s: %w (file is not executable: chmod +x it)", path, ErrNoPlugin)
+		}
+		d, err := FileDigest(abs)
+		if err != nil {
+			return nil, fmt.Errorf("resolve plugin: %w", err)
+		}
+		return &Plugin{Path: abs, Digest: d}, nil
+	}
+	return build(ctx, abs, cacheDir, log)
+}
+
+// FileDigest is the SHA-256 of a file's content, streamed.
+func FileDigest(path string) ([32]byte, error) {
+	var d [32]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return d, fmt.Errorf("digest %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return d, fmt.Errorf("digest %s: %w", path, err)
+	}
+	copy(d[:], h.Sum(nil))
+	return d, nil
+}
+
+type listedModule struct {
+	Path    string
+	Version string
+	Sum     string
+	Main    bool
+	Dir     string
+	Replace *listedModule
+}
+
+type listedPackage struct {
+	ImportPath string
+	Name       string
+	Dir        string
+	Standard   bool
+	Module     *listedModule
+	Error      *struct{ Err string }
+	DepsErrors []*struct{ Err string }
+
+	GoFiles, CgoFiles, CFiles, CXXFiles, HFiles, SFiles, SysoFiles, EmbedFiles []string
+}
+
+func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("build plugin %s: it is a Go package directory, but the Go toolchain is not on PATH: %w", dir, err)
+	}
+	key, err := cacheKey(ctx, goBin, dir)
+	if err != nil {
+		return nil, err
+	}
+	target := filepath.Join(cacheDir, key[:2], key, "plugin")
+	if _, err := os.Stat(target); err == nil {
+		d, err := FileDigest(target)
+		if err != nil {
+			return nil, fmt.Errorf("build plugin %s: %w", dir, err)
+		}
+		log.Debug("plugin build cache hit", "component", "pluginbuild", "dir", dir, "key", key[:12])
+		return &Plugin{Path: target, Digest: d, Built: true, Source: dir}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".build-*")
+	if err != nil {
+		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	log.Info("building plugin", "component", "pluginbuild", "dir", dir)
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", tmp.Name(), ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("build plugin %s: go build: %w\n%s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
+	}
+	d, err := FileDigest(target)
+	if err != nil {
+		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
+	}
+	return &Plugin{Path: target, Digest: d, Built: true, Source: dir}, nil
+}
+
+// cacheKey hashes everything a build of the package in dir depends on.
+func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-json", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "no Go files") {
+			return "", fmt.Errorf("resolve plugin %s: %w (a directory with no Go files)", dir, ErrNoPlugin)
+		}
+		return "", fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
+	}
+	h := sha256.New()
+	env, err := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "GOAMD64", "GOARM64").Output()
+	if err != nil {
+		return "", fmt.Errorf("build plugin %s: go env: %w", dir, err)
+	}
+	fmt.Fprintf(h, "p2pc-plugin-build-v1\n%s\n", env)
+	dec := json.NewDecoder(&stdout)
+	var root *listedPackage
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("build plugin %s: decode go list: %w", dir, err)
+		}
+		if p.Error != nil {
+			return "", fmt.Errorf("build plugin %s: %s", dir, p.Error.Err)
+		}
+		root = &p
+		if p.Standard {
+			continue
+		}
+		fmt.Fprintf(h, "pkg %s\n", p.ImportPath)
+		m := p.Module
+		if m != nil && m.Replace != nil {
+			m = m.Replace
+		}
+		if m != nil && !m.Main && m.Version != "" {
+			fmt.Fprintf(h, "mod %s %s %s\n", m.Path, m.Version, m.Sum)
+			continue
+		}
+		files := slicesConcat(p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles)
+		sort.Strings(files)
+		for _, f := range files {
+			d, err := FileDigest(filepath.Join(p.Dir, f))
+			if err != nil {
+				return "", fmt.Errorf("build plugin %s: %w", dir, err)
+			}
+			fmt.Fprintf(h, "file %s %x\n", f, d)
+		}
+	}
+	if root == nil || root.Name != "main" {
+		name := "?"
+		if root != nil {
+			name = root.Name
+		}
+		return "", fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func slicesConcat(ss ...[]string) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s...)
+	}
+	return out
+}

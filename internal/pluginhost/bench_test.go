@@ -1,0 +1,85 @@
+package pluginhost
+
+import (
+	"context"
+	"testing"
+)
+
+// BenchmarkWarmRun: one task round trip through the Pool to a warm
+// process (acquire, gRPC call, release).
+func BenchmarkWarmRun(b *testing.B) {
+	pl, _ := newTestPool(b, 1)
+	ctx := context.Background()
+	r := req("bench", params{Op: "echo", Msg: "hello"})
+	if _, err := pl.Run(ctx, r, nil, 0); err != nil { // start it
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := pl.Run(ctx, r, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if s := pl.Stats(); s.Starts != 1 {
+		b.Fatalf("stats %+v", s)
+	}
+}
+
+// BenchmarkBareGRPC: the same call on the same kind of process through
+// sdk.Client alone, without the pool: the floor BenchmarkWarmRun is
+// compared with.
+func BenchmarkBareGRPC(b *testing.B) {
+	pl, _ := newTestPool(b, 1)
+	ctx := context.Background()
+	c, release, err := pl.bareClient(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	r := req("bench", params{Op: "echo", Msg: "hello"})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Run(ctx, r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWarmRunTimeout: as BenchmarkWarmRun with a per-call timeout
+// (a context.WithTimeout and gRPC deadline per call).
+func BenchmarkWarmRunTimeout(b *testing.B) {
+	pl, _ := newTestPool(b, 1)
+	ctx := context.Background()
+	r := req("bench", params{Op: "echo", Msg: "hello"})
+	if _, err := pl.Run(ctx, r, nil, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := pl.Run(ctx, r, nil, 60e9); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkColdStart: a new process per call (checksum, start,
+// handshake, attach, call, kill) — what a crash or timeout costs. Run it
+// with a small -benchtime, such as 20x.
+func BenchmarkColdStart(b *testing.B) {
+	if b.N > 100 {
+		b.Skip("a cold start takes milliseconds: use -benchtime 20x")
+	}
+	cfg, _ := testConfig(b, "task")
+	r := req("bench", params{Op: "echo", Msg: "hello"})
+	for range b.N { // not b.Loop: the guard above needs b.N
+		pl := NewPool(cfg, 1)
+		if _, err := pl.Run(context.Background(), r, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+		pl.Close()
+	}
+}

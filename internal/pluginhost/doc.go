@@ -1,0 +1,127 @@
+// Package pluginhost runs p2pc task plugins: executables built on
+// plugins/sdk that serve one Task over HashiCorp go-plugin (gRPC). A Pool
+// keeps up to size warm processes of one executable and hands each call
+// to an idle one.
+//
+// # Lifecycle
+//
+// NewPool starts nothing. A call (Run, Reduce, Describe) takes a slot —
+// waiting, with its ctx, while size calls are in flight — and then an idle
+// warm process, or starts one:
+//
+//  1. the executable is checked (absolute path, regular file, executable)
+//     and its SHA-256 is compared with Config.Checksum, right before every
+//     exec (with go-plugin's SecureConfig.Check, called by this package:
+//     go-plugin v1.8.0 hashes the empty cmd.Path when a RunnerFunc is set);
+//  2. the process is forked with go-plugin's handshake variables, the
+//     go-plugin handshake is read from its stdout, the gRPC connection is
+//     made and the host callback service is attached (sdk.Plugin);
+//  3. all of it within Config.StartTimeout (default 10s), else the process
+//     is killed and the start fails with ErrNotPlugin.
+//
+// The call then runs, at most one per process. A process goes back to the
+// idle list after a success or a task's own error (*sdk.TaskError), and is
+// reused by the next call (most recently used first, so a lightly loaded
+// pool keeps one process hot). It is killed and forgotten when:
+//
+//   - the call fails in transport (the process exited, was killed by a
+//     signal, or its connection broke): ErrCrashed, with the exit status
+//     and the last stderr lines; the pool waits up to a second for the
+//     process to exit on its own first, so the status is its own;
+//   - the call overruns its timeout: ErrTimeout (the deadline also reaches
+//     the task's ctx through gRPC, but the pool does not count on the task
+//     honouring it; a task error that arrives after the deadline is also a
+//     timeout);
+//   - the caller's ctx ends: the ctx error;
+//   - the pool is closed: ErrClosed;
+//   - it died while idle (seen when it would be handed out; it is replaced).
+//
+// The next call starts a fresh process. Retrying is the caller's business:
+// the pool never re-runs a call.
+//
+// Close kills every process, busy or idle, waits until each is reaped and
+// every goroutine the pool or go-plugin started for it has ended (gRPC's
+// own goroutines end a moment later), and removes the private directory.
+//
+// # Process hygiene
+//
+// The pool gives go-plugin its own runner.Runner (ClientConfig.RunnerFunc)
+// so that each plugin process:
+//
+//   - gets a scrubbed environment (SkipHostEnv): PATH=/usr/local/bin:
+//     /usr/bin:/bin, HOME and TMPDIR in a private directory, Config.Env,
+//     then go-plugin's variables (magic cookie, protocol versions, socket
+//     directory); nothing else of the host's environment;
+//   - runs in Config.Dir, by default a private directory (0700) that Close
+//     removes along with HOME, TMPDIR and go-plugin's socket directory;
+//   - has stdin on /dev/null (go-plugin would hand it the host's stdin);
+//   - leads its own process group (Setpgid) and is killed with
+//     kill(-pgid, SIGKILL), so whatever it started dies with it;
+//   - gets SIGKILL from the kernel when the host dies (Pdeathsig). Pdeathsig
+//     is tied to the forking thread, not the process (golang/go#27505), so
+//     every plugin is forked from one goroutine locked to its OS thread for
+//     the life of the host;
+//   - is always reaped. A watcher waits for the process's exit without
+//     reaping it (waitid WNOWAIT), then kills the rest of its group while
+//     the zombie still holds the group ID, so the signal can never hit an
+//     unrelated group that reused the number. If a descendant left the
+//     group and holds the output pipes open, the host closes its ends
+//     after two seconds so go-plugin can finish and reap.
+//
+// The pool does not use go-plugin's Managed mode: its global list of
+// managed clients only grows (each restarted process would stay in it),
+// and Close plus Pdeathsig already cover both an orderly and an abrupt
+// end of the host. The composition root must Close every pool.
+//
+// Known limits, for the sandboxing work: a descendant that left the
+// plugin's process group (setsid) survives the kill; and when the host is
+// SIGKILLed, only the plugin itself gets Pdeathsig — its own children
+// survive (they need a PID namespace or a cgroup to be swept). The
+// checksum is verified on the path, then the path is executed: the plugin
+// store must keep executables where only p2pc can write. Hashing costs a
+// little per start (about 12 ms for a 21 MB binary here).
+//
+// Each live process holds one OS thread blocked in waitid.
+//
+// # Logs
+//
+// A plugin's output reaches Config.Logger as records with
+// component=plugin, plugin=<executable's base name>, pid and stream
+// (stderr or stdout). Lines come from the process's file descriptor 2 (Go
+// panics, go-plugin's server log, children, loggers made before sdk.Serve)
+// and from go-plugin's stdio stream (os.Stderr and os.Stdout after
+// sdk.Serve, so sdk.Logger() made inside a task). JSON lines with
+// @level/@message (hclog, sdk.Logger) or level/msg (slog) keep their level
+// and become attributes; other stderr lines are Info, stdout lines Debug,
+// "[WARN] "-style prefixes and Go panic traces take their level. The last
+// 20 stderr lines of a process are kept for error reports.
+//
+// go-plugin's own stderr parser is switched off (its sub-logger for the
+// plugin reports level Off, so go-plugin only copies raw lines to
+// ClientConfig.Stderr): it panics on a non-string "@message", which would
+// let a plugin crash the host, and it rejects any "@timestamp" not in
+// hclog's exact layout. go-plugin's other messages arrive at Debug with
+// component=pluginhost; the pool's own records (start failures, crashes,
+// timeouts) use component=pluginhost too.
+//
+// # Errors
+//
+// A task's own failure is the *sdk.TaskError the SDK returns; the process
+// stays warm. Every other error is an *Error (Op, Plugin, Task, PID, exit
+// Status, Stderr tail) whose Kind is matched with errors.Is:
+//
+//   - ErrCrashed: the process was lost during a call;
+//   - ErrTimeout: the call overran its timeout;
+//   - context.Canceled or context.DeadlineExceeded: the caller's ctx ended;
+//   - ErrNotPlugin: the executable started but is not a working p2pc
+//     plugin (no handshake, garbage on stdout, exited during start, wrong
+//     go-plugin protocol, not the p2pc Task service, no start within
+//     StartTimeout, or not executable by the kernel);
+//   - ErrChecksum: the file's SHA-256 is not Config.Checksum (or none set);
+//   - ErrClosed: the pool was closed;
+//   - no Kind (Op "start"): a local problem such as a missing or
+//     non-executable file (errors.Is fs.ErrNotExist, fs.ErrPermission).
+//
+// ErrNotPlugin, ErrChecksum and Kind-less start errors will not go away on
+// a retry; ErrCrashed and ErrTimeout may.
+package pluginhost

@@ -1,0 +1,214 @@
+package pluginhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// The test binary is also the plugin (habit 4: real processes, no build
+// step). The host scrubs the environment, so the switch travels in
+// Config.Env:
+//
+//	P2PC_TEST_PLUGIN=task        serve testTask
+//	P2PC_TEST_PLUGIN=junk        print junk on stdout, then sleep
+//	P2PC_TEST_PLUGIN=silent      print nothing, sleep (start timeout)
+//	P2PC_TEST_PLUGIN=startcrash  write to stderr and exit 7 before serving
+//
+// P2PC_TEST_HOST=1 makes it a host instead: a pool running one long task,
+// printing the plugin's pid, for the host-SIGKILL test.
+const (
+	envPlugin = "P2PC_TEST_PLUGIN"
+	envHost   = "P2PC_TEST_HOST"
+)
+
+func TestMain(m *testing.M) {
+	switch mode := os.Getenv(envPlugin); mode {
+	case "":
+	case "task":
+		earlyLog = sdk.Logger() // made before Serve: writes to file descriptor 2
+		sdk.Serve(testTask{})
+		os.Exit(0)
+	case "junk":
+		fmt.Println("hello, I am not a plugin")
+		time.Sleep(30 * time.Second)
+		os.Exit(0)
+	case "silent":
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "startcrash":
+		fmt.Fprintln(os.Stderr, "init failed: boom")
+		os.Exit(7)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", envPlugin, mode)
+		os.Exit(2)
+	}
+	if os.Getenv(envHost) != "" {
+		hostMain()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var earlyLog *slog.Logger
+
+// params of testTask's Run.
+type params struct {
+	Op    string `json:"op"`
+	Msg   string `json:"msg,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	MS    int    `json:"ms,omitempty"`
+	Child bool   `json:"child,omitempty"` // sleep: start `sleep 100` first
+	Ctx   bool   `json:"ctx,omitempty"`   // sleep: honour ctx
+}
+
+type testTask struct{}
+
+func (testTask) Describe() sdk.Info {
+	return sdk.Info{Name: "pluginhost-test", Version: "1.0", Portable: true}
+}
+
+func (testTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Result, error) {
+	var p params
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	pid := &sdk.Result{Data: []byte(strconv.Itoa(os.Getpid()))}
+	switch p.Op {
+	case "echo":
+		return &sdk.Result{Data: []byte(p.Msg)}, nil
+	case "pid":
+		time.Sleep(time.Duration(p.MS) * time.Millisecond)
+		return pid, nil
+	case "fail":
+		return nil, errors.New(p.Msg)
+	case "exit":
+		writeFD2(p.Msg + "\n")
+		os.Exit(p.Code)
+	case "crashfirst": // dies on attempt 0, works on a retry
+		if req.Attempt == 0 {
+			writeFD2("attempt 0 dies\n")
+			os.Exit(3)
+		}
+		return pid, nil
+	case "panic": // outside the task goroutine: not recovered by the SDK
+		go panic(p.Msg)
+		select {}
+	case "killself":
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	case "sleep":
+		if p.Child {
+			c := exec.Command("sleep", "100")
+			if err := c.Start(); err != nil {
+				return nil, err
+			}
+			host.Partial(ctx, []byte("child "+strconv.Itoa(c.Process.Pid)))
+		}
+		host.Partial(ctx, []byte("pid "+strconv.Itoa(os.Getpid())))
+		d := time.Duration(p.MS) * time.Millisecond
+		if !p.Ctx {
+			time.Sleep(d)
+			return pid, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+			return pid, nil
+		}
+	case "escape": // a descendant leaves the process group holding fd 2, then the plugin dies
+		c := exec.Command("sleep", "100")
+		c.Stderr = os.NewFile(2, "fd2")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			return nil, err
+		}
+		host.Partial(ctx, []byte("child "+strconv.Itoa(c.Process.Pid)))
+		writeFD2("leaving now\n")
+		os.Exit(4)
+	case "env":
+		b, err := json.Marshal(os.Environ())
+		return &sdk.Result{Data: b}, err
+	case "cwd":
+		wd, err := os.Getwd()
+		return &sdk.Result{Data: []byte(wd)}, err
+	case "stdin":
+		ch := make(chan string, 1)
+		go func() {
+			n, err := os.Stdin.Read(make([]byte, 1))
+			ch <- fmt.Sprintf("n=%d err=%v", n, err)
+		}()
+		select {
+		case s := <-ch:
+			return &sdk.Result{Data: []byte(s)}, nil
+		case <-time.After(2 * time.Second):
+			return &sdk.Result{Data: []byte("blocked")}, nil
+		}
+	case "log":
+		sdk.Logger().Warn("warn via sdk logger", "k", 7) // os.Stderr after Serve: go-plugin's stdio stream
+		earlyLog.Error("error via early logger", "k", 8) // file descriptor 2
+		fmt.Fprintln(os.Stderr, "plain line via os.Stderr")
+		writeFD2("plain line via fd 2\n")
+		writeFD2(`{"@message": 42, "@level": 7, "@timestamp": 1}` + "\n") // would panic go-plugin's parser
+		fmt.Println("stdout line")
+		return pid, nil
+	case "progress":
+		if err := host.Progress(ctx, 0.5, "half"); err != nil {
+			return nil, err
+		}
+		if err := host.Partial(ctx, []byte("part")); err != nil {
+			return nil, err
+		}
+		return pid, nil
+	}
+	return nil, fmt.Errorf("unknown op %q", p.Op)
+}
+
+func (testTask) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Host) (*sdk.Result, error) {
+	return &sdk.Result{Data: []byte(strconv.Itoa(len(req.Tasks)))}, nil
+}
+
+func writeFD2(s string) { syscall.Write(2, []byte(s)) }
+
+// hostMain runs a pool with one long task and prints the plugin's pid.
+func hostMain() {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	sum, err := Digest(exe)
+	if err != nil {
+		panic(err)
+	}
+	pl := NewPool(Config{Path: exe, Checksum: sum, Env: []string{envPlugin + "=task"}}, 1)
+	req := &sdk.Request{TaskID: "long", Params: mustJSON(params{Op: "sleep", MS: 100_000, Child: true})}
+	_, err = pl.Run(context.Background(), req, printHost{}, 0)
+	fmt.Println("run returned:", err)
+}
+
+type printHost struct{}
+
+func (printHost) Progress(context.Context, float64, string) error { return nil }
+func (printHost) Partial(_ context.Context, b []byte) error {
+	fmt.Println(string(b))
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

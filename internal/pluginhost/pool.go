@@ -1,0 +1,381 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// Pool runs calls in up to size warm processes of one plugin executable,
+// one call per process at a time. Processes start on demand and are
+// reused until they crash, overrun a timeout, lose their caller's ctx,
+// or the pool is closed. All methods are safe for concurrent use.
+type Pool struct {
+	cfg          Config
+	size         int
+	startTimeout time.Duration
+	hostLog      *slog.Logger // component=pluginhost
+	plugLog      *slog.Logger // component=plugin: the plugin's own output
+
+	slots   chan struct{} // a token per process that may run
+	closing chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	closed bool
+	idle   []*proc // warm, not in a call; most recently used last
+	all    map[*proc]struct{}
+	dirs   dirs
+	info   *sdk.PluginInfo
+
+	closeOnce sync.Once
+	closeErr  error
+
+	stats struct {
+		starts, startFailures, calls, reuses, taskErrors,
+		crashes, timeouts, canceled atomic.Int64
+	}
+}
+
+// dirs is the pool's private directory tree, made on the first start.
+type dirs struct {
+	root, home, tmp, work string
+}
+
+// NewPool returns a pool of up to size processes (at least 1) of the
+// plugin cfg names. Nothing starts until the first call; configuration
+// errors surface there.
+func NewPool(cfg Config, size int) *Pool {
+	if size < 1 {
+		size = 1
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	name := filepath.Base(cfg.Path)
+	return &Pool{
+		cfg:          cfg,
+		size:         size,
+		startTimeout: cfg.StartTimeout,
+		hostLog:      l.With("component", "pluginhost", "plugin", name),
+		plugLog:      l.With("component", "plugin", "plugin", name),
+		slots:        make(chan struct{}, size),
+		closing:      make(chan struct{}),
+		all:          make(map[*proc]struct{}),
+	}
+}
+
+// Run runs one task in a warm process, starting one if none is idle and
+// fewer than size run (else it waits for one, honouring ctx). timeout > 0
+// bounds the call (not the start, which StartTimeout bounds).
+//
+// A task's own failure is returned as the *sdk.TaskError and the process
+// stays warm. Any other failure is an *Error after which the process is
+// gone: ErrCrashed, ErrTimeout, ctx.Err(), ErrClosed, or a start error
+// (ErrNotPlugin, ErrChecksum, a missing executable). Retrying is the
+// caller's decision.
+func (pl *Pool) Run(ctx context.Context, req *sdk.Request, host sdk.Host, timeout time.Duration) (*sdk.Result, error) {
+	return pl.call(ctx, "run", req.TaskID, timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+		return c.Run(ctx, req, host)
+	})
+}
+
+// Reduce runs the plugin's reduce step like Run runs a task.
+func (pl *Pool) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Host, timeout time.Duration) (*sdk.Result, error) {
+	return pl.call(ctx, "reduce", "", timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+		return c.Reduce(ctx, req, host)
+	})
+}
+
+// Describe asks the plugin what it is, starting a process if none runs:
+// the check that Config names a working plugin. The answer is cached (the
+// checksum pins the executable).
+func (pl *Pool) Describe(ctx context.Context) (sdk.PluginInfo, error) {
+	pl.mu.Lock()
+	info := pl.info
+	pl.mu.Unlock()
+	if info != nil {
+		return *info, nil
+	}
+	var got sdk.PluginInfo
+	_, err := pl.call(ctx, "describe", "", pl.startTimeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+		var err error
+		got, err = c.Describe(ctx)
+		return nil, err
+	})
+	if err != nil {
+		return sdk.PluginInfo{}, err
+	}
+	pl.mu.Lock()
+	pl.info = &got
+	pl.mu.Unlock()
+	return got, nil
+}
+
+// Stats returns the pool's counters.
+func (pl *Pool) Stats() Stats {
+	pl.mu.Lock()
+	live := len(pl.all)
+	pl.mu.Unlock()
+	s := &pl.stats
+	return Stats{
+		Starts:        s.starts.Load(),
+		StartFailures: s.startFailures.Load(),
+		Calls:         s.calls.Load(),
+		WarmReuses:    s.reuses.Load(),
+		TaskErrors:    s.taskErrors.Load(),
+		Crashes:       s.crashes.Load(),
+		Timeouts:      s.timeouts.Load(),
+		Canceled:      s.canceled.Load(),
+		Live:          live,
+	}
+}
+
+// Close kills every process (with its process group), waits for them and
+// for every goroutine the pool started, and removes the private
+// directories. Calls in progress return ErrClosed. Close is idempotent;
+// concurrent calls all wait for the first to finish.
+func (pl *Pool) Close() error {
+	pl.closeOnce.Do(func() {
+		pl.mu.Lock()
+		pl.closed = true
+		close(pl.closing)
+		procs := make([]*proc, 0, len(pl.all))
+		for p := range pl.all {
+			procs = append(procs, p)
+		}
+		pl.idle = nil
+		d := pl.dirs
+		pl.mu.Unlock()
+
+		for _, p := range procs {
+			p.killGroup()
+		}
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Go(p.shutdown)
+		}
+		wg.Wait()
+		if d.root != "" {
+			pl.closeErr = os.RemoveAll(d.root)
+		}
+		if len(procs) > 0 {
+			pl.hostLog.Debug("plugin pool closed", "killed", len(procs))
+		}
+	})
+	return pl.closeErr
+}
+
+func (pl *Pool) isClosed() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.closed
+}
+
+// forget drops a process that is down.
+func (pl *Pool) forget(p *proc) {
+	pl.mu.Lock()
+	delete(pl.all, p)
+	pl.mu.Unlock()
+}
+
+type callFunc func(ctx context.Context, c *sdk.Client) (*sdk.Result, error)
+
+func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Duration, fn callFunc) (*sdk.Result, error) {
+	p, err := pl.acquire(ctx, op, taskID)
+	if err != nil {
+		return nil, err
+	}
+	pl.stats.calls.Add(1)
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	res, err := fn(callCtx, p.task)
+	// gRPC sends the deadline along: the plugin's side may end the call
+	// before this side's timer has fired, so ask the clock too.
+	callerDone, overrun := expired(ctx), timeout > 0 && expired(callCtx)
+	cancel()
+
+	var te *sdk.TaskError
+	switch {
+	case err == nil:
+		pl.release(p)
+		return res, nil
+	case errors.As(err, &te) && !callerDone && !overrun:
+		pl.stats.taskErrors.Add(1)
+		pl.release(p)
+		return nil, err
+	}
+
+	// The process is lost: whatever it was doing, it is killed.
+	e := &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, PID: p.pidValue(), Err: err}
+	switch {
+	case pl.isClosed():
+		e.Kind = ErrClosed
+		p.shutdown()
+	case callerDone:
+		e.Kind = ctx.Err()
+		if e.Kind == nil { // its deadline passed, its timer is late
+			e.Kind = context.DeadlineExceeded
+		}
+		pl.stats.canceled.Add(1)
+		p.shutdown()
+	case overrun:
+		e.Kind = ErrTimeout
+		e.Err = fmt.Errorf("no answer within %v: %w", timeout, err)
+		pl.stats.timeouts.Add(1)
+		p.shutdown()
+		pl.hostLog.Info("plugin killed: task timed out", "task", taskID, "pid", e.PID, "timeout", timeout)
+	default:
+		e.Kind = ErrCrashed
+		pl.stats.crashes.Add(1)
+		p.shutdownAfterCrash()
+	}
+	p.finishError(e)
+	if e.Kind == ErrCrashed {
+		pl.hostLog.Warn("plugin crashed", "op", op, "task", taskID, "pid", e.PID, "status", e.Status, "err", err)
+	}
+	<-pl.slots
+	return nil, e
+}
+
+// expired: ctx is done, or its deadline has passed.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// acquire takes a slot and a process: an idle warm one, or a new one.
+func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
+	closedErr := func() error {
+		return &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: ErrClosed}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: err}
+	}
+	select {
+	case pl.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: ctx.Err()}
+	case <-pl.closing:
+		return nil, closedErr()
+	}
+	for {
+		pl.mu.Lock()
+		if pl.closed {
+			pl.mu.Unlock()
+			<-pl.slots
+			return nil, closedErr()
+		}
+		n := len(pl.idle)
+		if n == 0 {
+			pl.mu.Unlock()
+			break
+		}
+		p := pl.idle[n-1]
+		pl.idle = pl.idle[:n-1]
+		pl.mu.Unlock()
+		if p.hasExited() { // died while idle
+			p.shutdown()
+			pl.hostLog.Warn("idle plugin process died", "pid", p.pidValue(), "status", p.status(), "stderr", p.tail.get())
+			continue
+		}
+		pl.stats.reuses.Add(1)
+		return p, nil
+	}
+	p, err := pl.start(ctx)
+	if err != nil {
+		<-pl.slots
+		var e *Error
+		if errors.As(err, &e) {
+			e.Task = taskID
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// release returns a healthy process to the idle list and frees its slot.
+func (pl *Pool) release(p *proc) {
+	pl.mu.Lock()
+	if pl.closed || p.hasExited() {
+		pl.mu.Unlock()
+		p.shutdown()
+	} else {
+		pl.idle = append(pl.idle, p)
+		pl.mu.Unlock()
+	}
+	<-pl.slots
+}
+
+// start starts a process for a caller that holds a slot.
+func (pl *Pool) start(ctx context.Context) (*proc, error) {
+	pl.mu.Lock()
+	if pl.closed {
+		pl.mu.Unlock()
+		return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Kind: ErrClosed}
+	}
+	if pl.dirs.root == "" {
+		if err := pl.makeDirs(); err != nil {
+			pl.mu.Unlock()
+			pl.stats.startFailures.Add(1)
+			return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Err: err}
+		}
+	}
+	p := newProc(pl)
+	pl.all[p] = struct{}{}
+	pl.mu.Unlock()
+
+	t0 := time.Now()
+	if err := p.start(ctx); err != nil {
+		pl.stats.startFailures.Add(1)
+		p.shutdown()
+		var e *Error
+		if errors.As(err, &e) {
+			p.finishError(e)
+		}
+		pl.hostLog.Debug("plugin start failed", "err", err)
+		return nil, err
+	}
+	pl.stats.starts.Add(1)
+	pl.hostLog.Debug("plugin started", "pid", p.pidValue(), "took", time.Since(t0))
+	return p, nil
+}
+
+// makeDirs makes the private HOME, TMPDIR and (unless Config.Dir) working
+// directory. Called with pl.mu held.
+func (pl *Pool) makeDirs() error {
+	root, err := os.MkdirTemp("", "p2pc-plugin-")
+	if err != nil {
+		return fmt.Errorf("make private dir: %w", err)
+	}
+	d := dirs{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), work: pl.cfg.Dir}
+	mk := []string{d.home, d.tmp}
+	if d.work == "" {
+		d.work = filepath.Join(root, "work")
+		mk = append(mk, d.work)
+	}
+	for _, dir := range mk {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			os.RemoveAll(root)
+			return fmt.Errorf("make private dir: %w", err)
+		}
+	}
+	pl.dirs = d
+	return nil
+}

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package pluginhost
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// Outside Linux there is no parent-death signal and no portable
+// wait-without-reaping: the plugin is killed alone (not its process
+// group) and its exit is seen when it is reaped.
+const haveExitWatch = false
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func killTree(_ int, p *os.Process) {
+	if p != nil {
+		_ = p.Kill()
+	}
+}
+
+func waitExit(int) error { return nil }
+
+func spawn(cmd *exec.Cmd) error { return cmd.Start() }

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FileName is the name of the report inside a job's output folder.
+const FileName = "report.json"
+
+// Format is the version of the report layout.
+const Format = 1
+
+// Job states.
+const (
+	StateRunning     = "running"
+	StateComplete    = "complete"
+	StateFailed      = "failed"
+	StateInterrupted = "interrupted"
+)
+
+// Task states.
+const (
+	TaskPending = "pending"
+	TaskRunning = "running"
+	TaskDone    = "done"
+	TaskFailed  = "failed"
+)
+
+// Attempt outcomes.
+const (
+	OutcomeOK        = "ok"
+	OutcomeTaskError = "task_error" // the task returned an error
+	OutcomeCrashed   = "crashed"    // the plugin process died during the call
+	OutcomeTimeout   = "timeout"    // the task overran its timeout and was killed
+	OutcomeCanceled  = "canceled"   // the run was interrupted
+	OutcomeLost      = "lost"       // infrastructure failure (peer gone); does not count against retries
+)
+
+// Report is the content of report.json.
+type Report struct {
+	Format   int       `json:"format"`
+	JobID    string    `json:"job_id"`
+	Name     string    `json:"name"`
+	Spec     string    `json:"spec"`
+	State    string    `json:"state"`
+	Error    string    `json:"error,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+	Node     string    `json:"node"`
+	Plugin   Plugin    `json:"plugin"`
+	Summary  Summary   `json:"summary"`
+	// Outputs are the job's final artifacts (from the reduce step),
+	// relative to the output folder.
+	Outputs []string `json:"outputs,omitempty"`
+	Tasks   []Task   `json:"tasks"`
+}
+
+// Plugin identifies the plugin that ran the job.
+type Plugin struct {
+	Path    string `json:"path"`
+	Digest  string `json:"digest"`
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// Summary counts tasks by state.
+type Summary struct {
+	Total  int `json:"total"`
+	Done   int `json:"done"`
+	Failed int `json:"failed"`
+}
+
+// Task is one task's record.
+type Task struct {
+	ID     string          `json:"id"`
+	Params json.RawMessage `json:"params"`
+	State  string          `json:"state"`
+	// Peer is the node that produced the accepted result.
+	Peer     string    `json:"peer,omitempty"`
+	Attempts []Attempt `json:"attempts"`
+	// Digest is the SHA-256 of the accepted output's canonical listing.
+	Digest string `json:"digest,omitempty"`
+	// Files are the task's output files, relative to the output folder.
+	Files []string `json:"files,omitempty"`
+}
+
+// Attempt is one try of a task on one peer.
+type Attempt struct {
+	Peer    string    `json:"peer"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Outcome string    `json:"outcome"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Write stores r as dir/report.json atomically: a temp file, fsync,
+// rename, fsync of the folder. A reader never sees half a report.
+func Write(dir string, r *Report) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	data = append(data, '\n')
+	return WriteFileAtomic(filepath.Join(dir, FileName), data, 0o644)
+}
+
+// Read loads dir/report.json. A missing report gives an error that
+// satisfies errors.Is(err, fs.ErrNotExist).
+func Read(dir string) (*Report, error) {
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decode report %s: %w", filepath.Join(dir, FileName), err)
+	}
+	if r.Format > Format {
+		return nil, fmt.Errorf("decode report %s: format %d is newer than this p2pc (%d)", filepath.Join(dir, FileName), r.Format, Format)
+	}
+	return &r, nil
+}
+
+// WriteFileAtomic writes data to path through a temp file in the same
+// folder, fsyncs it, renames it into place and fsyncs the folder.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a folder so that renames inside it are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+// Package transfer moves content-addressed blocks between p2pc peers over
+// gRPC: a Server that serves a blocks.Store, a Fetcher that fetches a whole
+// file from many peers at once, a RemoteStore view of one peer, and the
+// connection Pool they share.
+//
+// # Wire protocol (p2pc.blocks.v1, transferpb/blocks.proto)
+//
+// One gRPC service, Blocks, read-only, over plaintext HTTP/2 (peers sit on
+// one LAN; integrity comes from the content addresses, not the channel):
+//
+//	rpc Have(HaveRequest{version, ids})  returns (HaveResponse{version, bitmap})
+//	rpc Get(GetRequest{version, ids})    returns (stream Block{id, status, data})
+//
+// The rules:
+//
+//   - An ID is 32 bytes: the SHA-256 of a block's bytes. A file's ID is the
+//     ID of its manifest block (see package blocks).
+//   - Have takes 1 to MaxHaveIDs (4096) IDs and answers a bitmap: bit i
+//     (byte i/8, bit i%8, least significant bit first) is set when the
+//     server holds ids[i]; the bitmap is exactly ceil(n/8) bytes.
+//   - Get takes 1 to MaxGetIDs (256) IDs and streams exactly one Block per
+//     ID, in request order, each echoing its ID: status OK with the bytes,
+//     or status NOT_FOUND with no bytes. A missing block is never skipped
+//     silently, so a short stream is a protocol error.
+//   - version is the protocol version the client speaks (0 reads as 1).
+//     A server answers a version newer than its own with
+//     FAILED_PRECONDITION; HaveResponse carries the server's version.
+//   - Every message is at most MaxMessageSize (MaxBlockSize + 64 KiB)
+//     either way; GRPCServerOptions and DialOptions set those bounds (and
+//     flow-control windows sized for 1 MiB blocks).
+//   - A server validates every request before touching its store: a wrong
+//     ID length, no IDs or too many are INVALID_ARGUMENT; it never panics
+//     on hostile input (FuzzBlockMessage).
+//
+// The receiver trusts nothing it is sent: every block is checked against
+// the length the manifest gives and against its ID (blocks.CheckBlock)
+// before it is stored.
+//
+// # Fetching
+//
+// Fetcher.Fetch(ctx, file, peers, progress) first gets the manifest block
+// (from the local store, else from the peers in random order), then works
+// out which distinct blocks are missing locally. Blocks already held are
+// never fetched again, so a fetch that was killed resumes where it
+// stopped: the disk store makes every held block complete and verified.
+//
+// Holders are learned by asking every peer Have about the missing blocks,
+// and asked again every RefreshInterval (only about the blocks a peer is
+// not yet known to hold), so a file spreads: a peer that has fetched some
+// blocks serves them to the next.
+//
+// Scheduling follows Preon's random-block balancer: each request goes for
+// a random missing block, to a random peer among those known to hold it
+// that has a free slot. Concurrency bounds the requests in flight (16) and
+// PerPeer those to one peer (4); a request asks for more than one block
+// only when blocks are smaller than BatchBytes (1 MiB), and then only for
+// blocks the chosen peer holds. Since the first block of every request is
+// random, peers that join a swarm together do not all start at block 0.
+//
+// Every request has a deadline (RequestTimeout). A peer that answers with
+// bad data (wrong hash, wrong length, oversized message, an answer for an
+// ID not asked) is banned for the rest of the fetch. A peer that errors
+// or times out is cooled down for a growing backoff, a timeout also
+// halves its request bound (it grows back one success at a time), and
+// MaxPeerFailures failures in a row drop it. The blocks of a failed
+// request go back to the pool and are retried from another holder. A
+// fetch fails with ErrNoHolder when no live peer is left, or when it has
+// made no progress for GiveUp with nothing in flight.
+//
+// A peer's slot is freed as soon as its answer is in; the verified blocks
+// are then written by the same worker, so Concurrency bounds requests and
+// store writes together and a store that fsyncs every block does not idle
+// the network. Fetcher.FetchFile also assembles the file at a destination
+// as the blocks land (no read-back pass) and renames it into place once
+// complete and fsynced.
+//
+// FetchStats reports, per peer, the blocks and bytes it served, its
+// requests, failures, timeouts and bad answers, and whether it was banned
+// or dropped; Progress (with the optional ProgressTotal) reports bytes in
+// place as they land, for a progress bar kept outside this package.
+//
+// # Fault injection
+//
+// ServerOptions.Corrupt, Truncate and StallAfter make a server misbehave,
+// for tests of the defences above; they are settable only from Go and
+// through hidden `p2pc blocks serve` flags, and a server with any of them
+// logs a warning when it starts. ServerOptions.RateLimit caps a server's
+// upload rate, to model slow uplinks in tests and benchmarks.
+package transfer

@@ -1,0 +1,90 @@
+package transfer
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/p2pc/p2pc/internal/transfer/transferpb"
+)
+
+// ErrPoolClosed is returned by a Pool after Close.
+var ErrPoolClosed = errors.New("transfer: connection pool closed")
+
+// Pool keeps one gRPC client connection per peer target ("host:port"),
+// created on first use and shared by every caller. Connections reconnect
+// by themselves; Drop forgets a peer that left. Safe for concurrent use.
+type Pool struct {
+	dial []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewPool returns an empty pool. Its connections use DialOptions followed
+// by extra.
+func NewPool(extra ...grpc.DialOption) *Pool {
+	return &Pool{dial: append(DialOptions(), extra...), conns: make(map[string]*grpc.ClientConn)}
+}
+
+// Conn returns the connection to target, creating it if needed. Creating
+// a connection does no I/O: errors show up on the first call.
+func (p *Pool) Conn(target string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrPoolClosed
+	}
+	if c, ok := p.conns[target]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(target, p.dial...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", target, err)
+	}
+	p.conns[target] = c
+	return c, nil
+}
+
+// Blocks returns a Blocks client for target.
+func (p *Pool) Blocks(target string) (transferpb.BlocksClient, error) {
+	c, err := p.Conn(target)
+	if err != nil {
+		return nil, err
+	}
+	return transferpb.NewBlocksClient(c), nil
+}
+
+// Drop closes and forgets the connection to target, if any.
+func (p *Pool) Drop(target string) error {
+	p.mu.Lock()
+	c, ok := p.conns[target]
+	delete(p.conns, target)
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("close connection to %s: %w", target, err)
+	}
+	return nil
+}
+
+// Close closes every connection. The pool cannot be used afterwards.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.closed = true
+	p.mu.Unlock()
+	var errs []error
+	for t, c := range conns {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close connection to %s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
+}

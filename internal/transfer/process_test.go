@@ -1,0 +1,378 @@
+package transfer_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/transfer"
+)
+
+// The tests in this file run real p2pc processes: `blocks put` into three
+// data directories, three `blocks serve`, and `blocks get` fetching from
+// them. They build ./cmd/p2pc once per test binary.
+
+var (
+	p2pcOnce sync.Once
+	p2pcBin  string
+	p2pcErr  error
+	p2pcDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if p2pcDir != "" {
+		os.RemoveAll(p2pcDir)
+	}
+	os.Exit(code)
+}
+
+// buildP2PC builds the p2pc command, or skips the test if it does not
+// build (the CLI is assembled by several packages at once).
+func buildP2PC(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real-process test; skipped in -short mode")
+	}
+	p2pcOnce.Do(func() {
+		p2pcDir, p2pcErr = os.MkdirTemp("", "p2pc-transfer-test-")
+		if p2pcErr != nil {
+			return
+		}
+		p2pcBin = filepath.Join(p2pcDir, "p2pc")
+		out, err := exec.Command("go", "build", "-o", p2pcBin, "github.com/p2pc/p2pc/cmd/p2pc").CombinedOutput()
+		if err != nil {
+			p2pcErr = fmt.Errorf("go build ./cmd/p2pc: %v\n%s", err, out)
+		}
+	})
+	if p2pcErr != nil {
+		t.Skipf("cannot build p2pc, skipping the real-process tests: %v", p2pcErr)
+	}
+	return p2pcBin
+}
+
+// proc is a running p2pc process.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startProc starts bin with args; stdout goes to stdout (if non-nil).
+func startProc(t *testing.T, name string, stdout io.Writer, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout = stdout
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		defer close(p.done)
+		p.err = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		p.checkLogs()
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits (then SIGKILL after 10s).
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// wait waits for the process to exit by itself and fails the test if it
+// does not exit 0.
+func (p *proc) wait(d time.Duration) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.kill()
+		p.t.Fatalf("%s did not finish in %v; stderr:\n%s", p.name, d, p.stderr)
+	}
+	if p.err != nil {
+		p.t.Fatalf("%s: %v; stderr:\n%s", p.name, p.err, p.stderr)
+	}
+}
+
+func (p *proc) checkLogs() {
+	p.t.Helper()
+	s := p.stderr.String()
+	for _, bad := range []string{"panic:", "DATA RACE", "fatal error:"} {
+		if strings.Contains(s, bad) {
+			p.t.Errorf("%s log contains %q:\n%s", p.name, bad, s)
+		}
+	}
+}
+
+// server is a running `p2pc blocks serve`.
+type server struct {
+	*proc
+	addr string
+}
+
+func startServe(t *testing.T, bin, data string, extra ...string) *server {
+	t.Helper()
+	pr, pw := io.Pipe()
+	args := append([]string{"--data", data, "--log-level", "info", "blocks", "serve", "--listen", "127.0.0.1:0"}, extra...)
+	p := startProc(t, "serve "+filepath.Base(data), pw, bin, args...)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	t.Cleanup(func() { pw.Close() })
+	select {
+	case line := <-lines:
+		addr, ok := strings.CutPrefix(line, "listening ")
+		if !ok {
+			t.Fatalf("serve printed %q, want \"listening ADDR\"", line)
+		}
+		return &server{proc: p, addr: addr}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not print its address; stderr:\n%s", p.stderr)
+	}
+	return nil
+}
+
+// run runs a p2pc command to completion and returns its stdout.
+func run(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	p := startProc(t, strings.Join(args, " "), &out, bin, args...)
+	p.wait(5 * time.Minute)
+	return out.String()
+}
+
+func readStats(t *testing.T, path string) *transfer.FetchStats {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st transfer.FetchStats
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("stats %s: %v", path, err)
+	}
+	return &st
+}
+
+// countBlocks counts the block files in a data directory's store.
+func countBlocks(data string) int {
+	n := 0
+	fans, _ := filepath.Glob(filepath.Join(data, "store", "blocks", "*"))
+	for _, f := range fans {
+		es, _ := os.ReadDir(f)
+		for _, e := range es {
+			if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func sameFile(t *testing.T, a, b string) {
+	t.Helper()
+	out, err := exec.Command("cmp", a, b).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s and %s differ: %v %s", a, b, err, out)
+	}
+}
+
+func TestProcesses(t *testing.T) {
+	bin := buildP2PC(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.bin")
+	const size = 256 << 20
+	if err := os.WriteFile(src, randomData(42, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Three holders, populated with `blocks put` (in parallel).
+	holders := []string{filepath.Join(dir, "h1"), filepath.Join(dir, "h2"), filepath.Join(dir, "h3")}
+	var puts []*proc
+	var outs []*bytes.Buffer
+	for _, h := range holders {
+		var out bytes.Buffer
+		puts = append(puts, startProc(t, "put "+filepath.Base(h), &out, bin, "--data", h, "blocks", "put", src))
+		outs = append(outs, &out)
+	}
+	var id string
+	for i, p := range puts {
+		p.wait(5 * time.Minute)
+		got := strings.TrimSpace(outs[i].String())
+		if id != "" && got != id {
+			t.Fatalf("put printed %q and %q", id, got)
+		}
+		id = got
+	}
+	if len(id) != 64 {
+		t.Fatalf("put printed %q, want a file ID", id)
+	}
+
+	// Cap each holder's uplink so that the fetch takes a few seconds and
+	// a kill lands in its middle.
+	rate := []string{"--rate-limit", "32MiB"}
+	var srvs []*server
+	for _, h := range holders {
+		srvs = append(srvs, startServe(t, bin, h, rate...))
+	}
+	from := func() string {
+		var a []string
+		for _, s := range srvs {
+			a = append(a, s.addr)
+		}
+		return strings.Join(a, ",")
+	}
+
+	t.Run("three sources", func(t *testing.T) {
+		data, out, stats := filepath.Join(dir, "g1"), filepath.Join(dir, "out1"), filepath.Join(dir, "stats1.json")
+		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats)
+		sameFile(t, src, out)
+		st := readStats(t, stats)
+		if st.Blocks != 256 || st.Fetched != 256 || st.Present != 0 {
+			t.Errorf("stats: %+v", st)
+		}
+		for _, s := range srvs {
+			ps := st.Peers[s.addr]
+			if ps == nil || ps.Blocks == 0 || ps.Banned {
+				t.Errorf("source %s: %+v", s.addr, ps)
+			}
+			t.Logf("source %s served %d blocks", s.addr, ps.Blocks)
+		}
+		// The fetched file is pinned and complete in the store.
+		if ls := run(t, bin, "--data", data, "blocks", "ls"); !strings.Contains(ls, id) || !strings.Contains(ls, "complete") {
+			t.Errorf("ls: %q", ls)
+		}
+		if v := run(t, bin, "--data", data, "blocks", "verify"); !strings.Contains(v, "257 blocks ok") {
+			t.Errorf("verify: %q", v)
+		}
+	})
+
+	t.Run("corrupt source", func(t *testing.T) {
+		bad := srvs[2]
+		bad.stop()
+		srvs[2] = startServe(t, bin, holders[2], append(rate, "--fault-corrupt")...)
+		defer func() {
+			srvs[2].stop()
+			srvs[2] = startServe(t, bin, holders[2], rate...)
+		}()
+		// stderr is copied by a goroutine of os/exec: give it a moment.
+		for i := 0; !strings.Contains(srvs[2].stderr.String(), "FAULT INJECTION"); i++ {
+			if i == 100 {
+				t.Errorf("corrupting server did not warn:\n%s", srvs[2].stderr)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		data, out, stats := filepath.Join(dir, "g2"), filepath.Join(dir, "out2"), filepath.Join(dir, "stats2.json")
+		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats)
+		sameFile(t, src, out)
+		st := readStats(t, stats)
+		ps := st.Peers[srvs[2].addr]
+		if ps == nil || !ps.Banned || ps.Corrupt == 0 || ps.Blocks != 0 {
+			t.Errorf("corrupting source not banned: %+v", ps)
+		}
+		for _, s := range srvs[:2] {
+			if st.Peers[s.addr].Blocks == 0 {
+				t.Errorf("honest source %s served nothing", s.addr)
+			}
+		}
+	})
+
+	t.Run("killed and resumed", func(t *testing.T) {
+		data, out := filepath.Join(dir, "g3"), filepath.Join(dir, "out3")
+		stats1, stats2 := filepath.Join(dir, "stats3a.json"), filepath.Join(dir, "stats3b.json")
+		get := startProc(t, "get (to be killed)", io.Discard, bin, "--data", data, "blocks", "get", id,
+			"--from", from(), "-o", out, "--stats-json", stats1)
+		deadline := time.Now().Add(2 * time.Minute)
+		for countBlocks(data) < 48 {
+			if time.Now().After(deadline) {
+				t.Fatalf("fetch made no progress; stderr:\n%s", get.stderr)
+			}
+			select {
+			case <-get.done:
+				t.Fatalf("get finished before it could be killed: %v\n%s", get.err, get.stderr)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		get.kill()
+		held := countBlocks(data)
+		if held >= 257 {
+			t.Fatalf("kill landed after the fetch (%d blocks held)", held)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatal("output written by a killed fetch")
+		}
+		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats2)
+		sameFile(t, src, out)
+		st := readStats(t, stats2)
+		t.Logf("killed with %d blocks on disk (manifest included); second run: %d present, %d fetched", held, st.Present, st.Fetched)
+		// held counts the manifest block, st.Present does not.
+		if st.Present != held-1 || st.Fetched != st.Blocks-st.Present || st.Fetched == 0 {
+			t.Errorf("second run refetched held blocks: %d on disk, stats %+v", held, st)
+		}
+		served := 0
+		for _, ps := range st.Peers {
+			served += ps.Blocks
+		}
+		if served != st.Fetched {
+			t.Errorf("sources served %d blocks, fetched %d", served, st.Fetched)
+		}
+	})
+}

@@ -1,0 +1,6 @@
+// Package transferpb holds the generated protobuf and gRPC code of the
+// p2pc.blocks.v1 block transfer protocol (blocks.proto). Do not edit the
+// .pb.go files; regenerate them with go generate (or `just proto`).
+package transferpb
+
+//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative blocks.proto

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/sdktest"
+)
+
+// input writes a file with content in a temp dir and returns it as an
+// input named name.
+func input(t *testing.T, name, content string) sdk.File {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(p, []byte(content), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return sdk.File{Name: name, Path: p}
+}
+
+func TestExec(t *testing.T) {
+	lines := input(t, "lines.txt", "a\nb\nc\n")
+	nested := input(t, "dir/sub/n.txt", "nested\n")
+	script := input(t, "run.sh", "echo \"script $1\"\n")
+	tests := []struct {
+		name   string
+		params map[string]any
+		inputs []sdk.File
+		data   string            // want this data
+		files  map[string]string // want these output files
+		err    string            // want an error mentioning this
+	}{
+		{name: "argv", params: map[string]any{"command": []string{"echo", "hello", "a  b"}}, data: "hello a  b\n"},
+		{name: "no shell expansion", params: map[string]any{"command": []string{"echo", "$HOME", "*"}}, data: "$HOME *\n"},
+		{name: "absolute command", params: map[string]any{"command": []string{"/bin/echo", "x"}}, data: "x\n"},
+		{name: "shell", params: map[string]any{"command": []string{"echo", "$((6*7))", "|", "tr", "4", "X"}, "shell": true}, data: "X2\n"},
+		{name: "shell single string", params: map[string]any{"command": []string{"wc -l < lines.txt > count.txt"}, "shell": true, "outputs": []string{"count.txt"}},
+			inputs: []sdk.File{lines}, files: map[string]string{"count.txt": "3\n"}},
+		{name: "inputs by name", params: map[string]any{"command": []string{"cat", "lines.txt", "dir/sub/n.txt"}},
+			inputs: []sdk.File{lines, nested}, data: "a\nb\nc\nnested\n"},
+		{name: "inputs are symlinks", params: map[string]any{"command": []string{"test", "-L", "lines.txt"}}, inputs: []sdk.File{lines}},
+		{name: "copy inputs", params: map[string]any{"command": []string{"sh", "-c", "test ! -L lines.txt && echo more >> lines.txt && cat lines.txt"}, "copy_inputs": true},
+			inputs: []sdk.File{lines}, data: "a\nb\nc\nmore\n"},
+		{name: "script via interpreter", params: map[string]any{"command": []string{"sh", "run.sh", "ran"}}, inputs: []sdk.File{script}, data: "script ran\n"},
+		{name: "relative command", params: map[string]any{"command": []string{"./tool"}}, err: "no such file"},
+		{name: "stdout off", params: map[string]any{"command": []string{"echo", "hidden"}, "stdout": false}, data: ""},
+		{name: "outputs in subdir", params: map[string]any{"command": []string{"mkdir -p o && echo 1 > o/a && echo 2 > b"}, "shell": true, "outputs": []string{"o/a", "b"}},
+			data: "", files: map[string]string{"o/a": "1\n", "b": "2\n"}},
+		{name: "task params as env", params: map[string]any{"command": []string{"echo $P2PC_PARAM_BAND $P2PC_PARAM_NAME_2 $P2PC_PARAM_ON $P2PC_TASK_ID"}, "shell": true, "band": 7, "name-2": "x y", "on": true},
+			data: "7 x y true task\n"},
+		{name: "exit status", params: map[string]any{"command": []string{"echo oops >&2; echo out; exit 7"}, "shell": true}, err: "sh exited with status 7; stderr:\noops\n"},
+		{name: "exit status empty stderr", params: map[string]any{"command": []string{"false"}}, err: "false exited with status 1 (stderr was empty)"},
+		{name: "killed by signal", params: map[string]any{"command": []string{"kill -9 $$"}, "shell": true}, err: "sh was killed (signal: killed)"},
+		{name: "not found", params: map[string]any{"command": []string{"no-such-command-p2pc"}}, err: `command "no-such-command-p2pc" not found in PATH /usr/local/bin:/usr/bin:/bin`},
+		{name: "missing outputs", params: map[string]any{"command": []string{"touch", "b"}, "outputs": []string{"a", "b", "c/d"}}, err: "declared outputs missing after the command: a, c/d"},
+		{name: "output is a directory", params: map[string]any{"command": []string{"mkdir", "d"}, "outputs": []string{"d"}}, err: "output d is not a regular file"},
+		{name: "output is a symlink", params: map[string]any{"command": []string{"true"}, "outputs": []string{"lines.txt"}}, inputs: []sdk.File{lines}, err: "output lines.txt is not a regular file"},
+		{name: "output absolute", params: map[string]any{"command": []string{"true"}, "outputs": []string{"/etc/passwd"}}, err: `output "/etc/passwd" is not a local path`},
+		{name: "output escapes", params: map[string]any{"command": []string{"true"}, "outputs": []string{"../x"}}, err: `output "../x" is not a local path`},
+		{name: "output twice", params: map[string]any{"command": []string{"true"}, "outputs": []string{"a", "./a"}}, err: "declared twice"},
+		{name: "no command", params: map[string]any{"shell": true}, err: "need a command"},
+		{name: "empty command", params: map[string]any{"command": []string{""}}, err: "need a command"},
+		{name: "command not a list", params: map[string]any{"command": "echo hi"}, err: "decode params"},
+		{name: "bad env", params: map[string]any{"command": []string{"true"}, "env": map[string]string{"A=B": "c"}}, err: "not a valid environment variable"},
+		{name: "bad input name", params: map[string]any{"command": []string{"true"}}, inputs: []sdk.File{{Name: "../up", Path: lines.Path}}, err: `input name "../up" is not a local path`},
+		{name: "input named tmp", params: map[string]any{"command": []string{"true"}}, inputs: []sdk.File{{Name: "tmp", Path: lines.Path}}, err: "make TMPDIR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := sdktest.Run(context.Background(), &execTask{}, tt.params, tt.inputs...)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Cleanup()
+			if got := string(out.Files[sdk.DataFile]); got != tt.data {
+				t.Errorf("data = %q, want %q", got, tt.data)
+			}
+			for name, want := range tt.files {
+				if got, ok := out.Files[name]; !ok || string(got) != want {
+					t.Errorf("file %s = %q (present %v), want %q", name, got, ok, want)
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(lines.Path); err != nil || string(b) != "a\nb\nc\n" {
+		t.Errorf("input changed: %q, %v", b, err)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	out, err := sdktest.RunRequest(context.Background(), &execTask{}, &sdk.Request{
+		JobID:  "j1",
+		TaskID: "t1",
+		Params: []byte(`{"command":["env"],"env":{"LANG":"C.UTF-8","PATH":"/bin"},"n":1.50,"o":{"x":1},"l":[1],"z":null}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Cleanup()
+	got := strings.Split(strings.TrimSpace(string(out.Files[sdk.DataFile])), "\n")
+	slices.Sort(got)
+	want := []string{
+		"HOME=" + out.WorkDir,
+		"LANG=C.UTF-8",
+		"P2PC_JOB_ID=j1",
+		`P2PC_PARAMS={"command":["env"],"env":{"LANG":"C.UTF-8","PATH":"/bin"},"n":1.50,"o":{"x":1},"l":[1],"z":null}`,
+		"P2PC_PARAM_N=1.50",
+		"P2PC_TASK_ID=t1",
+		"PATH=/bin",
+		"TMPDIR=" + filepath.Join(out.WorkDir, "tmp"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("environment:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if fi, err := os.Stat(filepath.Join(out.WorkDir, "tmp")); err != nil || !fi.IsDir() {
+		t.Errorf("TMPDIR not made: %v", err)
+	}
+}
+
+func TestStderrTail(t *testing.T) {
+	// 10000 lines of "line N" on stderr, then a failure.
+	_, err := sdktest.Run(context.Background(), &execTask{}, map[string]any{
+		"command": []string{"i=0; while [ $i -lt 10000 ]; do echo line $i >&2; i=$((i+1)); done; exit 3"},
+		"shell":   true,
+	})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	head, tail, ok := strings.Cut(msg, fmt.Sprintf("last %d bytes of stderr:\n", StderrTail))
+	if !ok || !strings.Contains(head, "status 3") {
+		t.Fatalf("error = %.200q", msg)
+	}
+	if len(tail) != StderrTail || !strings.HasSuffix(tail, "line 9999\n") || strings.Contains(tail, "line 1000\n") {
+		t.Errorf("tail: %d bytes, ends %q", len(tail), tail[max(0, len(tail)-30):])
+	}
+}
+
+func TestStdoutLimit(t *testing.T) {
+	_, err := sdktest.Run(context.Background(), &execTask{}, map[string]any{
+		"command": []string{"head", "-c", strconv.Itoa(MaxStdout + 1), "/dev/zero"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "more than 67108864 bytes to stdout") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestLimitBuffer(t *testing.T) {
+	b := limitBuffer{max: 5}
+	for _, s := range []string{"ab", "cde", "fg", "h"} {
+		if n, err := b.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("write %q: %d, %v", s, n, err)
+		}
+	}
+	if string(b.Bytes()) != "abcde" || !b.overflow {
+		t.Errorf("%q overflow=%v", b.Bytes(), b.overflow)
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	b := tailBuffer{max: 4}
+	var all string
+	for i := range 100 {
+		s := strconv.Itoa(i)
+		all += s
+		b.Write([]byte(s))
+		if got, want := string(b.Bytes()), all[max(0, len(all)-4):]; got != want {
+			t.Fatalf("after %q: %q, want %q", all, got, want)
+		}
+	}
+	if !b.truncated || cap(b.buf) > 64 {
+		t.Errorf("truncated=%v cap=%d", b.truncated, cap(b.buf))
+	}
+}
+
+// alive says whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// state is the field after "(comm)".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// waitPID reads the pid a command wrote to file.
+func waitPID(t *testing.T, file string) int {
+	t.Helper()
+	for range 500 {
+		if b, err := os.ReadFile(file); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", file)
+	return 0
+}
+
+// waitGone fails unless pid is gone (or a zombie) within 3 seconds.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for range 300 {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("process %d still alive", pid)
+}
+
+func TestCancelKillsGroup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		// A background grandchild that ignores SIGTERM and holds stdout.
+		_, err := sdktest.Run(ctx, &execTask{}, map[string]any{
+			"command": []string{"trap '' TERM; sleep 60 & echo $! > " + pidFile + "; wait"},
+			"shell":   true,
+		})
+		done <- err
+	}()
+	pid := waitPID(t, pidFile)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "sh stopped") {
+			t.Errorf("err = %v, want a cancellation", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	waitGone(t, pid)
+	t.Logf("returned %v after start", time.Since(start))
+}
+
+func TestBackgroundProcessDoesNotHoldTask(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start := time.Now()
+	out, err := sdktest.Run(context.Background(), &execTask{}, map[string]any{
+		"command": []string{"sleep 60 & echo $! > " + pidFile + "; echo done"},
+		"shell":   true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Cleanup()
+	if d := time.Since(start); d > pipeGrace {
+		t.Errorf("took %v: waited for the background process", d)
+	}
+	if got := string(out.Files[sdk.DataFile]); got != "done\n" {
+		t.Errorf("data = %q", got)
+	}
+	waitGone(t, waitPID(t, pidFile))
+}
+
+func TestEscapedProcessDoesNotHoldTask(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("needs setsid")
+	}
+	pipeGrace = 200 * time.Millisecond
+	t.Cleanup(func() { pipeGrace = 2 * time.Second })
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start := time.Now()
+	out, err := sdktest.Run(context.Background(), &execTask{}, map[string]any{
+		"command": []string{"setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 60' & sleep 0.2; echo done"},
+		"shell":   true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Cleanup()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if got := string(out.Files[sdk.DataFile]); got != "done\n" {
+		t.Errorf("data = %q", got)
+	}
+	syscall.Kill(waitPID(t, pidFile), syscall.SIGKILL)
+}
+
+func TestConformance(t *testing.T) {
+	lines := input(t, "lines.txt", "one\ntwo\n")
+	sdktest.Conformance(t, &execTask{},
+		sdktest.Case{Name: "echo", Params: map[string]any{"command": []string{"echo", "hi"}}},
+		sdktest.Case{Name: "wc", Params: map[string]any{"command": []string{"wc -l < lines.txt > count.txt"}, "shell": true, "outputs": []string{"count.txt"}}, Inputs: []sdk.File{lines}},
+		sdktest.Case{Name: "slow", Params: map[string]any{"command": []string{"sleep", "0.2"}}},
+	)
+}
+
+func TestDescribe(t *testing.T) {
+	if info := (&execTask{}).Describe(); info.Name != "exec" || info.Portable {
+		t.Errorf("info = %+v", info)
+	}
+}

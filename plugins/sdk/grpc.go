@@ -1,0 +1,302 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
+)
+
+// Plugin is the go-plugin glue for a Task: GRPCServer runs in the plugin
+// process, GRPCClient in the host. Task authors never use it directly:
+// Serve does.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	// Impl is the task, set in the plugin process only.
+	Impl Task
+}
+
+var (
+	_ plugin.GRPCPlugin   = (*Plugin)(nil)
+	_ Task                = (*Client)(nil)
+	_ Reducer             = (*Client)(nil)
+	_ pluginpb.TaskServer = (*taskServer)(nil)
+	_ pluginpb.HostServer = (*hostServer)(nil)
+	_ Host                = (*remoteHost)(nil)
+)
+
+// GRPCServer registers the task service in the plugin process.
+func (p *Plugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	pluginpb.RegisterTaskServer(s, &taskServer{impl: p.Impl, broker: broker})
+	return nil
+}
+
+// GRPCClient returns a *Client in the host, attached to the host callback
+// service it serves over the broker.
+func (p *Plugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	c := &Client{rpc: pluginpb.NewTaskClient(conn), calls: make(map[uint64]Host)}
+	id := broker.NextId()
+	go broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+		s := grpc.NewServer(opts...)
+		pluginpb.RegisterHostServer(s, &hostServer{c: c})
+		return s
+	})
+	if _, err := c.rpc.Attach(ctx, &pluginpb.AttachRequest{HostBrokerId: id}); err != nil {
+		return nil, fmt.Errorf("attach host callbacks: %w", err)
+	}
+	return c, nil
+}
+
+// ---- plugin side ----
+
+type taskServer struct {
+	pluginpb.UnimplementedTaskServer
+	impl   Task
+	broker *plugin.GRPCBroker
+
+	mu   sync.Mutex
+	host pluginpb.HostClient
+}
+
+func (s *taskServer) Describe(ctx context.Context, _ *pluginpb.DescribeRequest) (*pluginpb.DescribeResponse, error) {
+	resp := &pluginpb.DescribeResponse{SdkProtocol: SDKProtocol}
+	if d, ok := s.impl.(Describer); ok {
+		info := d.Describe()
+		resp.Name, resp.Version, resp.Portable = info.Name, info.Version, info.Portable
+	}
+	_, resp.Reduce = s.impl.(Reducer)
+	return resp, nil
+}
+
+func (s *taskServer) Attach(ctx context.Context, req *pluginpb.AttachRequest) (*pluginpb.AttachResponse, error) {
+	conn, err := s.broker.Dial(req.HostBrokerId)
+	if err != nil {
+		return nil, fmt.Errorf("dial host callbacks: %w", err)
+	}
+	s.mu.Lock()
+	s.host = pluginpb.NewHostClient(conn)
+	s.mu.Unlock()
+	return &pluginpb.AttachResponse{}, nil
+}
+
+func (s *taskServer) hostFor(callID uint64) *remoteHost {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &remoteHost{rpc: s.host, callID: callID}
+}
+
+func (s *taskServer) Run(ctx context.Context, req *pluginpb.RunRequest) (*pluginpb.RunResponse, error) {
+	r := &Request{
+		JobID:   req.JobId,
+		TaskID:  req.TaskId,
+		Attempt: int(req.Attempt),
+		Params:  req.Params,
+		Inputs:  filesFromPB(req.Inputs),
+		WorkDir: req.WorkDir,
+	}
+	res, err := safeCall(func() (*Result, error) { return s.impl.Run(ctx, r, s.hostFor(req.CallId)) })
+	return resultToPB(res, err), nil
+}
+
+func (s *taskServer) Reduce(ctx context.Context, req *pluginpb.ReduceRequest) (*pluginpb.RunResponse, error) {
+	red, ok := s.impl.(Reducer)
+	if !ok {
+		return &pluginpb.RunResponse{Error: "plugin has no reduce step"}, nil
+	}
+	r := &ReduceRequest{JobID: req.JobId, Params: req.Params, WorkDir: req.WorkDir}
+	for _, t := range req.Tasks {
+		r.Tasks = append(r.Tasks, TaskOutput{TaskID: t.TaskId, Params: t.Params, Files: filesFromPB(t.Files)})
+	}
+	res, err := safeCall(func() (*Result, error) { return red.Reduce(ctx, r, s.hostFor(req.CallId)) })
+	return resultToPB(res, err), nil
+}
+
+// safeCall turns a panic in task code into a task error with its stack,
+// so one bad input does not take the warm plugin process down.
+func safeCall(f func() (*Result, error)) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+func resultToPB(res *Result, err error) *pluginpb.RunResponse {
+	if err != nil {
+		return &pluginpb.RunResponse{Error: err.Error()}
+	}
+	if res == nil {
+		return &pluginpb.RunResponse{}
+	}
+	for _, f := range res.Files {
+		if !filepath.IsLocal(f) {
+			return &pluginpb.RunResponse{Error: fmt.Sprintf("output file %q is not a local path inside the work dir", f)}
+		}
+	}
+	return &pluginpb.RunResponse{Data: res.Data, Files: res.Files}
+}
+
+func filesFromPB(in []*pluginpb.File) []File {
+	out := make([]File, 0, len(in))
+	for _, f := range in {
+		out = append(out, File{Name: f.Name, Path: f.Path})
+	}
+	return out
+}
+
+func filesToPB(in []File) []*pluginpb.File {
+	out := make([]*pluginpb.File, 0, len(in))
+	for _, f := range in {
+		out = append(out, &pluginpb.File{Name: f.Name, Path: f.Path})
+	}
+	return out
+}
+
+// remoteHost is the Host a task sees in the plugin process.
+type remoteHost struct {
+	rpc    pluginpb.HostClient // nil when no host attached
+	callID uint64
+}
+
+func (h *remoteHost) Progress(ctx context.Context, fraction float64, note string) error {
+	if h.rpc == nil {
+		return nil
+	}
+	_, err := h.rpc.Progress(ctx, &pluginpb.ProgressRequest{CallId: h.callID, Fraction: fraction, Note: note})
+	return err
+}
+
+func (h *remoteHost) Partial(ctx context.Context, data []byte) error {
+	if h.rpc == nil {
+		return nil
+	}
+	_, err := h.rpc.Partial(ctx, &pluginpb.PartialRequest{CallId: h.callID, Data: data})
+	return err
+}
+
+// ---- host side ----
+
+// Client is the host's handle on a running plugin process. It implements
+// Task and Reducer over gRPC; the Host passed to each call receives that
+// call's callbacks. A task's own failure comes back as a *TaskError; any
+// other error means the plugin process or its connection failed.
+type Client struct {
+	rpc  pluginpb.TaskClient
+	next atomic.Uint64
+
+	mu    sync.Mutex
+	calls map[uint64]Host
+}
+
+// Info is what a plugin says of itself.
+type PluginInfo struct {
+	Info
+	SDKProtocol uint32
+	Reduce      bool
+	Verify      bool
+}
+
+// Describe asks the plugin to describe itself.
+func (c *Client) Describe(ctx context.Context) (PluginInfo, error) {
+	r, err := c.rpc.Describe(ctx, &pluginpb.DescribeRequest{})
+	if err != nil {
+		return PluginInfo{}, fmt.Errorf("describe plugin: %w", err)
+	}
+	return PluginInfo{
+		Info:        Info{Name: r.Name, Version: r.Version, Portable: r.Portable},
+		SDKProtocol: r.SdkProtocol,
+		Reduce:      r.Reduce,
+		Verify:      r.Verify,
+	}, nil
+}
+
+func (c *Client) register(h Host) (uint64, func()) {
+	id := c.next.Add(1)
+	if h == nil {
+		return id, func() {}
+	}
+	c.mu.Lock()
+	c.calls[id] = h
+	c.mu.Unlock()
+	return id, func() {
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Client) hostOf(id uint64) Host {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[id]
+}
+
+// Run runs one task in the plugin.
+func (c *Client) Run(ctx context.Context, req *Request, host Host) (*Result, error) {
+	id, done := c.register(host)
+	defer done()
+	resp, err := c.rpc.Run(ctx, &pluginpb.RunRequest{
+		CallId:  id,
+		JobId:   req.JobID,
+		TaskId:  req.TaskID,
+		Attempt: uint32(req.Attempt),
+		Params:  req.Params,
+		Inputs:  filesToPB(req.Inputs),
+		WorkDir: req.WorkDir,
+	})
+	return resultFromPB(req.TaskID, resp, err)
+}
+
+// Reduce runs the plugin's reduce step.
+func (c *Client) Reduce(ctx context.Context, req *ReduceRequest, host Host) (*Result, error) {
+	id, done := c.register(host)
+	defer done()
+	pb := &pluginpb.ReduceRequest{CallId: id, JobId: req.JobID, Params: req.Params, WorkDir: req.WorkDir}
+	for _, t := range req.Tasks {
+		pb.Tasks = append(pb.Tasks, &pluginpb.TaskOutput{TaskId: t.TaskID, Params: t.Params, Files: filesToPB(t.Files)})
+	}
+	resp, err := c.rpc.Reduce(ctx, pb)
+	return resultFromPB("reduce", resp, err)
+}
+
+func resultFromPB(taskID string, resp *pluginpb.RunResponse, err error) (*Result, error) {
+	if err != nil {
+		return nil, fmt.Errorf("call plugin: %w", err)
+	}
+	if resp.Error != "" {
+		return nil, &TaskError{TaskID: taskID, Msg: resp.Error}
+	}
+	return &Result{Data: resp.Data, Files: resp.Files}, nil
+}
+
+// hostServer serves the plugin's callbacks in the host.
+type hostServer struct {
+	pluginpb.UnimplementedHostServer
+	c *Client
+}
+
+func (s *hostServer) Progress(ctx context.Context, req *pluginpb.ProgressRequest) (*pluginpb.Ack, error) {
+	if h := s.c.hostOf(req.CallId); h != nil {
+		if err := h.Progress(ctx, req.Fraction, req.Note); err != nil {
+			return nil, err
+		}
+	}
+	return &pluginpb.Ack{}, nil
+}
+
+func (s *hostServer) Partial(ctx context.Context, req *pluginpb.PartialRequest) (*pluginpb.Ack, error) {
+	if h := s.c.hostOf(req.CallId); h != nil {
+		if err := h.Partial(ctx, req.Data); err != nil {
+			return nil, err
+		}
+	}
+	return &pluginpb.Ack{}, nil
+}

@@ -1,0 +1,22 @@
+package sdk
+
+import plugin "github.com/hashicorp/go-plugin"
+
+// ProtocolVersion is the go-plugin protocol version of p2pc task plugins.
+// It changes only on an incompatible change of the plugin protocol.
+const ProtocolVersion = 1
+
+// SDKProtocol is the revision of the plugin protocol this SDK speaks
+// within ProtocolVersion; it grows when RPCs or fields are added.
+const SDKProtocol = 1
+
+// PluginName is the name of the task plugin in go-plugin's plugin set.
+const PluginName = "task"
+
+// Handshake is shared by the host and every plugin. The magic cookie is
+// not security: it keeps a user from running a plugin by hand.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "P2PC_PLUGIN",
+	MagicCookieValue: "4c0a1d2e-p2pc-task-plugin",
+}

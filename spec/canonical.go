@@ -1,0 +1,104 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// CanonicalFormat names the layout of Canonical's output; it is the first
+// member of the object and changes whenever that layout does.
+const CanonicalFormat = "p2pc-job/1"
+
+// The structs below fix the member order of the canonical object: members
+// are declared in sorted order, and maps are sorted by encoding/json.
+type canonicalJob struct {
+	Format    string          `json:"format"`
+	Inputs    []string        `json:"inputs"`
+	Name      string          `json:"name"`
+	Params    map[string]any  `json:"params"`
+	Reduce    bool            `json:"reduce"`
+	Resources canonicalRes    `json:"resources"`
+	Retries   int             `json:"retries"`
+	Tasks     []canonicalTask `json:"tasks"`
+	TimeoutNS int64           `json:"timeout_ns"`
+	Verify    canonicalVerify `json:"verify"`
+}
+
+type canonicalTask struct {
+	ID     string         `json:"id"`
+	Params map[string]any `json:"params"`
+}
+
+type canonicalRes struct {
+	Arch   string  `json:"arch"`
+	CPUs   float64 `json:"cpus"`
+	Memory int64   `json:"memory"`
+	OS     string  `json:"os"`
+}
+
+type canonicalVerify struct {
+	MaxReplicas int    `json:"max_replicas"`
+	Quorum      int    `json:"quorum"`
+	Replicas    int    `json:"replicas"`
+	Trust       string `json:"trust"`
+}
+
+// Canonical returns the job's meaning as deterministic JSON: no
+// whitespace, object members sorted by name, HTML characters not escaped.
+// It holds the format tag, name, job params, tasks in order (id and merged
+// params), input names (sorted), reduce, timeout in nanoseconds, retries,
+// verify and resources. It leaves out where things are (File, Dir, Plugin,
+// PluginPath, Output, input paths): two specs that differ only in layout,
+// key order, comments, anchors or paths give the same bytes.
+//
+// The job ID is built on these bytes together with the digests of the
+// plugin and of the input files, which this package does not read.
+func (j *Job) Canonical() []byte {
+	c := canonicalJob{
+		Format:    CanonicalFormat,
+		Inputs:    make([]string, len(j.Inputs)),
+		Name:      j.Name,
+		Params:    nonNil(j.Params),
+		Reduce:    j.Reduce,
+		Resources: canonicalRes{Arch: j.Resources.Arch, CPUs: j.Resources.CPUs, Memory: j.Resources.Memory, OS: j.Resources.OS},
+		Retries:   j.Retries,
+		Tasks:     make([]canonicalTask, len(j.Tasks)),
+		TimeoutNS: int64(j.Timeout),
+		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, Trust: j.Verify.Trust},
+	}
+	for i, in := range j.Inputs {
+		c.Inputs[i] = in.Name
+	}
+	slices.Sort(c.Inputs)
+	for i, t := range j.Tasks {
+		c.Tasks[i] = canonicalTask{ID: t.ID, Params: nonNil(t.Params)}
+	}
+	return encode(c)
+}
+
+// TaskParamsJSON returns task i's params as a canonical JSON object, the
+// form plugins receive. It panics if i is out of range.
+func (j *Job) TaskParamsJSON(i int) []byte {
+	return encode(nonNil(j.Tasks[i].Params))
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// encode writes compact JSON without HTML escaping. Values come from Parse
+// (strings, bools, int64, finite float64, nil, lists, string-keyed maps), so
+// it cannot fail; a caller who put something else into a Job gets a panic.
+func encode(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("spec: canonical encoding: " + err.Error())
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,162 @@
+package spec
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Limits and defaults of the spec format. docs/spec.md explains each.
+const (
+	// MaxSize is the largest spec file accepted, in bytes.
+	MaxSize = 1 << 20
+	// MaxTasks is the largest number of tasks a spec may expand to.
+	MaxTasks = 1_000_000
+	// MaxParamBytes bounds the params of all tasks together, as the JSON
+	// objects that TaskParamsJSON returns.
+	MaxParamBytes = 128 << 20
+
+	DefaultTimeout = 10 * time.Minute
+	MaxTimeout     = 24 * time.Hour
+	DefaultRetries = 2
+	MaxRetries     = 100
+
+	// MaxReplicas bounds verify.replicas; verify.max_replicas may go up to
+	// twice that.
+	MaxReplicas = 100
+
+	TrustOff      = "off"
+	TrustAdaptive = "adaptive"
+)
+
+// Job is a parsed and validated job spec. All defaults are filled in.
+type Job struct {
+	File       string         // path of the spec file as given to ParseFile or Parse ("" if none)
+	Dir        string         // absolute directory that relative paths are resolved against
+	Name       string         // job name: [A-Za-z0-9._-]{1,64}
+	Plugin     string         // plugin path as written in the spec
+	PluginPath string         // Plugin resolved against Dir; existence is not checked
+	Params     map[string]any // job-level params (never nil)
+	Tasks      []Task         // at least one, in spec order
+	Inputs     []Input        // in spec order
+	Output     string         // absolute output directory
+	Reduce     bool
+	Timeout    time.Duration // per task attempt
+	Retries    int           // extra attempts after a plugin failure
+	Verify     Verify
+	Resources  Resources
+}
+
+// Task is one unit of work after expansion of the generators.
+type Task struct {
+	ID string
+	// Params holds job params, overridden by the entry's params, overridden
+	// by the generator's own value(s). Never nil. Values are string, bool,
+	// int64, float64, nil, []any or map[string]any, and may be shared
+	// between tasks: treat them as read-only.
+	Params map[string]any
+	Pos    Pos // position of the tasks entry that produced the task
+}
+
+// Pos is a 1-based position in the spec file.
+type Pos struct{ Line, Col int }
+
+// String returns "line:col".
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
+
+// Input is a file made available to every task under Name.
+type Input struct {
+	Name string // file name the task sees; unique, no path separators
+	Path string // absolute; existence is not checked
+	Pos  Pos
+}
+
+// Verify holds the redundancy settings. Reserved: parsed and validated,
+// honoured by a later release.
+type Verify struct {
+	Replicas    int    // copies of each task run on distinct peers, >= 1
+	Quorum      int    // matching results needed to accept, 1..Replicas
+	MaxReplicas int    // cap on copies when results disagree, >= Replicas
+	Trust       string // TrustOff or TrustAdaptive
+}
+
+// Resources is what a task needs from a peer. Reserved: parsed and
+// validated, honoured by a later release. Zero values mean "no requirement".
+type Resources struct {
+	CPUs   float64
+	Memory int64 // bytes
+	OS     string
+	Arch   string
+}
+
+// ParseFile reads and parses the spec at path. Relative paths in the spec
+// are resolved against the directory that holds it.
+//
+// An invalid spec gives an ErrorList; a file that cannot be read gives an
+// error wrapped with "read spec".
+func ParseFile(path string) (*Job, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxSize {
+		return nil, ErrorList{tooLarge(path, fi.Size())}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, ErrorList{tooLarge(path, -1)}
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return Parse(path, data, dir)
+}
+
+// tooLarge reports a spec over MaxSize; size < 0 means unknown.
+func tooLarge(file string, size int64) *Error {
+	msg := fmt.Sprintf("spec is larger than the limit of %d bytes", MaxSize)
+	if size >= 0 {
+		msg = fmt.Sprintf("spec is %d bytes, larger than the limit of %d bytes", size, MaxSize)
+	}
+	return &Error{File: file, Msg: msg}
+}
+
+// Parse parses and validates the spec in data. file names the spec in error
+// messages and gives the default job name; dir is the directory relative
+// paths are resolved against (made absolute; "" is the working directory).
+//
+// An invalid spec gives an ErrorList holding every problem found.
+func Parse(file string, data []byte, dir string) (*Job, error) {
+	return parseWith(file, data, dir, defaultLimits)
+}
+
+func parseWith(file string, data []byte, dir string, lim limits) (*Job, error) {
+	if len(data) > MaxSize {
+		return nil, ErrorList{tooLarge(file, int64(len(data)))}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("parse spec: resolve directory: %w", err)
+	}
+	p := &parser{errorSink: errorSink{file: file}, dir: abs, limits: lim}
+	root := p.load(data)
+	var job *Job
+	if root != nil {
+		job = p.job(root)
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	if job == nil { // cannot happen: every path to nil reports an error
+		return nil, ErrorList{{File: file, Line: 1, Col: 1, Msg: "internal error: no job and no error"}}
+	}
+	job.File = file
+	return job, nil
+}

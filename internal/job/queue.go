@@ -27,6 +27,10 @@ type lease struct {
 	// lease timed out, or the run ends. The worker should stop the attempt.
 	revoked chan struct{}
 	settled bool
+	// Guarded by the job's vcState: messages this attempt has received,
+	// and whether it resumed from a checkpoint.
+	consumed uint64
+	resumed  bool
 }
 
 // queue hands out leases, takes results and decides retries. It is the
@@ -198,7 +202,7 @@ func (q *queue) finish(l *lease, res result) bool {
 	if res.end.IsZero() {
 		res.end = time.Now().UTC()
 	}
-	att := report.Attempt{Peer: l.peer, Start: l.start, End: res.end, Outcome: res.outcome}
+	att := report.Attempt{Peer: l.peer, Start: l.start, End: res.end, Outcome: res.outcome, Resumed: q.r.vc.wasResumed(l)}
 	if res.err != nil {
 		att.Error = res.err.Error()
 	}

@@ -11,12 +11,14 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
 // ProtocolVersion is the peer protocol version this build speaks.
@@ -175,6 +177,54 @@ type remoteWorker struct {
 
 	outbox  chan *peerpb.ToPeer
 	credits chan int
+	calls   atomic.Int64
+}
+
+// maxCallsInFlight bounds a peer's concurrent host calls (Recv waits).
+const maxCallsInFlight = 4096
+
+// hostCall executes a task's tunnelled Host call against the job's shared
+// state.
+func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb.HostReply {
+	reply := &peerpb.HostReply{CallId: c.CallId}
+	l := w.get(c.LeaseId)
+	if l == nil {
+		reply.Error = "no such lease on this peer"
+		return reply
+	}
+	h := &leaseHost{r: w.s.r, l: l}
+	var err error
+	switch c.Op {
+	case "send":
+		err = h.Send(ctx, c.To, c.Data)
+	case "recv":
+		var m sdk.Message
+		if m, err = h.Recv(ctx); err == nil {
+			reply.From, reply.Value, reply.Seq = m.From, m.Data, m.Seq
+		}
+	case "load", "store", "cas":
+		var g sdk.Global
+		switch c.Op {
+		case "load":
+			g, err = h.Load(ctx, c.Key)
+		case "store":
+			g, err = h.Store(ctx, c.Key, c.Data)
+		default:
+			reply.Ok, g, err = h.CompareAndSwap(ctx, c.Key, c.Version, c.Data)
+		}
+		reply.Version, reply.Value = g.Version, g.Value
+	case "checkpoint":
+		err = h.Checkpoint(ctx, c.Data)
+	case "resume":
+		reply.Value, reply.Ok, err = h.Resume(ctx)
+	default:
+		reply.Unsupported = true
+		err = fmt.Errorf("unknown host call %q", c.Op)
+	}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	return reply
 }
 
 func (w *remoteWorker) run(ctx context.Context) error {
@@ -260,8 +310,23 @@ func (w *remoteWorker) run(ctx context.Context) error {
 			}
 		case *peerpb.FromPeer_Partial:
 			if l := w.get(m.Partial.LeaseId); l != nil {
-				w.s.r.opts.Events.TaskPartial(l.taskID, m.Partial.Data)
+				(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
 			}
+		case *peerpb.FromPeer_Call:
+			if n := w.calls.Add(1); n > maxCallsInFlight {
+				w.calls.Add(-1)
+				return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
+			}
+			wg.Add(1)
+			go func(c *peerpb.HostCall) {
+				defer wg.Done()
+				defer w.calls.Add(-1)
+				reply := w.hostCall(ctx, c)
+				select {
+				case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
+				case <-ctx.Done():
+				}
+			}(m.Call)
 		}
 	}
 }

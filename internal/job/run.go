@@ -1,9 +1,11 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"log/slog"
 	"os"
@@ -78,6 +80,7 @@ type runner struct {
 	opts RunOptions
 	log  *slog.Logger
 	pool *pluginhost.Pool
+	vc   *vcState
 
 	mu    sync.Mutex // guards rep and dirty
 	rep   *report.Report
@@ -117,6 +120,17 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 
 	r.rep = r.newReport(info)
+	ids := make([]string, len(job.Tasks))
+	for i, t := range job.Tasks {
+		ids[i] = t.ID
+	}
+	r.vc = newVC(ids)
+	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
+		r.vc.store = func(ctx context.Context, data []byte) error {
+			_, _, err := blocks.PutFile(ctx, ro.Store, bytes.NewReader(data), 0)
+			return err
+		}
+	}
 	reused := r.reuse()
 	if err := r.journal(); err != nil {
 		return nil, err

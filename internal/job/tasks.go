@@ -106,7 +106,7 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result
 	}()
 	work := filepath.Join(workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10))
 	defer os.RemoveAll(work)
-	res, err := r.execute(actx, work, l.task, l.attempt)
+	res, err := r.execute(actx, work, l)
 	var out result
 	if err == nil {
 		out.stage = work + ".out"
@@ -133,8 +133,9 @@ func countedAttempts(as []report.Attempt) int {
 	return n
 }
 
-func (r *runner) execute(ctx context.Context, work string, i, attempt int) (*sdk.Result, error) {
+func (r *runner) execute(ctx context.Context, work string, l *lease) (*sdk.Result, error) {
 	job := r.p.Spec
+	i, attempt := l.task, l.attempt
 	task := job.Tasks[i]
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, fmt.Errorf("make work dir: %w", err)
@@ -147,7 +148,7 @@ func (r *runner) execute(ctx context.Context, work string, i, attempt int) (*sdk
 		Inputs:  r.inputFiles(),
 		WorkDir: work,
 	}
-	return r.pool.Run(ctx, req, &taskHost{id: task.ID, ev: r.opts.Events}, job.Timeout)
+	return r.pool.Run(ctx, req, &leaseHost{r: r, l: l}, job.Timeout)
 }
 
 func (r *runner) inputFiles() []sdk.File {
@@ -180,8 +181,10 @@ func relFiles(id string, names []string) []string {
 	return out
 }
 
-// taskHost relays a task's callbacks to Events.
+// taskHost relays the reduce step's callbacks to Events; the shared-state
+// calls are for tasks only.
 type taskHost struct {
+	sdk.UnsupportedHost
 	id string
 	ev Events
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -95,8 +96,10 @@ type session struct {
 	credited int
 	ready    bool
 
-	mu     sync.Mutex
-	active map[uint64]*queued
+	mu       sync.Mutex
+	active   map[uint64]*queued
+	pending  map[uint64]chan *peerpb.HostReply // host calls awaiting the coordinator
+	nextCall uint64
 }
 
 func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
@@ -135,6 +138,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		outbox:  make(chan *peerpb.FromPeer, 256),
 		kick:    make(chan struct{}, 1),
 		active:  map[uint64]*queued{},
+		pending: map[uint64]chan *peerpb.HostReply{},
 	}
 	if err := sess.prepare(ctx); err != nil {
 		return refuse("cannot prepare the job: " + err.Error())
@@ -353,6 +357,16 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 				}
 			case *peerpb.ToPeer_Cancel:
 				s.cancelLease(ctx, x.Cancel.LeaseId)
+			case *peerpb.ToPeer_Reply:
+				s.mu.Lock()
+				ch := s.pending[x.Reply.CallId]
+				s.mu.Unlock()
+				if ch != nil {
+					select {
+					case ch <- x.Reply:
+					default:
+					}
+				}
 			default:
 				return status.Errorf(codes.InvalidArgument, "work: unexpected message %T", m.Msg)
 			}
@@ -493,10 +507,102 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 	return nil
 }
 
-// leaseHost relays a task's callbacks to the coordinator.
+// leaseHost relays a task's callbacks to the coordinator: progress and
+// partial results as messages, the shared-state calls (messages between
+// tasks, job-global variables, checkpoints) as HostCalls answered by the
+// coordinator, which holds that state.
 type leaseHost struct {
 	s  *session
 	id uint64
+}
+
+var _ sdk.Host = (*leaseHost)(nil)
+
+// call tunnels one Host call to the coordinator and waits for its reply.
+func (h *leaseHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.HostReply, error) {
+	s := h.s
+	c.LeaseId = h.id
+	ch := make(chan *peerpb.HostReply, 1)
+	s.mu.Lock()
+	s.nextCall++
+	c.CallId = s.nextCall
+	s.pending[c.CallId] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, c.CallId)
+		s.mu.Unlock()
+	}()
+	select {
+	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Call{Call: c}}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-ch:
+		switch {
+		case r.Unsupported:
+			return nil, fmt.Errorf("%s: %w", c.Op, sdk.ErrUnsupported)
+		case r.Error != "":
+			return nil, errors.New(r.Error)
+		}
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (h *leaseHost) Send(ctx context.Context, to string, data []byte) error {
+	_, err := h.call(ctx, &peerpb.HostCall{Op: "send", To: to, Data: data})
+	return err
+}
+
+func (h *leaseHost) Recv(ctx context.Context) (sdk.Message, error) {
+	r, err := h.call(ctx, &peerpb.HostCall{Op: "recv"})
+	if err != nil {
+		return sdk.Message{}, err
+	}
+	return sdk.Message{From: r.From, Data: r.Value, Seq: r.Seq}, nil
+}
+
+func (h *leaseHost) global(ctx context.Context, c *peerpb.HostCall) (bool, sdk.Global, error) {
+	r, err := h.call(ctx, c)
+	if err != nil {
+		return false, sdk.Global{}, err
+	}
+	return r.Ok, sdk.Global{Version: r.Version, Value: r.Value}, nil
+}
+
+func (h *leaseHost) Load(ctx context.Context, key string) (sdk.Global, error) {
+	_, g, err := h.global(ctx, &peerpb.HostCall{Op: "load", Key: key})
+	return g, err
+}
+
+func (h *leaseHost) Store(ctx context.Context, key string, value []byte) (sdk.Global, error) {
+	_, g, err := h.global(ctx, &peerpb.HostCall{Op: "store", Key: key, Data: value})
+	return g, err
+}
+
+func (h *leaseHost) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (bool, sdk.Global, error) {
+	return h.global(ctx, &peerpb.HostCall{Op: "cas", Key: key, Version: version, Data: value})
+}
+
+// Checkpoint keeps a copy of the state in this node's block store too,
+// then hands it to the coordinator, which keeps the copy a resume uses.
+func (h *leaseHost) Checkpoint(ctx context.Context, state []byte) error {
+	if _, _, err := blocks.PutFile(ctx, h.s.n.store, bytes.NewReader(state), 0); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	_, err := h.call(ctx, &peerpb.HostCall{Op: "checkpoint", Data: state})
+	return err
+}
+
+func (h *leaseHost) Resume(ctx context.Context) ([]byte, bool, error) {
+	r, err := h.call(ctx, &peerpb.HostCall{Op: "resume"})
+	if err != nil {
+		return nil, false, err
+	}
+	return r.Value, r.Ok, nil
 }
 
 func (h *leaseHost) Progress(ctx context.Context, fraction float64, note string) error {

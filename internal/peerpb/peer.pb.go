@@ -509,6 +509,7 @@ type ToPeer struct {
 	//	*ToPeer_Hello
 	//	*ToPeer_Lease
 	//	*ToPeer_Cancel
+	//	*ToPeer_Reply
 	Msg           isToPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -578,6 +579,15 @@ func (x *ToPeer) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *ToPeer) GetReply() *HostReply {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPeer_Reply); ok {
+			return x.Reply
+		}
+	}
+	return nil
+}
+
 type isToPeer_Msg interface {
 	isToPeer_Msg()
 }
@@ -594,11 +604,217 @@ type ToPeer_Cancel struct {
 	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type ToPeer_Reply struct {
+	Reply *HostReply `protobuf:"bytes,4,opt,name=reply,proto3,oneof"`
+}
+
 func (*ToPeer_Hello) isToPeer_Msg() {}
 
 func (*ToPeer_Lease) isToPeer_Msg() {}
 
 func (*ToPeer_Cancel) isToPeer_Msg() {}
+
+func (*ToPeer_Reply) isToPeer_Msg() {}
+
+// HostCall tunnels a task's Host call (messages, job-global variables,
+// checkpoints) to the coordinator, which holds that state. op is one of
+// send, recv, load, store, cas, checkpoint, resume.
+type HostCall struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	CallId  uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	LeaseId uint64                 `protobuf:"varint,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Op      string                 `protobuf:"bytes,3,opt,name=op,proto3" json:"op,omitempty"`
+	Key     string                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Version uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	Data    []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	// Recipient task of a send.
+	To            string `protobuf:"bytes,7,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostCall) Reset() {
+	*x = HostCall{}
+	mi := &file_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostCall) ProtoMessage() {}
+
+func (x *HostCall) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
+func (*HostCall) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HostCall) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *HostCall) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *HostCall) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *HostCall) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HostCall) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *HostCall) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *HostCall) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type HostReply struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Error  string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// load/store/cas: the variable's version and value; recv: the message.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Value   []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// cas: swapped; resume: found.
+	Ok bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
+	// recv: sender and sequence number.
+	From string `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
+	Seq  uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The coordinator does not offer the op.
+	Unsupported   bool `protobuf:"varint,8,opt,name=unsupported,proto3" json:"unsupported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostReply) Reset() {
+	*x = HostReply{}
+	mi := &file_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostReply) ProtoMessage() {}
+
+func (x *HostReply) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostReply.ProtoReflect.Descriptor instead.
+func (*HostReply) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HostReply) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *HostReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HostReply) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *HostReply) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *HostReply) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *HostReply) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *HostReply) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HostReply) GetUnsupported() bool {
+	if x != nil {
+		return x.Unsupported
+	}
+	return false
+}
 
 type Welcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -610,7 +826,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +838,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +851,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Welcome) GetName() string {
@@ -661,7 +877,7 @@ type Refuse struct {
 
 func (x *Refuse) Reset() {
 	*x = Refuse{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +889,7 @@ func (x *Refuse) String() string {
 func (*Refuse) ProtoMessage() {}
 
 func (x *Refuse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +902,7 @@ func (x *Refuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refuse.ProtoReflect.Descriptor instead.
 func (*Refuse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Refuse) GetReason() string {
@@ -706,7 +922,7 @@ type Pull struct {
 
 func (x *Pull) Reset() {
 	*x = Pull{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +934,7 @@ func (x *Pull) String() string {
 func (*Pull) ProtoMessage() {}
 
 func (x *Pull) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +947,7 @@ func (x *Pull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pull.ProtoReflect.Descriptor instead.
 func (*Pull) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pull) GetN() uint32 {
@@ -755,7 +971,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +983,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +996,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Output) GetName() string {
@@ -835,7 +1051,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1063,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1076,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetLeaseId() uint64 {
@@ -923,7 +1139,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1151,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1164,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Progress) GetLeaseId() uint64 {
@@ -982,7 +1198,7 @@ type Partial struct {
 
 func (x *Partial) Reset() {
 	*x = Partial{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1210,7 @@ func (x *Partial) String() string {
 func (*Partial) ProtoMessage() {}
 
 func (x *Partial) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1223,7 @@ func (x *Partial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partial.ProtoReflect.Descriptor instead.
 func (*Partial) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Partial) GetLeaseId() uint64 {
@@ -1034,6 +1250,7 @@ type FromPeer struct {
 	//	*FromPeer_Result
 	//	*FromPeer_Progress
 	//	*FromPeer_Partial
+	//	*FromPeer_Call
 	Msg           isFromPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1041,7 +1258,7 @@ type FromPeer struct {
 
 func (x *FromPeer) Reset() {
 	*x = FromPeer{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1270,7 @@ func (x *FromPeer) String() string {
 func (*FromPeer) ProtoMessage() {}
 
 func (x *FromPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1283,7 @@ func (x *FromPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FromPeer.ProtoReflect.Descriptor instead.
 func (*FromPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FromPeer) GetMsg() isFromPeer_Msg {
@@ -1130,6 +1347,15 @@ func (x *FromPeer) GetPartial() *Partial {
 	return nil
 }
 
+func (x *FromPeer) GetCall() *HostCall {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPeer_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
 type isFromPeer_Msg interface {
 	isFromPeer_Msg()
 }
@@ -1158,6 +1384,10 @@ type FromPeer_Partial struct {
 	Partial *Partial `protobuf:"bytes,6,opt,name=partial,proto3,oneof"`
 }
 
+type FromPeer_Call struct {
+	Call *HostCall `protobuf:"bytes,7,opt,name=call,proto3,oneof"`
+}
+
 func (*FromPeer_Welcome) isFromPeer_Msg() {}
 
 func (*FromPeer_Refuse) isFromPeer_Msg() {}
@@ -1169,6 +1399,8 @@ func (*FromPeer_Result) isFromPeer_Msg() {}
 func (*FromPeer_Progress) isFromPeer_Msg() {}
 
 func (*FromPeer_Partial) isFromPeer_Msg() {}
+
+func (*FromPeer_Call) isFromPeer_Msg() {}
 
 var File_peer_proto protoreflect.FileDescriptor
 
@@ -1218,12 +1450,30 @@ const file_peer_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06params\x18\x04 \x01(\fR\x06params\"#\n" +
 	"\x06Cancel\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"\x99\x01\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"\xca\x01\n" +
 	"\x06ToPeer\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.p2pc.peer.v1.HelloH\x00R\x05hello\x12+\n" +
 	"\x05lease\x18\x02 \x01(\v2\x13.p2pc.peer.v1.LeaseH\x00R\x05lease\x12.\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x14.p2pc.peer.v1.CancelH\x00R\x06cancelB\x05\n" +
-	"\x03msg\"3\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x14.p2pc.peer.v1.CancelH\x00R\x06cancel\x12/\n" +
+	"\x05reply\x18\x04 \x01(\v2\x17.p2pc.peer.v1.HostReplyH\x00R\x05replyB\x05\n" +
+	"\x03msg\"\x9e\x01\n" +
+	"\bHostCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\x04R\aleaseId\x12\x0e\n" +
+	"\x02op\x18\x03 \x01(\tR\x02op\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04data\x18\x06 \x01(\fR\x04data\x12\x0e\n" +
+	"\x02to\x18\a \x01(\tR\x02to\"\xc2\x01\n" +
+	"\tHostReply\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x0e\n" +
+	"\x02ok\x18\x05 \x01(\bR\x02ok\x12\x12\n" +
+	"\x04from\x18\x06 \x01(\tR\x04from\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\x12 \n" +
+	"\vunsupported\x18\b \x01(\bR\vunsupported\"3\n" +
 	"\aWelcome\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\" \n" +
@@ -1251,14 +1501,15 @@ const file_peer_proto_rawDesc = "" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"8\n" +
 	"\aPartial\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xb7\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xe5\x02\n" +
 	"\bFromPeer\x121\n" +
 	"\awelcome\x18\x01 \x01(\v2\x15.p2pc.peer.v1.WelcomeH\x00R\awelcome\x12.\n" +
 	"\x06refuse\x18\x02 \x01(\v2\x14.p2pc.peer.v1.RefuseH\x00R\x06refuse\x12(\n" +
 	"\x04pull\x18\x03 \x01(\v2\x12.p2pc.peer.v1.PullH\x00R\x04pull\x12.\n" +
 	"\x06result\x18\x04 \x01(\v2\x14.p2pc.peer.v1.ResultH\x00R\x06result\x124\n" +
 	"\bprogress\x18\x05 \x01(\v2\x16.p2pc.peer.v1.ProgressH\x00R\bprogress\x121\n" +
-	"\apartial\x18\x06 \x01(\v2\x15.p2pc.peer.v1.PartialH\x00R\apartialB\x05\n" +
+	"\apartial\x18\x06 \x01(\v2\x15.p2pc.peer.v1.PartialH\x00R\apartial\x12,\n" +
+	"\x04call\x18\a \x01(\v2\x16.p2pc.peer.v1.HostCallH\x00R\x04callB\x05\n" +
 	"\x03msg2\x7f\n" +
 	"\x04Peer\x12=\n" +
 	"\x04Info\x12\x19.p2pc.peer.v1.InfoRequest\x1a\x1a.p2pc.peer.v1.InfoResponse\x128\n" +
@@ -1276,7 +1527,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
@@ -1285,14 +1536,16 @@ var file_peer_proto_goTypes = []any{
 	(*Lease)(nil),        // 4: p2pc.peer.v1.Lease
 	(*Cancel)(nil),       // 5: p2pc.peer.v1.Cancel
 	(*ToPeer)(nil),       // 6: p2pc.peer.v1.ToPeer
-	(*Welcome)(nil),      // 7: p2pc.peer.v1.Welcome
-	(*Refuse)(nil),       // 8: p2pc.peer.v1.Refuse
-	(*Pull)(nil),         // 9: p2pc.peer.v1.Pull
-	(*Output)(nil),       // 10: p2pc.peer.v1.Output
-	(*Result)(nil),       // 11: p2pc.peer.v1.Result
-	(*Progress)(nil),     // 12: p2pc.peer.v1.Progress
-	(*Partial)(nil),      // 13: p2pc.peer.v1.Partial
-	(*FromPeer)(nil),     // 14: p2pc.peer.v1.FromPeer
+	(*HostCall)(nil),     // 7: p2pc.peer.v1.HostCall
+	(*HostReply)(nil),    // 8: p2pc.peer.v1.HostReply
+	(*Welcome)(nil),      // 9: p2pc.peer.v1.Welcome
+	(*Refuse)(nil),       // 10: p2pc.peer.v1.Refuse
+	(*Pull)(nil),         // 11: p2pc.peer.v1.Pull
+	(*Output)(nil),       // 12: p2pc.peer.v1.Output
+	(*Result)(nil),       // 13: p2pc.peer.v1.Result
+	(*Progress)(nil),     // 14: p2pc.peer.v1.Progress
+	(*Partial)(nil),      // 15: p2pc.peer.v1.Partial
+	(*FromPeer)(nil),     // 16: p2pc.peer.v1.FromPeer
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
@@ -1300,22 +1553,24 @@ var file_peer_proto_depIdxs = []int32{
 	3,  // 2: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
 	4,  // 3: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
 	5,  // 4: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
-	10, // 5: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	7,  // 6: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	8,  // 7: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	9,  // 8: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	11, // 9: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	12, // 10: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	13, // 11: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	0,  // 12: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	6,  // 13: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 14: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	14, // 15: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	14, // [14:16] is the sub-list for method output_type
-	12, // [12:14] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 5: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
+	12, // 6: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	9,  // 7: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	10, // 8: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	11, // 9: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	13, // 10: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	14, // 11: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	15, // 12: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	7,  // 13: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	0,  // 14: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	6,  // 15: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 16: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	16, // 17: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	16, // [16:18] is the sub-list for method output_type
+	14, // [14:16] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1327,14 +1582,16 @@ func file_peer_proto_init() {
 		(*ToPeer_Hello)(nil),
 		(*ToPeer_Lease)(nil),
 		(*ToPeer_Cancel)(nil),
+		(*ToPeer_Reply)(nil),
 	}
-	file_peer_proto_msgTypes[14].OneofWrappers = []any{
+	file_peer_proto_msgTypes[16].OneofWrappers = []any{
 		(*FromPeer_Welcome)(nil),
 		(*FromPeer_Refuse)(nil),
 		(*FromPeer_Pull)(nil),
 		(*FromPeer_Result)(nil),
 		(*FromPeer_Progress)(nil),
 		(*FromPeer_Partial)(nil),
+		(*FromPeer_Call)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1342,7 +1599,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -121,6 +121,7 @@ func waitDead(t testing.TB, pid int, d time.Duration, what string) {
 
 // testHost records a call's callbacks.
 type testHost struct {
+	sdk.UnsupportedHost
 	mu       sync.Mutex
 	progress []string
 	partials []string

@@ -197,7 +197,7 @@ func hostMain() {
 	fmt.Println("run returned:", err)
 }
 
-type printHost struct{}
+type printHost struct{ sdk.UnsupportedHost }
 
 func (printHost) Progress(context.Context, float64, string) error { return nil }
 func (printHost) Partial(_ context.Context, b []byte) error {

@@ -177,10 +177,9 @@ func (p *proc) start(ctx context.Context) error {
 			raw, err = rpc.Dispense(sdk.PluginName)
 		}
 	}
-	if !watchdog.Stop() || !stopCtx() {
-		if err == nil {
-			err = errStopped
-		}
+	// Both must be stopped; either having fired means the process is dead.
+	if stoppedW, stoppedC := watchdog.Stop(), stopCtx(); (!stoppedW || !stoppedC) && err == nil {
+		err = errStopped
 	}
 	if err == nil {
 		c, ok := raw.(*sdk.Client)
@@ -200,7 +199,7 @@ func (p *proc) start(ctx context.Context) error {
 	return nil
 }
 
-// startError shuts the failed process down and says why it failed.
+// startError says why a start failed; the caller shuts the process down.
 func (p *proc) startError(ctx context.Context, handshook bool, err error) error {
 	var e *Error
 	if errors.As(err, &e) { // from newRunner: checksum or file problem

@@ -87,6 +87,20 @@ type Task struct {
 	Digest string `json:"digest,omitempty"`
 	// Files are the task's output files, relative to the output folder.
 	Files []string `json:"files,omitempty"`
+	// Checkpoints counts the checkpoints the task saved.
+	Checkpoints int `json:"checkpoints,omitempty"`
+	// Partials are the task's last partial results, oldest first.
+	Partials []Partial `json:"partials,omitempty"`
+}
+
+// Partial is a partial result a task emitted while it ran.
+type Partial struct {
+	Time time.Time `json:"time"`
+	Peer string    `json:"peer"`
+	// Text holds UTF-8 data; Bytes (base64 in JSON) anything else.
+	Text      string `json:"text,omitempty"`
+	Bytes     []byte `json:"bytes,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 // Attempt is one try of a task on one peer.
@@ -96,6 +110,8 @@ type Attempt struct {
 	End     time.Time `json:"end"`
 	Outcome string    `json:"outcome"`
 	Error   string    `json:"error,omitempty"`
+	// Resumed: the attempt started from the task's latest checkpoint.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // Write stores r as dir/report.json atomically: a temp file, fsync,

@@ -209,8 +209,7 @@ func (x *execTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*s
 	if err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: req.WorkDir, Env: env}
-	stdout, stderr, err := run(ctx, cmd, p.captureStdout())
+	stdout, stderr, err := run(ctx, command{path: path, argv: argv, dir: req.WorkDir, env: env, stdout: p.captureStdout()})
 	if err != nil {
 		return nil, err
 	}
@@ -294,49 +293,60 @@ func checkOutputs(dir string, outputs []string) error {
 	return nil
 }
 
-// run runs cmd in its own process group and returns its stdout (if
-// captured) and the tail of its stderr. When ctx ends, the group is
+// command is one command line to run.
+type command struct {
+	path   string   // resolved program
+	argv   []string // argv[0] included
+	dir    string
+	env    []string
+	stdout bool // capture stdout (else /dev/null)
+}
+
+// name is how errors call the command.
+func (c *command) name() string { return filepath.Base(c.argv[0]) }
+
+// run runs c in its own process group (see newCmd) and returns its stdout
+// (if captured) and the tail of its stderr. When ctx ends, the group is
 // killed and run returns ctx's cause; once the command has exited, what
 // is left of its group is killed too. A non-zero exit is an error that
 // carries the stderr tail.
-func run(ctx context.Context, cmd *exec.Cmd, captureStdout bool) (stdout, stderrTail []byte, err error) {
-	name := filepath.Base(cmd.Args[0])
-	var outBuf limitBuffer
+func run(ctx context.Context, c command) (stdout, stderrTail []byte, err error) {
+	name := c.name()
+	outBuf := &limitBuffer{max: MaxStdout}
 	errBuf := &tailBuffer{max: StderrTail}
-	var readers []*os.File // read ends, closed when done
+	var status bytes.Buffer // the supervisor's report, if supervised
+	var readers, writers []*os.File
 	var wg sync.WaitGroup
+	defer func() { closeAll(readers); closeAll(writers) }()
 	pipe := func(w io.Writer) (*os.File, error) {
 		r, wf, err := os.Pipe()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("exec: pipe: %w", err)
 		}
-		readers = append(readers, r)
+		readers, writers = append(readers, r), append(writers, wf)
 		wg.Go(func() { io.Copy(w, r) })
 		return wf, nil
 	}
-	defer func() {
-		for _, r := range readers {
-			r.Close()
+	var statusW, stdoutW *os.File
+	if supervised {
+		if statusW, err = pipe(&status); err != nil {
+			return nil, nil, err
 		}
-	}()
-	outBuf.max = MaxStdout
-	var writers []*os.File
-	if captureStdout {
-		w, err := pipe(&outBuf)
-		if err != nil {
-			return nil, nil, fmt.Errorf("exec: stdout pipe: %w", err)
-		}
-		cmd.Stdout = w
-		writers = append(writers, w)
 	}
-	w, err := pipe(errBuf)
+	if c.stdout {
+		if stdoutW, err = pipe(outBuf); err != nil {
+			return nil, nil, err
+		}
+	}
+	stderrW, err := pipe(errBuf)
 	if err != nil {
-		closeAll(writers)
-		return nil, nil, fmt.Errorf("exec: stderr pipe: %w", err)
+		return nil, nil, err
 	}
-	cmd.Stderr = w
-	writers = append(writers, w)
-	setProcAttr(cmd)
+	cmd := newCmd(c, statusW)
+	if stdoutW != nil {
+		cmd.Stdout = stdoutW
+	}
+	cmd.Stderr = stderrW
 
 	// Start and Wait on one locked OS thread: the parent-death signal
 	// fires when the thread that started the child ends, and a locked
@@ -355,7 +365,9 @@ func run(ctx context.Context, cmd *exec.Cmd, captureStdout bool) (stdout, stderr
 	}()
 	err = <-started
 	closeAll(writers) // the child holds its own copies
+	writers = nil
 	if err != nil {
+		closeAll(readers)
 		wg.Wait()
 		return nil, nil, fmt.Errorf("exec: start %s: %w", name, err)
 	}
@@ -376,9 +388,7 @@ func run(ctx context.Context, cmd *exec.Cmd, captureStdout bool) (stdout, stderr
 	select {
 	case <-drained:
 	case <-time.After(pipeGrace):
-		for _, r := range readers {
-			r.Close()
-		}
+		closeAll(readers)
 		<-drained
 	}
 
@@ -386,7 +396,18 @@ func run(ctx context.Context, cmd *exec.Cmd, captureStdout bool) (stdout, stderr
 	if ctx.Err() != nil {
 		return nil, tail, fmt.Errorf("exec: %s stopped: %w", name, context.Cause(ctx))
 	}
-	if waitErr != nil {
+	if supervised {
+		waitErr = supervisorResult(status.String(), waitErr)
+	}
+	switch e := waitErr.(type) {
+	case nil:
+	case *exitStatus:
+		return nil, tail, fmt.Errorf("exec: %s exited with status %d%s", name, e.code, describeTail(tail, errBuf.truncated))
+	case *killedBy:
+		return nil, tail, fmt.Errorf("exec: %s was killed (signal: %s)%s", name, e.signal, describeTail(tail, errBuf.truncated))
+	case *startFailed:
+		return nil, tail, fmt.Errorf("exec: start %s: %s", name, e.msg)
+	default:
 		var ee *exec.ExitError
 		if errors.As(waitErr, &ee) {
 			if ee.ExitCode() >= 0 {
@@ -400,6 +421,40 @@ func run(ctx context.Context, cmd *exec.Cmd, captureStdout bool) (stdout, stderr
 		return nil, tail, fmt.Errorf("exec: %s wrote more than %d bytes to stdout: write big output to a declared output file (or set stdout: false)", name, MaxStdout)
 	}
 	return outBuf.Bytes(), tail, nil
+}
+
+// How the command ended, as the supervisor reports it.
+type (
+	exitStatus  struct{ code int }
+	killedBy    struct{ signal string }
+	startFailed struct{ msg string }
+)
+
+func (e *exitStatus) Error() string  { return fmt.Sprintf("exit status %d", e.code) }
+func (e *killedBy) Error() string    { return "signal: " + e.signal }
+func (e *startFailed) Error() string { return "start: " + e.msg }
+
+// supervisorResult reads the supervisor's one-line report ("exit N",
+// "signal NAME" or "start MESSAGE"). Without one (the supervisor itself
+// was killed) the supervisor's own wait error stands.
+func supervisorResult(report string, waitErr error) error {
+	line, _, _ := strings.Cut(report, "\n")
+	kind, arg, _ := strings.Cut(line, " ")
+	switch kind {
+	case "exit":
+		var code int
+		if _, err := fmt.Sscan(arg, &code); err == nil {
+			if code == 0 {
+				return nil
+			}
+			return &exitStatus{code}
+		}
+	case "signal":
+		return &killedBy{arg}
+	case "start":
+		return &startFailed{arg}
+	}
+	return waitErr
 }
 
 func closeAll(fs []*os.File) {

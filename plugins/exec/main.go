@@ -2,4 +2,10 @@ package main
 
 import "github.com/p2pc/p2pc/plugins/sdk"
 
-func main() { sdk.Serve(&execTask{log: sdk.Logger()}) }
+func main() {
+	if isSupervisor() { // this binary, started again by run to watch a command
+		supervise()
+		return
+	}
+	sdk.Serve(&execTask{log: sdk.Logger()})
+}

@@ -7,8 +7,14 @@ import (
 	"os/exec"
 )
 
-// setProcAttr does nothing: no process groups here.
-func setProcAttr(*exec.Cmd) {}
+// supervised: no supervisor here (no parent-death signal, no process
+// groups): a command outlives a plugin that is killed.
+const supervised = false
+
+// newCmd returns c as is.
+func newCmd(c command, _ *os.File) *exec.Cmd {
+	return &exec.Cmd{Path: c.path, Args: c.argv, Dir: c.dir, Env: c.env}
+}
 
 // killGroup kills the process pid only.
 func killGroup(pid int) {
@@ -16,3 +22,7 @@ func killGroup(pid int) {
 		p.Kill()
 	}
 }
+
+func isSupervisor() bool { return false }
+
+func supervise() {}

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
@@ -10,6 +11,8 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
@@ -182,6 +185,101 @@ func (h *remoteHost) Partial(ctx context.Context, data []byte) error {
 	return err
 }
 
+func (h *remoteHost) Send(ctx context.Context, to string, data []byte) error {
+	if h.rpc == nil {
+		return ErrUnsupported
+	}
+	if len(data) > MaxMessageSize {
+		return fmt.Errorf("send to %s: message of %d bytes over the %d limit", to, len(data), MaxMessageSize)
+	}
+	_, err := h.rpc.Send(ctx, &pluginpb.SendRequest{CallId: h.callID, To: to, Data: data})
+	return fromStatus(err)
+}
+
+func (h *remoteHost) Recv(ctx context.Context) (Message, error) {
+	if h.rpc == nil {
+		return Message{}, ErrUnsupported
+	}
+	m, err := h.rpc.Recv(ctx, &pluginpb.RecvRequest{CallId: h.callID})
+	if err != nil {
+		return Message{}, fromStatus(err)
+	}
+	return Message{From: m.From, Data: m.Data, Seq: m.Seq}, nil
+}
+
+func (h *remoteHost) Load(ctx context.Context, key string) (Global, error) {
+	if h.rpc == nil {
+		return Global{}, ErrUnsupported
+	}
+	g, err := h.rpc.Load(ctx, &pluginpb.LoadRequest{CallId: h.callID, Key: key})
+	if err != nil {
+		return Global{}, fromStatus(err)
+	}
+	return Global{Version: g.Version, Value: g.Value}, nil
+}
+
+func (h *remoteHost) Store(ctx context.Context, key string, value []byte) (Global, error) {
+	if h.rpc == nil {
+		return Global{}, ErrUnsupported
+	}
+	if len(value) > MaxGlobalSize {
+		return Global{}, fmt.Errorf("store %s: value of %d bytes over the %d limit", key, len(value), MaxGlobalSize)
+	}
+	g, err := h.rpc.Store(ctx, &pluginpb.StoreRequest{CallId: h.callID, Key: key, Value: value})
+	if err != nil {
+		return Global{}, fromStatus(err)
+	}
+	return Global{Version: g.Version, Value: g.Value}, nil
+}
+
+func (h *remoteHost) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (bool, Global, error) {
+	if h.rpc == nil {
+		return false, Global{}, ErrUnsupported
+	}
+	if len(value) > MaxGlobalSize {
+		return false, Global{}, fmt.Errorf("compare-and-swap %s: value of %d bytes over the %d limit", key, len(value), MaxGlobalSize)
+	}
+	r, err := h.rpc.CompareAndSwap(ctx, &pluginpb.CompareAndSwapRequest{CallId: h.callID, Key: key, Version: version, Value: value})
+	if err != nil {
+		return false, Global{}, fromStatus(err)
+	}
+	cur := Global{}
+	if r.Current != nil {
+		cur = Global{Version: r.Current.Version, Value: r.Current.Value}
+	}
+	return r.Swapped, cur, nil
+}
+
+func (h *remoteHost) Checkpoint(ctx context.Context, state []byte) error {
+	if h.rpc == nil {
+		return ErrUnsupported
+	}
+	if len(state) > MaxCheckpointSize {
+		return fmt.Errorf("checkpoint: %d bytes over the %d limit", len(state), MaxCheckpointSize)
+	}
+	_, err := h.rpc.Checkpoint(ctx, &pluginpb.CheckpointRequest{CallId: h.callID, State: state})
+	return fromStatus(err)
+}
+
+func (h *remoteHost) Resume(ctx context.Context) ([]byte, bool, error) {
+	if h.rpc == nil {
+		return nil, false, ErrUnsupported
+	}
+	r, err := h.rpc.Resume(ctx, &pluginpb.ResumeRequest{CallId: h.callID})
+	if err != nil {
+		return nil, false, fromStatus(err)
+	}
+	return r.State, r.Found, nil
+}
+
+// fromStatus maps the host's Unimplemented answer back to ErrUnsupported.
+func fromStatus(err error) error {
+	if err != nil && status.Code(err) == codes.Unimplemented {
+		return fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	return err
+}
+
 // ---- host side ----
 
 // Client is the host's handle on a running plugin process. It implements
@@ -290,6 +388,116 @@ func (s *hostServer) Progress(ctx context.Context, req *pluginpb.ProgressRequest
 		}
 	}
 	return &pluginpb.Ack{}, nil
+}
+
+func (s *hostServer) host(id uint64) (Host, error) {
+	h := s.c.hostOf(id)
+	if h == nil {
+		return nil, status.Errorf(codes.NotFound, "no call %d in progress", id)
+	}
+	return h, nil
+}
+
+// toStatus maps ErrUnsupported to Unimplemented for the plugin side.
+func toStatus(err error) error {
+	if errors.Is(err, ErrUnsupported) {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return err
+}
+
+func (s *hostServer) Send(ctx context.Context, req *pluginpb.SendRequest) (*pluginpb.Ack, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Data) > MaxMessageSize {
+		return nil, status.Errorf(codes.InvalidArgument, "message of %d bytes over the %d limit", len(req.Data), MaxMessageSize)
+	}
+	if err := h.Send(ctx, req.To, req.Data); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.Ack{}, nil
+}
+
+func (s *hostServer) Recv(ctx context.Context, req *pluginpb.RecvRequest) (*pluginpb.Message, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	m, err := h.Recv(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.Message{From: m.From, Data: m.Data, Seq: m.Seq}, nil
+}
+
+func (s *hostServer) Load(ctx context.Context, req *pluginpb.LoadRequest) (*pluginpb.Global, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.Load(ctx, req.Key)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.Global{Version: g.Version, Value: g.Value}, nil
+}
+
+func (s *hostServer) Store(ctx context.Context, req *pluginpb.StoreRequest) (*pluginpb.Global, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Value) > MaxGlobalSize {
+		return nil, status.Errorf(codes.InvalidArgument, "value of %d bytes over the %d limit", len(req.Value), MaxGlobalSize)
+	}
+	g, err := h.Store(ctx, req.Key, req.Value)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.Global{Version: g.Version, Value: g.Value}, nil
+}
+
+func (s *hostServer) CompareAndSwap(ctx context.Context, req *pluginpb.CompareAndSwapRequest) (*pluginpb.SwapResult, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Value) > MaxGlobalSize {
+		return nil, status.Errorf(codes.InvalidArgument, "value of %d bytes over the %d limit", len(req.Value), MaxGlobalSize)
+	}
+	ok, cur, err := h.CompareAndSwap(ctx, req.Key, req.Version, req.Value)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.SwapResult{Swapped: ok, Current: &pluginpb.Global{Version: cur.Version, Value: cur.Value}}, nil
+}
+
+func (s *hostServer) Checkpoint(ctx context.Context, req *pluginpb.CheckpointRequest) (*pluginpb.Ack, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.State) > MaxCheckpointSize {
+		return nil, status.Errorf(codes.InvalidArgument, "checkpoint of %d bytes over the %d limit", len(req.State), MaxCheckpointSize)
+	}
+	if err := h.Checkpoint(ctx, req.State); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.Ack{}, nil
+}
+
+func (s *hostServer) Resume(ctx context.Context, req *pluginpb.ResumeRequest) (*pluginpb.ResumeResponse, error) {
+	h, err := s.host(req.CallId)
+	if err != nil {
+		return nil, err
+	}
+	state, ok, err := h.Resume(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginpb.ResumeResponse{Found: ok, State: state}, nil
 }
 
 func (s *hostServer) Partial(ctx context.Context, req *pluginpb.PartialRequest) (*pluginpb.Ack, error) {

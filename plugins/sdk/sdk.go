@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -46,6 +47,104 @@ type Host interface {
 	// Partial emits a partial result while the task runs; the submitter
 	// sees it live and the run report keeps it.
 	Partial(ctx context.Context, data []byte) error
+
+	// Send queues a message (at most MaxMessageSize bytes) for the task
+	// named to, wherever it runs. Messages from one sender arrive in the
+	// order sent; a message to a task that is not running (yet, or any
+	// more: its peer died) is held until it runs again.
+	Send(ctx context.Context, to string, data []byte) error
+	// Recv waits for the next message to this task, or ctx's end.
+	Recv(ctx context.Context) (Message, error)
+
+	// Load reads a job-global variable (Version 0: never stored).
+	Load(ctx context.Context, key string) (Global, error)
+	// Store sets a job-global variable (at most MaxGlobalSize bytes).
+	Store(ctx context.Context, key string, value []byte) (Global, error)
+	// CompareAndSwap sets key to value only if it is still at version;
+	// either way it returns the variable as it now is. Job-global
+	// variables are held by the job's coordinator: every operation is
+	// linearizable. See Update for the usual read-modify-write loop.
+	CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (swapped bool, current Global, err error)
+
+	// Checkpoint saves the task's state (at most MaxCheckpointSize bytes).
+	// If the task's peer dies, the task is started again elsewhere and
+	// Resume returns the latest state saved: work since then is lost,
+	// nothing before. Messages received before a checkpoint are not
+	// delivered again after a resume; later ones are.
+	Checkpoint(ctx context.Context, state []byte) error
+	// Resume returns the latest checkpoint of this task (ok false if none).
+	Resume(ctx context.Context) (state []byte, ok bool, err error)
+}
+
+// Limits of the Host calls.
+const (
+	MaxMessageSize    = 1 << 20
+	MaxGlobalSize     = 64 << 10
+	MaxCheckpointSize = 16 << 20
+)
+
+// Message is a message from another task of the job.
+type Message struct {
+	From string
+	Data []byte
+	// Seq numbers the messages to this task: 1, 2, ...
+	Seq uint64
+}
+
+// Global is a job-global variable's value at a version. Version 0 means
+// the variable was never stored.
+type Global struct {
+	Version uint64
+	Value   []byte
+}
+
+// Update applies fn to the current value of a job-global variable and
+// stores the result with CompareAndSwap, trying again when another task
+// got there first. fn may be called several times and must not have
+// side effects. It returns the value Update stored.
+func Update(ctx context.Context, h Host, key string, fn func(cur []byte) ([]byte, error)) (Global, error) {
+	cur, err := h.Load(ctx, key)
+	if err != nil {
+		return Global{}, err
+	}
+	for {
+		next, err := fn(cur.Value)
+		if err != nil {
+			return Global{}, err
+		}
+		ok, now, err := h.CompareAndSwap(ctx, key, cur.Version, next)
+		if err != nil {
+			return Global{}, err
+		}
+		if ok {
+			return now, nil
+		}
+		cur = now
+	}
+}
+
+// ErrUnsupported: the host does not offer the call (an older p2pc, or a
+// test host).
+var ErrUnsupported = errors.New("not supported by this host")
+
+// UnsupportedHost answers every optional Host call with ErrUnsupported.
+// Hosts embed it so that Host can grow without breaking them.
+type UnsupportedHost struct{}
+
+func (UnsupportedHost) Send(context.Context, string, []byte) error { return ErrUnsupported }
+func (UnsupportedHost) Recv(context.Context) (Message, error)      { return Message{}, ErrUnsupported }
+func (UnsupportedHost) Load(context.Context, string) (Global, error) {
+	return Global{}, ErrUnsupported
+}
+func (UnsupportedHost) Store(context.Context, string, []byte) (Global, error) {
+	return Global{}, ErrUnsupported
+}
+func (UnsupportedHost) CompareAndSwap(context.Context, string, uint64, []byte) (bool, Global, error) {
+	return false, Global{}, ErrUnsupported
+}
+func (UnsupportedHost) Checkpoint(context.Context, []byte) error { return ErrUnsupported }
+func (UnsupportedHost) Resume(context.Context) ([]byte, bool, error) {
+	return nil, false, ErrUnsupported
 }
 
 // Request is one task to run.

@@ -729,6 +729,606 @@ func (*Ack) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{11}
 }
 
+type SendRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendRequest) Reset() {
+	*x = SendRequest{}
+	mi := &file_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendRequest) ProtoMessage() {}
+
+func (x *SendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
+func (*SendRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SendRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *SendRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *SendRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type RecvRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecvRequest) Reset() {
+	*x = RecvRequest{}
+	mi := &file_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecvRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecvRequest) ProtoMessage() {}
+
+func (x *RecvRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecvRequest.ProtoReflect.Descriptor instead.
+func (*RecvRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RecvRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+type Message struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Data  []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// Per-recipient sequence number (1, 2, ...).
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Message) Reset() {
+	*x = Message{}
+	mi := &file_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Message) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Message) ProtoMessage() {}
+
+func (x *Message) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Message.ProtoReflect.Descriptor instead.
+func (*Message) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Message) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Message) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Message) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type LoadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadRequest) Reset() {
+	*x = LoadRequest{}
+	mi := &file_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadRequest) ProtoMessage() {}
+
+func (x *LoadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
+func (*LoadRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LoadRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *LoadRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type Global struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Version 0: the variable was never stored.
+	Version       uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Global) Reset() {
+	*x = Global{}
+	mi := &file_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Global) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Global) ProtoMessage() {}
+
+func (x *Global) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Global.ProtoReflect.Descriptor instead.
+func (*Global) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Global) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Global) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type StoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreRequest) Reset() {
+	*x = StoreRequest{}
+	mi := &file_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreRequest) ProtoMessage() {}
+
+func (x *StoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreRequest.ProtoReflect.Descriptor instead.
+func (*StoreRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StoreRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *StoreRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StoreRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type CompareAndSwapRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Key    string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The swap happens only if the variable is at this version.
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Value         []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompareAndSwapRequest) Reset() {
+	*x = CompareAndSwapRequest{}
+	mi := &file_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompareAndSwapRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompareAndSwapRequest) ProtoMessage() {}
+
+func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
+func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CompareAndSwapRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *CompareAndSwapRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CompareAndSwapRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CompareAndSwapRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type SwapResult struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Swapped bool                   `protobuf:"varint,1,opt,name=swapped,proto3" json:"swapped,omitempty"`
+	// The variable after the call (the winner's, if not swapped).
+	Current       *Global `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwapResult) Reset() {
+	*x = SwapResult{}
+	mi := &file_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwapResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwapResult) ProtoMessage() {}
+
+func (x *SwapResult) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwapResult.ProtoReflect.Descriptor instead.
+func (*SwapResult) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SwapResult) GetSwapped() bool {
+	if x != nil {
+		return x.Swapped
+	}
+	return false
+}
+
+func (x *SwapResult) GetCurrent() *Global {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	State         []byte                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CheckpointRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *CheckpointRequest) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+type ResumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRequest) Reset() {
+	*x = ResumeRequest{}
+	mi := &file_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRequest) ProtoMessage() {}
+
+func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ResumeRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+type ResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	State         []byte                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeResponse) Reset() {
+	*x = ResumeResponse{}
+	mi := &file_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeResponse) ProtoMessage() {}
+
+func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ResumeResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *ResumeResponse) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -779,15 +1379,60 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0ePartialRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\x05\n" +
-	"\x03Ack2\xa4\x02\n" +
+	"\x03Ack\"J\n" +
+	"\vSendRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"&\n" +
+	"\vRecvRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\"C\n" +
+	"\aMessage\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"8\n" +
+	"\vLoadRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"8\n" +
+	"\x06Global\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"O\n" +
+	"\fStoreRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"r\n" +
+	"\x15CompareAndSwapRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\"X\n" +
+	"\n" +
+	"SwapResult\x12\x18\n" +
+	"\aswapped\x18\x01 \x01(\bR\aswapped\x120\n" +
+	"\acurrent\x18\x02 \x01(\v2\x16.p2pc.plugin.v1.GlobalR\acurrent\"B\n" +
+	"\x11CheckpointRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\"(\n" +
+	"\rResumeRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\"<\n" +
+	"\x0eResumeResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state2\xa4\x02\n" +
 	"\x04Task\x12M\n" +
 	"\bDescribe\x12\x1f.p2pc.plugin.v1.DescribeRequest\x1a .p2pc.plugin.v1.DescribeResponse\x12G\n" +
 	"\x06Attach\x12\x1d.p2pc.plugin.v1.AttachRequest\x1a\x1e.p2pc.plugin.v1.AttachResponse\x12>\n" +
 	"\x03Run\x12\x1a.p2pc.plugin.v1.RunRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12D\n" +
-	"\x06Reduce\x12\x1d.p2pc.plugin.v1.ReduceRequest\x1a\x1b.p2pc.plugin.v1.RunResponse2\x88\x01\n" +
+	"\x06Reduce\x12\x1d.p2pc.plugin.v1.ReduceRequest\x1a\x1b.p2pc.plugin.v1.RunResponse2\xe0\x04\n" +
 	"\x04Host\x12@\n" +
 	"\bProgress\x12\x1f.p2pc.plugin.v1.ProgressRequest\x1a\x13.p2pc.plugin.v1.Ack\x12>\n" +
-	"\aPartial\x12\x1e.p2pc.plugin.v1.PartialRequest\x1a\x13.p2pc.plugin.v1.AckB+Z)github.com/p2pc/p2pc/plugins/sdk/pluginpbb\x06proto3"
+	"\aPartial\x12\x1e.p2pc.plugin.v1.PartialRequest\x1a\x13.p2pc.plugin.v1.Ack\x128\n" +
+	"\x04Send\x12\x1b.p2pc.plugin.v1.SendRequest\x1a\x13.p2pc.plugin.v1.Ack\x12<\n" +
+	"\x04Recv\x12\x1b.p2pc.plugin.v1.RecvRequest\x1a\x17.p2pc.plugin.v1.Message\x12;\n" +
+	"\x04Load\x12\x1b.p2pc.plugin.v1.LoadRequest\x1a\x16.p2pc.plugin.v1.Global\x12=\n" +
+	"\x05Store\x12\x1c.p2pc.plugin.v1.StoreRequest\x1a\x16.p2pc.plugin.v1.Global\x12S\n" +
+	"\x0eCompareAndSwap\x12%.p2pc.plugin.v1.CompareAndSwapRequest\x1a\x1a.p2pc.plugin.v1.SwapResult\x12D\n" +
+	"\n" +
+	"Checkpoint\x12!.p2pc.plugin.v1.CheckpointRequest\x1a\x13.p2pc.plugin.v1.Ack\x12G\n" +
+	"\x06Resume\x12\x1d.p2pc.plugin.v1.ResumeRequest\x1a\x1e.p2pc.plugin.v1.ResumeResponseB+Z)github.com/p2pc/p2pc/plugins/sdk/pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -801,42 +1446,68 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_plugin_proto_goTypes = []any{
-	(*DescribeRequest)(nil),  // 0: p2pc.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil), // 1: p2pc.plugin.v1.DescribeResponse
-	(*AttachRequest)(nil),    // 2: p2pc.plugin.v1.AttachRequest
-	(*AttachResponse)(nil),   // 3: p2pc.plugin.v1.AttachResponse
-	(*File)(nil),             // 4: p2pc.plugin.v1.File
-	(*RunRequest)(nil),       // 5: p2pc.plugin.v1.RunRequest
-	(*RunResponse)(nil),      // 6: p2pc.plugin.v1.RunResponse
-	(*TaskOutput)(nil),       // 7: p2pc.plugin.v1.TaskOutput
-	(*ReduceRequest)(nil),    // 8: p2pc.plugin.v1.ReduceRequest
-	(*ProgressRequest)(nil),  // 9: p2pc.plugin.v1.ProgressRequest
-	(*PartialRequest)(nil),   // 10: p2pc.plugin.v1.PartialRequest
-	(*Ack)(nil),              // 11: p2pc.plugin.v1.Ack
+	(*DescribeRequest)(nil),       // 0: p2pc.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 1: p2pc.plugin.v1.DescribeResponse
+	(*AttachRequest)(nil),         // 2: p2pc.plugin.v1.AttachRequest
+	(*AttachResponse)(nil),        // 3: p2pc.plugin.v1.AttachResponse
+	(*File)(nil),                  // 4: p2pc.plugin.v1.File
+	(*RunRequest)(nil),            // 5: p2pc.plugin.v1.RunRequest
+	(*RunResponse)(nil),           // 6: p2pc.plugin.v1.RunResponse
+	(*TaskOutput)(nil),            // 7: p2pc.plugin.v1.TaskOutput
+	(*ReduceRequest)(nil),         // 8: p2pc.plugin.v1.ReduceRequest
+	(*ProgressRequest)(nil),       // 9: p2pc.plugin.v1.ProgressRequest
+	(*PartialRequest)(nil),        // 10: p2pc.plugin.v1.PartialRequest
+	(*Ack)(nil),                   // 11: p2pc.plugin.v1.Ack
+	(*SendRequest)(nil),           // 12: p2pc.plugin.v1.SendRequest
+	(*RecvRequest)(nil),           // 13: p2pc.plugin.v1.RecvRequest
+	(*Message)(nil),               // 14: p2pc.plugin.v1.Message
+	(*LoadRequest)(nil),           // 15: p2pc.plugin.v1.LoadRequest
+	(*Global)(nil),                // 16: p2pc.plugin.v1.Global
+	(*StoreRequest)(nil),          // 17: p2pc.plugin.v1.StoreRequest
+	(*CompareAndSwapRequest)(nil), // 18: p2pc.plugin.v1.CompareAndSwapRequest
+	(*SwapResult)(nil),            // 19: p2pc.plugin.v1.SwapResult
+	(*CheckpointRequest)(nil),     // 20: p2pc.plugin.v1.CheckpointRequest
+	(*ResumeRequest)(nil),         // 21: p2pc.plugin.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 22: p2pc.plugin.v1.ResumeResponse
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: p2pc.plugin.v1.RunRequest.inputs:type_name -> p2pc.plugin.v1.File
 	4,  // 1: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
 	7,  // 2: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
-	0,  // 3: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
-	2,  // 4: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
-	5,  // 5: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
-	8,  // 6: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
-	9,  // 7: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
-	10, // 8: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
-	1,  // 9: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
-	3,  // 10: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
-	6,  // 11: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
-	6,  // 12: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
-	11, // 13: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
-	11, // 14: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	16, // 3: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
+	0,  // 4: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
+	2,  // 5: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
+	5,  // 6: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
+	8,  // 7: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
+	9,  // 8: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
+	10, // 9: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
+	12, // 10: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
+	13, // 11: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
+	15, // 12: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
+	17, // 13: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
+	18, // 14: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
+	20, // 15: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
+	21, // 16: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
+	1,  // 17: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
+	3,  // 18: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
+	6,  // 19: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
+	6,  // 20: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
+	11, // 21: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
+	11, // 22: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
+	11, // 23: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
+	14, // 24: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
+	16, // 25: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
+	16, // 26: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
+	19, // 27: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
+	11, // 28: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
+	22, // 29: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
+	17, // [17:30] is the sub-list for method output_type
+	4,  // [4:17] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -850,7 +1521,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

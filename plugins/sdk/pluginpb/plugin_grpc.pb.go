@@ -257,8 +257,15 @@ var Task_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Host_Progress_FullMethodName = "/p2pc.plugin.v1.Host/Progress"
-	Host_Partial_FullMethodName  = "/p2pc.plugin.v1.Host/Partial"
+	Host_Progress_FullMethodName       = "/p2pc.plugin.v1.Host/Progress"
+	Host_Partial_FullMethodName        = "/p2pc.plugin.v1.Host/Partial"
+	Host_Send_FullMethodName           = "/p2pc.plugin.v1.Host/Send"
+	Host_Recv_FullMethodName           = "/p2pc.plugin.v1.Host/Recv"
+	Host_Load_FullMethodName           = "/p2pc.plugin.v1.Host/Load"
+	Host_Store_FullMethodName          = "/p2pc.plugin.v1.Host/Store"
+	Host_CompareAndSwap_FullMethodName = "/p2pc.plugin.v1.Host/CompareAndSwap"
+	Host_Checkpoint_FullMethodName     = "/p2pc.plugin.v1.Host/Checkpoint"
+	Host_Resume_FullMethodName         = "/p2pc.plugin.v1.Host/Resume"
 )
 
 // HostClient is the client API for Host service.
@@ -270,6 +277,19 @@ const (
 type HostClient interface {
 	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*Ack, error)
 	Partial(ctx context.Context, in *PartialRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Send queues a message for another task of the job.
+	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Recv blocks until a message for the calling task arrives.
+	Recv(ctx context.Context, in *RecvRequest, opts ...grpc.CallOption) (*Message, error)
+	// Load, Store and CompareAndSwap work on job-global variables, held by
+	// the job's coordinator (linearizable).
+	Load(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*Global, error)
+	Store(ctx context.Context, in *StoreRequest, opts ...grpc.CallOption) (*Global, error)
+	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*SwapResult, error)
+	// Checkpoint saves the task's state; Resume returns the latest saved
+	// state of the task, if a previous attempt saved one.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 }
 
 type hostClient struct {
@@ -300,6 +320,76 @@ func (c *hostClient) Partial(ctx context.Context, in *PartialRequest, opts ...gr
 	return out, nil
 }
 
+func (c *hostClient) Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, Host_Send_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Recv(ctx context.Context, in *RecvRequest, opts ...grpc.CallOption) (*Message, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Message)
+	err := c.cc.Invoke(ctx, Host_Recv_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Load(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*Global, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Global)
+	err := c.cc.Invoke(ctx, Host_Load_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Store(ctx context.Context, in *StoreRequest, opts ...grpc.CallOption) (*Global, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Global)
+	err := c.cc.Invoke(ctx, Host_Store_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*SwapResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SwapResult)
+	err := c.cc.Invoke(ctx, Host_CompareAndSwap_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, Host_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeResponse)
+	err := c.cc.Invoke(ctx, Host_Resume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -309,6 +399,19 @@ func (c *hostClient) Partial(ctx context.Context, in *PartialRequest, opts ...gr
 type HostServer interface {
 	Progress(context.Context, *ProgressRequest) (*Ack, error)
 	Partial(context.Context, *PartialRequest) (*Ack, error)
+	// Send queues a message for another task of the job.
+	Send(context.Context, *SendRequest) (*Ack, error)
+	// Recv blocks until a message for the calling task arrives.
+	Recv(context.Context, *RecvRequest) (*Message, error)
+	// Load, Store and CompareAndSwap work on job-global variables, held by
+	// the job's coordinator (linearizable).
+	Load(context.Context, *LoadRequest) (*Global, error)
+	Store(context.Context, *StoreRequest) (*Global, error)
+	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*SwapResult, error)
+	// Checkpoint saves the task's state; Resume returns the latest saved
+	// state of the task, if a previous attempt saved one.
+	Checkpoint(context.Context, *CheckpointRequest) (*Ack, error)
+	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -324,6 +427,27 @@ func (UnimplementedHostServer) Progress(context.Context, *ProgressRequest) (*Ack
 }
 func (UnimplementedHostServer) Partial(context.Context, *PartialRequest) (*Ack, error) {
 	return nil, status.Error(codes.Unimplemented, "method Partial not implemented")
+}
+func (UnimplementedHostServer) Send(context.Context, *SendRequest) (*Ack, error) {
+	return nil, status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedHostServer) Recv(context.Context, *RecvRequest) (*Message, error) {
+	return nil, status.Error(codes.Unimplemented, "method Recv not implemented")
+}
+func (UnimplementedHostServer) Load(context.Context, *LoadRequest) (*Global, error) {
+	return nil, status.Error(codes.Unimplemented, "method Load not implemented")
+}
+func (UnimplementedHostServer) Store(context.Context, *StoreRequest) (*Global, error) {
+	return nil, status.Error(codes.Unimplemented, "method Store not implemented")
+}
+func (UnimplementedHostServer) CompareAndSwap(context.Context, *CompareAndSwapRequest) (*SwapResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompareAndSwap not implemented")
+}
+func (UnimplementedHostServer) Checkpoint(context.Context, *CheckpointRequest) (*Ack, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedHostServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -382,6 +506,132 @@ func _Host_Partial_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_Send_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Send(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Send_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Send(ctx, req.(*SendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Recv_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecvRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Recv(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Recv_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Recv(ctx, req.(*RecvRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Load_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Load(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Load_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Load(ctx, req.(*LoadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Store_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Store(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Store_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Store(ctx, req.(*StoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_CompareAndSwap_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompareAndSwapRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).CompareAndSwap(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_CompareAndSwap_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).CompareAndSwap(ctx, req.(*CompareAndSwapRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Resume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Resume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Resume(ctx, req.(*ResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -396,6 +646,34 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Partial",
 			Handler:    _Host_Partial_Handler,
+		},
+		{
+			MethodName: "Send",
+			Handler:    _Host_Send_Handler,
+		},
+		{
+			MethodName: "Recv",
+			Handler:    _Host_Recv_Handler,
+		},
+		{
+			MethodName: "Load",
+			Handler:    _Host_Load_Handler,
+		},
+		{
+			MethodName: "Store",
+			Handler:    _Host_Store_Handler,
+		},
+		{
+			MethodName: "CompareAndSwap",
+			Handler:    _Host_CompareAndSwap_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _Host_Checkpoint_Handler,
+		},
+		{
+			MethodName: "Resume",
+			Handler:    _Host_Resume_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -258,6 +258,7 @@ func readRegular(root *os.Root, name string) ([]byte, error) {
 // recorder is the Host a task sees under sdktest: it records every
 // callback. Like a remote host, it fails calls whose context is done.
 type recorder struct {
+	sdk.UnsupportedHost
 	mu       sync.Mutex
 	progress []float64
 	notes    []string

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+type probeOut struct {
+	Increments []uint64 `json:"increments"`
+	Received   string   `json:"received"`
+	ResumedAt  int      `json:"resumed_at"`
+	Steps      int      `json:"steps"`
+}
+
+func probeOutput(t *testing.T, out, id string) probeOut {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "tasks", id, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o probeOut
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatalf("task %s output %s: %v", id, b, err)
+	}
+	return o
+}
+
+// Thousands of concurrent increments of one global from tasks on three
+// peers: every value 1..N is produced exactly once (no lost update, none
+// applied twice), whatever the interleaving.
+func TestGlobalsLinearizable(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "g1", 2), startPeer(t, dir, "g2", 2), startPeer(t, dir, "g3", 2)}
+	const tasks, each = 12, 250
+	spec := writeSpec(t, dir, "g.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/vcprobe
+params: {increments: %d}
+tasks:
+  - range: {param: index, from: 0, to: %d}
+`, each, tasks-1))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	var all []uint64
+	for _, task := range rep.Tasks {
+		all = append(all, probeOutput(t, out, task.ID).Increments...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) != tasks*each {
+		t.Fatalf("%d increments, want %d", len(all), tasks*each)
+	}
+	for i, v := range all {
+		if v != uint64(i+1) {
+			t.Fatalf("increment values are not exactly 1..%d: position %d holds %d", tasks*each, i, v)
+		}
+	}
+	if len(sharesOf(rep)) < 3 {
+		t.Errorf("tasks ran on %v, want all three peers", sharesOf(rep))
+	}
+	t.Logf("%d increments from %d tasks, shares %v", len(all), tasks, sharesOf(rep))
+}
+
+// A ring of tasks on several peers, fewer slots than tasks: every message
+// reaches its recipient, also one that was not running when it was sent.
+func TestMessagesAcrossPeers(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "m1", 1), startPeer(t, dir, "m2", 1), startPeer(t, dir, "m3", 2)}
+	const ring = 7
+	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/vcprobe
+params: {ring: %d}
+timeout: 1m
+tasks:
+  - range: {param: index, from: 0, to: %d}
+`, ring, ring-1))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for i := range ring {
+		id := fmt.Sprintf("%04d", i)
+		want := fmt.Sprintf("from %04d", (i+ring-1)%ring)
+		if got := probeOutput(t, out, id).Received; got != want {
+			t.Errorf("task %s received %q, want %q", id, got, want)
+		}
+	}
+}
+
+// A task that checkpoints is resumed from its latest checkpoint on
+// another peer after its peer is SIGKILLed; partial results reach the
+// report.
+func TestCheckpointResumeAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "c1", 1), startPeer(t, dir, "c2", 1)}
+	spec := writeSpec(t, dir, "c.yaml", `
+plugin: {{repo}}/plugins/vcprobe
+tasks:
+  - {id: long, params: {steps: 40, step_ms: 100, partials: true}}
+`)
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers)}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for a few checkpoints, then kill the peer running the task.
+	var victim *peer
+	deadline := time.Now().Add(60 * time.Second)
+	for victim == nil {
+		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= 5 && len(rep.Tasks[0].Partials) > 0 {
+			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
+			for _, p := range peers {
+				if p.name == who {
+					victim = p
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			run.Kill()
+			t.Fatalf("no checkpoints in time\n%s", run.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	victim.proc.Kill()
+	code, err := run.Wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	rep := readReport(t, out)
+	task := rep.Tasks[0]
+	last := task.Attempts[len(task.Attempts)-1]
+	if task.State != report.TaskDone || !last.Resumed || last.Peer == victim.name {
+		t.Fatalf("task %s: state %s, attempts %+v", task.ID, task.State, task.Attempts)
+	}
+	o := probeOutput(t, out, task.ID)
+	if o.ResumedAt < 5 || o.Steps != 40 {
+		t.Fatalf("resumed at step %d of %d, want >= 5 of 40", o.ResumedAt, o.Steps)
+	}
+	t.Logf("killed %s; resumed on %s at step %d (%d checkpoints, %d partials in the report)", victim.name, last.Peer, o.ResumedAt, task.Checkpoints, len(task.Partials))
+}

@@ -54,7 +54,7 @@ func FindCPUController() (CPUController, error) {
 	if err := os.MkdirAll(v1MountDir, 0o755); err != nil {
 		return CPUController{}, fmt.Errorf("find cpu controller: %w", err)
 	}
-	if err := syscall.Mount("cgroup", v1MountDir, "cgroup", 0, "cpu"); err != nil && !errors.Is(err, syscall.EBUSY) {
+	if err := mountCPUv1(v1MountDir); err != nil {
 		return CPUController{}, fmt.Errorf("find cpu controller: no cgroup hierarchy has it and mounting cgroup v1 cpu at %s failed: %w", v1MountDir, err)
 	}
 	return CPUController{Version: 1, Root: v1MountDir, Mounted: true}, nil

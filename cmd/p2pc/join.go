@@ -20,6 +20,11 @@ type JoinCmd struct {
 	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
 	NoMDNS        bool          `name:"no-mdns" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
+
+	// Fault injection for the tests of answer verification. Hidden, and
+	// loudly logged: never set it on a real swarm.
+	LieRate    float64 `name:"fault-lie-rate" hidden:"" help:"TESTS ONLY: corrupt this fraction of outputs."`
+	LieCollude bool    `name:"fault-lie-collude" hidden:"" help:"TESTS ONLY: corrupt outputs the same way as other colluding liars."`
 }
 
 // Run serves until the context ends.
@@ -45,9 +50,13 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Version:       version,
 		ShutdownGrace: c.ShutdownGrace,
 		Logger:        g.Logger,
+		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude},
 	})
 	if err != nil {
 		return withCode(exitBadInput, err)
+	}
+	if c.LieRate > 0 {
+		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
 	}
 	var joins []string
 	for _, p := range static {

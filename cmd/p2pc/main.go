@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -32,6 +33,8 @@ type Globals struct {
 	Data     string `help:"Node data directory (block store, plugin cache)." env:"P2PC_DATA" type:"path" placeholder:"DIR"`
 	LogLevel string `help:"Log level: debug, info, warn, error." env:"P2PC_LOG_LEVEL" default:"warn" enum:"debug,info,warn,error"`
 	LogJSON  bool   `help:"Write logs as JSON lines." env:"P2PC_LOG_JSON"`
+	// CPUProfile is for profiling benchmarks (hidden).
+	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of this process to FILE." type:"path" placeholder:"FILE"`
 
 	Ctx    context.Context `kong:"-"`
 	Logger *slog.Logger    `kong:"-"`
@@ -47,6 +50,7 @@ type CLI struct {
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
+	Bench    BenchCmd    `cmd:"" help:"Reproduce the seed papers' experiments."`
 }
 
 func main() {
@@ -79,6 +83,14 @@ func run(args []string) int {
 	cli.Ctx = ctx
 	cli.Logger = newLogger(cli.LogLevel, cli.LogJSON)
 	slog.SetDefault(cli.Logger)
+	if cli.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(cli.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "p2pc:", err)
+			return exitBadInput
+		}
+		defer stopProfile()
+	}
 
 	err = kctx.Run(&cli.Globals)
 	if err == nil {
@@ -116,6 +128,22 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // withCode wraps err so that main exits with code.
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// startCPUProfile writes a CPU profile to path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
 
 // defaultDataDir is $XDG_DATA_HOME/p2pc, else ~/.local/share/p2pc, else a
 // folder in the temp dir.

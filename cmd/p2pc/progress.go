@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/p2pc/p2pc/internal/job"
 	"io"
 	"os"
 	"sync"
@@ -24,6 +25,7 @@ type progress struct {
 	total     int
 	done      int
 	failed    int
+	finished  map[string]bool
 	lastPrint time.Time
 }
 
@@ -49,6 +51,13 @@ func (p *progress) Started(total, done int) {
 func (p *progress) TaskDone(id string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.finished == nil {
+		p.finished = map[string]bool{}
+	}
+	if p.finished[id] {
+		return
+	}
+	p.finished[id] = true
 	p.done++
 	if !ok {
 		p.failed++
@@ -70,6 +79,13 @@ func (p *progress) TaskDone(id string, ok bool) {
 func (p *progress) TaskRetry(id, outcome string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if outcome == job.OutcomeReopened && p.finished[id] {
+		delete(p.finished, id)
+		p.done--
+		if p.bar != nil {
+			p.bar.SetCurrent(int64(p.done))
+		}
+	}
 	if p.bar == nil {
 		fmt.Fprintf(p.w, "task %s: %s, retrying: %s\n", id, outcome, firstLine(err.Error()))
 	}

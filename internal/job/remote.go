@@ -352,8 +352,8 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		}
 		l, err := w.s.q.next(ctx, w.peer.Name)
 		if err != nil {
-			if errors.Is(err, errDrained) {
-				return errDrained
+			if errors.Is(err, errDrained) || errors.Is(err, errExcluded) {
+				return err
 			}
 			return nil
 		}
@@ -363,6 +363,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		w.mu.Unlock()
 		msg := &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: &peerpb.Lease{
 			LeaseId: l.id, TaskId: l.taskID, Attempt: uint32(l.attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.task),
+			DigestOnly: l.digestOnly,
 		}}}
 		select {
 		case w.outbox <- msg:
@@ -410,9 +411,23 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	default:
 		out.outcome, out.err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
 	}
-	if out.outcome == report.OutcomeOK {
+	if out.outcome == report.OutcomeOK && l.digestOnly {
+		out.digest = fmt.Sprintf("%x", res.Digest)
+		out.fetch = func(ctx context.Context, dir string) error {
+			_, _, err := w.stage(ctx, dir, res)
+			return err
+		}
+	} else if out.outcome == report.OutcomeOK {
 		stage := filepath.Join(w.s.workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10)+".out")
 		digest, files, err := w.stage(ctx, stage, res)
+		if err == nil && w.s.r.verifier {
+			if err = w.s.r.verifyOutput(ctx, l, stage, files); errors.Is(err, errRejected) {
+				os.RemoveAll(stage)
+				out.outcome, out.err = report.OutcomeRejected, err
+				w.s.q.finish(l, out)
+				return
+			}
+		}
 		if err != nil {
 			os.RemoveAll(stage)
 			out.outcome, out.err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
@@ -424,9 +439,6 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		}
 	}
 	w.s.q.finish(l, out)
-	if out.stage != "" {
-		os.RemoveAll(out.stage)
-	}
 }
 
 // maxInline bounds an inline output file; larger ones must travel as blocks.

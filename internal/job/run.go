@@ -81,6 +81,11 @@ type runner struct {
 	log  *slog.Logger
 	pool *pluginhost.Pool
 	vc   *vcState
+	// workRoot holds per-attempt folders (OUT/.p2pc/work).
+	workRoot string
+	// verifier: the plugin checks outputs itself (sdk.Verifier).
+	verifier bool
+	q        *queue
 
 	mu    sync.Mutex // guards rep and dirty
 	rep   *report.Report
@@ -90,6 +95,7 @@ type runner struct {
 func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	job := r.p.Spec
 	workRoot := filepath.Join(r.p.OutDir, ".p2pc", "work")
+	r.workRoot = workRoot
 	if err := os.RemoveAll(workRoot); err != nil {
 		return nil, fmt.Errorf("clean work dir: %w", err)
 	}
@@ -119,6 +125,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
 	}
 
+	r.verifier = info.Verify
 	r.rep = r.newReport(info)
 	ids := make([]string, len(job.Tasks))
 	for i, t := range job.Tasks {

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"os"
@@ -28,6 +29,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		return 0
 	}
 	q := newQueue(r, pending)
+	r.q = q
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for slot := 0; slot < r.opts.Slots && slot < len(pending); slot++ {
@@ -54,7 +56,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	}
 	// Backstop for workers that hang without their connection breaking.
 	limit := r.p.Spec.Timeout + r.opts.LeaseGrace
-	tick := time.NewTicker(max(limit/4, 50*time.Millisecond))
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if all, _ := q.done(); all {
@@ -73,6 +75,12 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	q.close()
 	stop()
 	wg.Wait()
+	if q.verifying() {
+		peers := q.peerReport()
+		r.mu.Lock()
+		r.rep.Peers = peers
+		r.mu.Unlock()
+	}
 	_, failed = q.done()
 	return failed
 }
@@ -85,11 +93,7 @@ func (r *runner) localWorker(ctx context.Context, q *queue, workRoot string) {
 		if err != nil {
 			return
 		}
-		res := r.runLocal(ctx, workRoot, l)
-		q.finish(l, res)
-		if res.stage != "" {
-			os.RemoveAll(res.stage)
-		}
+		q.finish(l, r.runLocal(ctx, workRoot, l))
 	}
 }
 
@@ -112,11 +116,17 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result
 		out.stage = work + ".out"
 		if err = outputs.Gather(work, out.stage, res); err == nil {
 			out.digest, out.files, err = outputs.Digest(out.stage)
+			if err == nil && r.verifier {
+				err = r.verifyOutput(ctx, l, out.stage, out.files)
+			}
 		}
 	}
 	out.err = err
 	// A revoked lease (another copy won, or it expired) ends as canceled.
 	out.outcome = outputs.Classify(actx, err)
+	if errors.Is(err, errRejected) {
+		out.outcome = report.OutcomeRejected
+	}
 	out.end = time.Now().UTC()
 	return out
 }
@@ -196,5 +206,30 @@ func (h *taskHost) Progress(_ context.Context, fraction float64, note string) er
 
 func (h *taskHost) Partial(_ context.Context, data []byte) error {
 	h.ev.TaskPartial(h.id, data)
+	return nil
+}
+
+// errRejected marks an output the plugin's own check rejected.
+var errRejected = errors.New("rejected by the plugin's check")
+
+// verifyOutput runs the plugin's Verify on a staged output. A rejection
+// comes back wrapping errRejected.
+func (r *runner) verifyOutput(ctx context.Context, l *lease, stage string, files []string) error {
+	req := &sdk.VerifyRequest{
+		JobID:  r.p.ID,
+		TaskID: l.taskID,
+		Params: r.p.Spec.TaskParamsJSON(l.task),
+		Inputs: r.inputFiles(),
+	}
+	for _, f := range files {
+		req.Output = append(req.Output, sdk.File{Name: f, Path: filepath.Join(stage, filepath.FromSlash(f))})
+	}
+	err := r.pool.Verify(ctx, req, r.p.Spec.Timeout)
+	if errors.Is(err, sdk.ErrRejected) {
+		return fmt.Errorf("%w: %w", errRejected, err)
+	}
+	if err != nil {
+		return fmt.Errorf("verify output: %w", err)
+	}
 	return nil
 }

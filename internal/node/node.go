@@ -40,6 +40,9 @@ type Config struct {
 	Version string
 	// Blocks tunes the block server (fault injection for tests only).
 	Blocks transfer.ServerOptions
+	// Lie makes the node return wrong outputs: fault injection for tests
+	// of answer verification only (a hidden, loudly logged join flag).
+	Lie Lie
 	// ShutdownGrace is how long running tasks may finish on shutdown
 	// (default 10s).
 	ShutdownGrace time.Duration

@@ -459,7 +459,7 @@ func (s *session) exec(it *queued) {
 	}
 	out, err := s.pool.Run(ctx, req, &leaseHost{s: s, id: l.LeaseId}, s.timeout)
 	if err == nil {
-		err = s.collect(ctx, work, out, res)
+		err = s.collect(ctx, work, out, res, l)
 	}
 	res.Outcome = outputs.Classify(ctx, err)
 	if err != nil {
@@ -470,9 +470,12 @@ func (s *session) exec(it *queued) {
 
 // collect stages the output, digests it and fills res.Outputs: small files
 // inline, bigger ones as blocks in the store for the coordinator to fetch.
-func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result) error {
+func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result, l *peerpb.Lease) error {
 	stage := work + ".out"
 	if err := outputs.Gather(work, stage, out); err != nil {
+		return err
+	}
+	if err := s.n.lie(stage, l); err != nil {
 		return err
 	}
 	digest, names, err := outputs.Digest(stage)
@@ -491,7 +494,7 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 			return err
 		}
 		o := &peerpb.Output{Name: name, Size: fi.Size()}
-		if fi.Size() <= inlineOutput {
+		if fi.Size() <= inlineOutput && !l.DigestOnly {
 			if o.Data, err = os.ReadFile(path); err != nil {
 				return err
 			}
@@ -501,6 +504,9 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 				return fmt.Errorf("store output %s: %w", name, err)
 			}
 			o.FileId = id[:]
+			if err := s.n.store.Pin("job-"+s.hello.JobId, id); err != nil {
+				return fmt.Errorf("store output %s: %w", name, err)
+			}
 		}
 		res.Outputs = append(res.Outputs, o)
 	}

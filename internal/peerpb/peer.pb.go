@@ -395,7 +395,10 @@ type Lease struct {
 	TaskId  string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	Attempt uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Task parameters as a JSON object.
-	Params        []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
+	Params []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
+	// Another replica uploads the output: report its digest, keep the files
+	// as blocks (the coordinator fetches them only if this digest wins).
+	DigestOnly    bool `protobuf:"varint,5,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -456,6 +459,13 @@ func (x *Lease) GetParams() []byte {
 		return x.Params
 	}
 	return nil
+}
+
+func (x *Lease) GetDigestOnly() bool {
+	if x != nil {
+		return x.DigestOnly
+	}
+	return false
 }
 
 type Cancel struct {
@@ -1443,12 +1453,14 @@ const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\n" +
 	" \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\aholders\x18\v \x03(\tR\aholders\"m\n" +
+	"\aholders\x18\v \x03(\tR\aholders\"\x8e\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06params\x18\x04 \x01(\fR\x06params\"#\n" +
+	"\x06params\x18\x04 \x01(\fR\x06params\x12\x1f\n" +
+	"\vdigest_only\x18\x05 \x01(\bR\n" +
+	"digestOnly\"#\n" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"\xca\x01\n" +
 	"\x06ToPeer\x12+\n" +

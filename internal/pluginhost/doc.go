@@ -53,7 +53,9 @@
 //     then go-plugin's variables (magic cookie, protocol versions, socket
 //     directory); nothing else of the host's environment;
 //   - runs in Config.Dir, by default a private directory (0700) that Close
-//     removes along with HOME, TMPDIR and go-plugin's socket directory;
+//     removes along with HOME, TMPDIR and go-plugin's socket directory
+//     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the first start of a pool
+//     removes those of hosts that died without Close);
 //   - has stdin on /dev/null (go-plugin would hand it the host's stdin);
 //   - leads its own process group (Setpgid) and is killed with
 //     kill(-pgid, SIGKILL), so whatever it started dies with it;

@@ -233,7 +233,8 @@ func parseLevel(s string) slog.Level {
 }
 
 // hcLogger is the hclog.Logger go-plugin gets. It forwards go-plugin's own
-// messages to slog at Debug (the pool reports what matters itself), and
+// messages to slog at Debug (the pool reports what matters itself; Trace
+// is dropped), and
 // it is Off for the sub-logger go-plugin names after the plugin: go-plugin
 // then skips parsing stderr and only copies the raw lines to
 // ClientConfig.Stderr, where lineWriter parses them.
@@ -248,7 +249,7 @@ type hcLogger struct {
 var _ hclog.Logger = (*hcLogger)(nil)
 
 func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
-	if h.off || !h.l.Enabled(context.Background(), slog.LevelDebug) {
+	if level <= hclog.Trace || !h.enabled() { // go-plugin traces every stdio chunk
 		return
 	}
 	all := make([]any, 0, len(h.args)+len(args)+4)
@@ -268,7 +269,7 @@ func (h *hcLogger) enabled() bool {
 	return !h.off && h.l.Enabled(context.Background(), slog.LevelDebug)
 }
 
-func (h *hcLogger) IsTrace() bool { return h.enabled() }
+func (h *hcLogger) IsTrace() bool { return false }
 func (h *hcLogger) IsDebug() bool { return h.enabled() }
 func (h *hcLogger) IsInfo() bool  { return h.enabled() }
 func (h *hcLogger) IsWarn() bool  { return h.enabled() }

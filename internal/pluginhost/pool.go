@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,10 +359,16 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 	return p, nil
 }
 
+// dirPrefix names a pool's private directory in os.TempDir(), followed by
+// the host's pid, "-" and a random suffix.
+const dirPrefix = "p2pc-plugin-"
+
 // makeDirs makes the private HOME, TMPDIR and (unless Config.Dir) working
-// directory. Called with pl.mu held.
+// directory, after removing those that hosts killed before their Close
+// left behind. Called with pl.mu held.
 func (pl *Pool) makeDirs() error {
-	root, err := os.MkdirTemp("", "p2pc-plugin-")
+	sweepStaleDirs(pl.hostLog)
+	root, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return fmt.Errorf("make private dir: %w", err)
 	}
@@ -378,4 +386,39 @@ func (pl *Pool) makeDirs() error {
 	}
 	pl.dirs = d
 	return nil
+}
+
+// sweepStaleDirs removes the private directories of hosts that no longer
+// run (a host killed with SIGKILL cannot remove its own). A directory of a
+// live process, or of one whose pid was reused, is left alone.
+func sweepStaleDirs(log *slog.Logger) {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*-*"))
+	for _, dir := range matches {
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || pidAlive(pid) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			log.Debug("removed private dir of a dead host", "dir", dir)
+		}
+	}
+}
+
+// Verify asks the plugin to check an output (sdk.Verifier). It returns nil
+// when the plugin accepts it, an error wrapping sdk.ErrRejected when it
+// rejects it, and other errors as Run does.
+func (pl *Pool) Verify(ctx context.Context, req *sdk.VerifyRequest, timeout time.Duration) error {
+	var verdict error
+	_, err := pl.call(ctx, "verify", req.TaskID, timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+		verdict = c.Verify(ctx, req)
+		if errors.Is(verdict, sdk.ErrRejected) {
+			return nil, nil
+		}
+		return nil, verdict
+	})
+	if err != nil {
+		return err
+	}
+	return verdict
 }

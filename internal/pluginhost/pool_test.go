@@ -1,3 +1,5 @@
+//go:build linux
+
 package pluginhost
 
 import (
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -493,6 +496,41 @@ func TestEscapedDescendant(t *testing.T) {
 	runPID(t, pl)
 }
 
+// Close racing with starts and calls: everything returns (a result or
+// ErrClosed), nothing is left running.
+func TestCloseDuringStarts(t *testing.T) {
+	for round := range 5 {
+		pl, _ := newTestPool(t, 4)
+		var wg sync.WaitGroup
+		for range 12 {
+			wg.Go(func() {
+				for {
+					_, err := pl.Run(context.Background(), req("s", params{Op: "pid", MS: 1}), nil, 10*time.Second)
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: %v", round, err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(round*15) * time.Millisecond)
+		done := make(chan struct{})
+		go func() { pl.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: Close hangs", round)
+		}
+		wg.Wait()
+		if s := pl.Stats(); s.Live != 0 {
+			t.Fatalf("round %d: stats %+v", round, s)
+		}
+	}
+}
+
 // A warm process that dies while idle is replaced, not handed out.
 func TestIdleProcessDies(t *testing.T) {
 	pl, _ := newTestPool(t, 1)
@@ -569,6 +607,17 @@ func TestHostKilled(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitDead(t, pid, 2*time.Second, "plugin of the SIGKILLed host")
+
+	// The dead host's private dir is swept by the next pool that starts.
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+strconv.Itoa(cmd.Process.Pid)+"-*"))
+	if len(left) != 1 {
+		t.Fatalf("dead host's private dirs: %q, want one", left)
+	}
+	pl, _ := newTestPool(t, 1)
+	runPID(t, pl)
+	if _, err := os.Stat(left[0]); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s not swept: %v", left[0], err)
+	}
 }
 
 func TestLogRouting(t *testing.T) {

@@ -23,4 +23,7 @@ func killTree(_ int, p *os.Process) {
 
 func waitExit(int) error { return nil }
 
+// pidAlive says yes: without a portable check, nothing is swept.
+func pidAlive(int) bool { return true }
+
 func spawn(cmd *exec.Cmd) error { return cmd.Start() }

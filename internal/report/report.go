@@ -39,6 +39,7 @@ const (
 	OutcomeTimeout   = "timeout"    // the task overran its timeout and was killed
 	OutcomeCanceled  = "canceled"   // the run was interrupted
 	OutcomeLost      = "lost"       // infrastructure failure (peer gone); does not count against retries
+	OutcomeRejected  = "rejected"   // the plugin's Verify rejected the output: a lost vote
 )
 
 // Report is the content of report.json.
@@ -57,7 +58,13 @@ type Report struct {
 	// Outputs are the job's final artifacts (from the reduce step),
 	// relative to the output folder.
 	Outputs []string `json:"outputs,omitempty"`
-	Tasks   []Task   `json:"tasks"`
+	// Warnings say what the run could not do as the spec asked.
+	Warnings []string `json:"warnings,omitempty"`
+	// Excluded are peers that lost too many votes (redundant execution).
+	Excluded []Exclusion `json:"excluded,omitempty"`
+	// Peers is each voting peer's record (redundant execution only).
+	Peers []PeerTrust `json:"peers,omitempty"`
+	Tasks []Task      `json:"tasks"`
 }
 
 // Plugin identifies the plugin that ran the job.
@@ -87,10 +94,35 @@ type Task struct {
 	Digest string `json:"digest,omitempty"`
 	// Files are the task's output files, relative to the output folder.
 	Files []string `json:"files,omitempty"`
+	// Votes are the digests the task's replicas reported (redundant
+	// execution), and Verdict how they were decided.
+	Votes   []Vote `json:"votes,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
 	// Checkpoints counts the checkpoints the task saved.
 	Checkpoints int `json:"checkpoints,omitempty"`
 	// Partials are the task's last partial results, oldest first.
 	Partials []Partial `json:"partials,omitempty"`
+}
+
+// Vote is one replica's answer.
+type Vote struct {
+	Peer   string `json:"peer"`
+	Digest string `json:"digest"`
+}
+
+// Exclusion names a peer the job stopped trusting.
+type Exclusion struct {
+	Peer   string    `json:"peer"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// PeerTrust is the record of a peer's answers in a verified job.
+type PeerTrust struct {
+	Peer     string `json:"peer"`
+	Valid    int    `json:"valid"`
+	Invalid  int    `json:"invalid"`
+	Excluded bool   `json:"excluded,omitempty"`
 }
 
 // Partial is a partial result a task emitted while it ran.

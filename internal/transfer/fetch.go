@@ -327,11 +327,13 @@ func (r *fetch) manifest(ctx context.Context, file blocks.ID) (*blocks.Manifest,
 	deadline := time.Now().Add(r.opts.GiveUp)
 	backoff := 100 * time.Millisecond
 	for {
+		live := 0
 		for _, i := range rand.Perm(len(r.peers)) {
 			p := r.peers[i]
 			if !p.live() {
 				continue
 			}
+			live++
 			m, err := r.manifestFrom(ctx, p, file)
 			if err == nil {
 				return m, nil
@@ -343,7 +345,7 @@ func (r *fetch) manifest(ctx context.Context, file blocks.ID) (*blocks.Manifest,
 				return nil, err
 			}
 		}
-		if time.Now().After(deadline) {
+		if live == 0 || time.Now().After(deadline) {
 			return nil, fmt.Errorf("manifest %s: %w", file.Short(), ErrNoHolder)
 		}
 		t := time.NewTimer(backoff)
@@ -388,7 +390,7 @@ func (r *fetch) manifestFrom(ctx context.Context, p *peerState, file blocks.ID) 
 		return nil, local
 	}
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, blocks.ErrNotFound) {
+		if !ended(ctx) && !errors.Is(err, blocks.ErrNotFound) {
 			r.mu.Lock()
 			r.penalise(rctx, p, err)
 			r.mu.Unlock()
@@ -500,7 +502,7 @@ func (r *fetch) refresh(ctx context.Context) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if err != nil {
-				if ctx.Err() == nil {
+				if !ended(ctx) {
 					r.log.Debug("have failed", "peer", q.p.target, "err", err)
 					r.penalise(rctx, q.p, err)
 					r.signal()
@@ -707,7 +709,7 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 	p.inflight--
 	r.inflight--
 	switch {
-	case ctx.Err() != nil:
+	case ended(ctx):
 	case err != nil:
 		r.penalise(rctx, p, err)
 	default:
@@ -768,6 +770,18 @@ func (r *fetch) notFound(p *peerState, u int) {
 		r.units[u].holders = slices.DeleteFunc(r.units[u].holders, func(pi int) bool { return pi == p.idx })
 	}
 	r.units[u].busy = false
+}
+
+// ended reports whether ctx is done or its deadline has passed. A
+// request's context shares its parent's deadline and may notice it first:
+// a request cut short by the end of the whole fetch is not the peer's
+// fault.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // penalise scores a failed request to p: bad data bans the peer for the

@@ -32,19 +32,10 @@ func (f *Fetcher) FetchFile(ctx context.Context, file blocks.ID, peers []string,
 		}
 	}()
 	r := f.newFetch(file, p)
-	if os.Getenv("P2PC_EXP_STREAM") != "" {
-		r.out = out
-	}
+	r.out = out
 	st, err = f.finish(r, r.run(ctx, file, peers))
 	if err != nil {
 		return st, err
-	}
-	if r.out == nil {
-		r.out = out
-		r.heldIdx = r.heldIdx[:0]
-		for i := range r.m.Blocks {
-			r.heldIdx = append(r.heldIdx, i)
-		}
 	}
 	if err := r.copyHeld(ctx); err != nil {
 		return st, fmt.Errorf("fetch %s: %w", file.Short(), err)

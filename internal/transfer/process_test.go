@@ -50,7 +50,11 @@ func buildP2PC(t *testing.T) string {
 			return
 		}
 		p2pcBin = filepath.Join(p2pcDir, "p2pc")
-		out, err := exec.Command("go", "build", "-o", p2pcBin, "github.com/p2pc/p2pc/cmd/p2pc").CombinedOutput()
+		args := []string{"build", "-o", p2pcBin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/p2pc/p2pc/cmd/p2pc")...).CombinedOutput()
 		if err != nil {
 			p2pcErr = fmt.Errorf("go build ./cmd/p2pc: %v\n%s", err, out)
 		}

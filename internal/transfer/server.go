@@ -49,6 +49,7 @@ type Server struct {
 	log     *slog.Logger
 	limiter *rateLimiter
 
+	admitted    atomic.Int64 // blocks about to be sent (for StallAfter)
 	served      atomic.Int64 // blocks sent
 	servedBytes atomic.Int64 // block bytes sent
 }
@@ -109,7 +110,7 @@ func (h *service) Get(req *transferpb.GetRequest, stream grpc.ServerStreamingSer
 		return err
 	}
 	for _, id := range ids {
-		if s.opts.StallAfter > 0 && s.served.Load() >= int64(s.opts.StallAfter) {
+		if s.opts.StallAfter > 0 && s.admitted.Add(1) > int64(s.opts.StallAfter) {
 			s.log.Warn("fault injection: stalling", "block", id.Short())
 			<-ctx.Done()
 			return status.FromContextError(ctx.Err()).Err()

@@ -129,9 +129,11 @@ func TestSleepHonoursCancel(t *testing.T) {
 
 func TestSleepLasts(t *testing.T) {
 	start := time.Now()
-	if _, err := sdktest.Run(context.Background(), newTask(), map[string]int{"sleep_ms": 50, "partials": 4}); err != nil {
+	out, err := sdktest.Run(context.Background(), newTask(), map[string]int{"sleep_ms": 50, "partials": 4})
+	if err != nil {
 		t.Fatal(err)
 	}
+	out.Cleanup()
 	if d := time.Since(start); d < 50*time.Millisecond {
 		t.Errorf("slept %v, want at least 50ms", d)
 	}
@@ -185,7 +187,7 @@ func BenchmarkEcho(b *testing.B) {
 	}
 }
 
-type nopHost struct{}
+type nopHost struct{ sdk.UnsupportedHost }
 
 func (nopHost) Progress(context.Context, float64, string) error { return nil }
 func (nopHost) Partial(context.Context, []byte) error           { return nil }

@@ -209,3 +209,16 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("info = %+v", info)
 	}
 }
+
+// BenchmarkTrue measures the overhead of one command: staging, the
+// supervisor (on Linux) and /bin/true.
+func BenchmarkTrue(b *testing.B) {
+	task := &execTask{}
+	for b.Loop() {
+		dir := b.TempDir()
+		req := &sdk.Request{TaskID: "t", Params: []byte(`{"command":["true"]}`), WorkDir: dir}
+		if _, err := task.Run(context.Background(), req, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 // supervised: on Linux every command runs under a supervisor, a second
 // copy of this binary (see supervise).
-const supervised = false
+const supervised = true
 
 // supervisorEnv marks the supervisor's environment; the command does not
 // see it.
@@ -25,7 +25,6 @@ const supervisorEnv = "P2PC_EXEC_SUPERVISOR"
 // kernel sends it SIGTERM when the thread that started it dies (see run),
 // so when the plugin process dies, killed by the host or not.
 func newCmd(c command, status *os.File) *exec.Cmd {
-	return &exec.Cmd{Path: c.path, Args: c.argv, Dir: c.dir, Env: c.env, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
 	return &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        append([]string{"p2pc-exec-supervisor", c.path}, c.argv...),

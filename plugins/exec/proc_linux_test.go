@@ -34,7 +34,8 @@ func TestParentDeathKillsCommand(t *testing.T) {
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	child := exec.Command(os.Args[0], "-test.run=^TestParentDeathKillsCommand$")
-	child.Env = append(os.Environ(), "EXEC_TEST_PIDFILE="+pidFile)
+	// The child is killed mid-task: its temporary dirs go in ours.
+	child.Env = append(os.Environ(), "EXEC_TEST_PIDFILE="+pidFile, "TMPDIR="+t.TempDir())
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,9 @@
 // encoder, which is deterministic, so the file is byte-identical however
 // the image was split.
 //
-// Demo cost (2 cores, amd64): the defaults render in about 4.6 s as 64
-// bands on two cores (9 s on one); 1024x768 with max_iter 1000 takes only
-// 0.5 s.
+// Demo cost (amd64, 2 cores): the defaults take 3.0 CPU-seconds to
+// render; `p2pc run examples/mandelbrot.yaml` (64 bands, two local slots)
+// finishes in 2.2 s at best, 4.7 s at worst on a busy machine (3.6
+// CPU-seconds in all). 1024x768 with max_iter 1000 would take under half
+// a CPU-second: over before one could watch it.
 package main

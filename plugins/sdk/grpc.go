@@ -75,7 +75,25 @@ func (s *taskServer) Describe(ctx context.Context, _ *pluginpb.DescribeRequest) 
 		resp.Name, resp.Version, resp.Portable = info.Name, info.Version, info.Portable
 	}
 	_, resp.Reduce = s.impl.(Reducer)
+	_, resp.Verify = s.impl.(Verifier)
 	return resp, nil
+}
+
+func (s *taskServer) Verify(ctx context.Context, req *pluginpb.VerifyRequest) (resp *pluginpb.VerifyResponse, err error) {
+	v, ok := s.impl.(Verifier)
+	if !ok {
+		return &pluginpb.VerifyResponse{Error: "plugin has no verify step"}, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = &pluginpb.VerifyResponse{Error: fmt.Sprintf("panic: %v\n%s", p, debug.Stack())}, nil
+		}
+	}()
+	r := &VerifyRequest{JobID: req.JobId, TaskID: req.TaskId, Params: req.Params, Inputs: filesFromPB(req.Inputs), Output: filesFromPB(req.Output)}
+	if err := v.Verify(ctx, r); err != nil {
+		return &pluginpb.VerifyResponse{Reason: err.Error()}, nil
+	}
+	return &pluginpb.VerifyResponse{Ok: true}, nil
 }
 
 func (s *taskServer) Attach(ctx context.Context, req *pluginpb.AttachRequest) (*pluginpb.AttachResponse, error) {
@@ -351,6 +369,25 @@ func (c *Client) Run(ctx context.Context, req *Request, host Host) (*Result, err
 		WorkDir: req.WorkDir,
 	})
 	return resultFromPB(req.TaskID, resp, err)
+}
+
+// Verify asks the plugin to check an output. It returns nil if the plugin
+// accepts it, an error wrapping ErrRejected if it rejects it, and any
+// other error if the check could not be made.
+func (c *Client) Verify(ctx context.Context, req *VerifyRequest) error {
+	resp, err := c.rpc.Verify(ctx, &pluginpb.VerifyRequest{
+		JobId: req.JobID, TaskId: req.TaskID, Params: req.Params,
+		Inputs: filesToPB(req.Inputs), Output: filesToPB(req.Output),
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("call plugin: %w", err)
+	case resp.Error != "":
+		return &TaskError{TaskID: req.TaskID, Msg: "verify: " + resp.Error}
+	case !resp.Ok:
+		return fmt.Errorf("%w: %s", ErrRejected, resp.Reason)
+	}
+	return nil
 }
 
 // Reduce runs the plugin's reduce step.

@@ -23,6 +23,36 @@ type Reducer interface {
 	Reduce(ctx context.Context, req *ReduceRequest, host Host) (*Result, error)
 }
 
+// Verifier is optionally implemented next to Task by plugins whose answers
+// are hard to find and easy to check (the seed papers' NP-like problems).
+// With it a single replica suffices: the coordinator checks each output
+// and a rejected one counts as a lost vote for the peer that produced it.
+// Verify returns nil to accept, an error saying why to reject.
+type Verifier interface {
+	Verify(ctx context.Context, req *VerifyRequest) error
+}
+
+// VerifyRequest is a task and the output to check.
+type VerifyRequest struct {
+	JobID  string
+	TaskID string
+	Params json.RawMessage
+	Inputs []File
+	// Output holds DataFile (if the task returned Data) and its files.
+	Output []File
+}
+
+// Decode unmarshals the task parameters into v.
+func (r *VerifyRequest) Decode(v any) error {
+	if len(r.Params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.Params, v); err != nil {
+		return fmt.Errorf("decode params of task %s: %w", r.TaskID, err)
+	}
+	return nil
+}
+
 // Describer is optionally implemented to name the plugin.
 type Describer interface {
 	Describe() Info
@@ -249,6 +279,10 @@ type TaskError struct {
 	TaskID string
 	Msg    string
 }
+
+// ErrRejected is wrapped by Client.Verify when the plugin rejected an
+// output (as opposed to failing to check it).
+var ErrRejected = errors.New("output rejected by the plugin's check")
 
 func (e *TaskError) Error() string {
 	if e.TaskID == "" {

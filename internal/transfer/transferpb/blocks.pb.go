@@ -5,7 +5,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: blocks.proto
+// source: internal/transfer/transferpb/blocks.proto
 
 package transferpb
 
@@ -57,11 +57,11 @@ func (x Block_Status) String() string {
 }
 
 func (Block_Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_blocks_proto_enumTypes[0].Descriptor()
+	return file_internal_transfer_transferpb_blocks_proto_enumTypes[0].Descriptor()
 }
 
 func (Block_Status) Type() protoreflect.EnumType {
-	return &file_blocks_proto_enumTypes[0]
+	return &file_internal_transfer_transferpb_blocks_proto_enumTypes[0]
 }
 
 func (x Block_Status) Number() protoreflect.EnumNumber {
@@ -70,7 +70,7 @@ func (x Block_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Block_Status.Descriptor instead.
 func (Block_Status) EnumDescriptor() ([]byte, []int) {
-	return file_blocks_proto_rawDescGZIP(), []int{3, 0}
+	return file_internal_transfer_transferpb_blocks_proto_rawDescGZIP(), []int{3, 0}
 }
 
 type HaveRequest struct {
@@ -86,7 +86,7 @@ type HaveRequest struct {
 
 func (x *HaveRequest) Reset() {
 	*x = HaveRequest{}
-	mi := &file_blocks_proto_msgTypes[0]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +98,7 @@ func (x *HaveRequest) String() string {
 func (*HaveRequest) ProtoMessage() {}
 
 func (x *HaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blocks_proto_msgTypes[0]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +111,7 @@ func (x *HaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HaveRequest.ProtoReflect.Descriptor instead.
 func (*HaveRequest) Descriptor() ([]byte, []int) {
-	return file_blocks_proto_rawDescGZIP(), []int{0}
+	return file_internal_transfer_transferpb_blocks_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *HaveRequest) GetVersion() uint32 {
@@ -141,7 +141,7 @@ type HaveResponse struct {
 
 func (x *HaveResponse) Reset() {
 	*x = HaveResponse{}
-	mi := &file_blocks_proto_msgTypes[1]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -153,7 +153,7 @@ func (x *HaveResponse) String() string {
 func (*HaveResponse) ProtoMessage() {}
 
 func (x *HaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blocks_proto_msgTypes[1]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -166,7 +166,7 @@ func (x *HaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HaveResponse.ProtoReflect.Descriptor instead.
 func (*HaveResponse) Descriptor() ([]byte, []int) {
-	return file_blocks_proto_rawDescGZIP(), []int{1}
+	return file_internal_transfer_transferpb_blocks_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *HaveResponse) GetVersion() uint32 {
@@ -195,7 +195,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_blocks_proto_msgTypes[2]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +207,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blocks_proto_msgTypes[2]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +220,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_blocks_proto_rawDescGZIP(), []int{2}
+	return file_internal_transfer_transferpb_blocks_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetRequest) GetVersion() uint32 {
@@ -250,7 +250,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_blocks_proto_msgTypes[3]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +262,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_blocks_proto_msgTypes[3]
+	mi := &file_internal_transfer_transferpb_blocks_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +275,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_blocks_proto_rawDescGZIP(), []int{3}
+	return file_internal_transfer_transferpb_blocks_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Block) GetId() []byte {
@@ -299,11 +299,11 @@ func (x *Block) GetData() []byte {
 	return nil
 }
 
-var File_blocks_proto protoreflect.FileDescriptor
+var File_internal_transfer_transferpb_blocks_proto protoreflect.FileDescriptor
 
-const file_blocks_proto_rawDesc = "" +
+const file_internal_transfer_transferpb_blocks_proto_rawDesc = "" +
 	"\n" +
-	"\fblocks.proto\x12\x0ep2pc.blocks.v1\"9\n" +
+	")internal/transfer/transferpb/blocks.proto\x12\x0ep2pc.blocks.v1\"9\n" +
 	"\vHaveRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\fR\x03ids\"@\n" +
@@ -326,27 +326,27 @@ const file_blocks_proto_rawDesc = "" +
 	"\x03Get\x12\x1a.p2pc.blocks.v1.GetRequest\x1a\x15.p2pc.blocks.v1.Block0\x01B3Z1github.com/p2pc/p2pc/internal/transfer/transferpbb\x06proto3"
 
 var (
-	file_blocks_proto_rawDescOnce sync.Once
-	file_blocks_proto_rawDescData []byte
+	file_internal_transfer_transferpb_blocks_proto_rawDescOnce sync.Once
+	file_internal_transfer_transferpb_blocks_proto_rawDescData []byte
 )
 
-func file_blocks_proto_rawDescGZIP() []byte {
-	file_blocks_proto_rawDescOnce.Do(func() {
-		file_blocks_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_blocks_proto_rawDesc), len(file_blocks_proto_rawDesc)))
+func file_internal_transfer_transferpb_blocks_proto_rawDescGZIP() []byte {
+	file_internal_transfer_transferpb_blocks_proto_rawDescOnce.Do(func() {
+		file_internal_transfer_transferpb_blocks_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_internal_transfer_transferpb_blocks_proto_rawDesc), len(file_internal_transfer_transferpb_blocks_proto_rawDesc)))
 	})
-	return file_blocks_proto_rawDescData
+	return file_internal_transfer_transferpb_blocks_proto_rawDescData
 }
 
-var file_blocks_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_blocks_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
-var file_blocks_proto_goTypes = []any{
+var file_internal_transfer_transferpb_blocks_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_internal_transfer_transferpb_blocks_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_internal_transfer_transferpb_blocks_proto_goTypes = []any{
 	(Block_Status)(0),    // 0: p2pc.blocks.v1.Block.Status
 	(*HaveRequest)(nil),  // 1: p2pc.blocks.v1.HaveRequest
 	(*HaveResponse)(nil), // 2: p2pc.blocks.v1.HaveResponse
 	(*GetRequest)(nil),   // 3: p2pc.blocks.v1.GetRequest
 	(*Block)(nil),        // 4: p2pc.blocks.v1.Block
 }
-var file_blocks_proto_depIdxs = []int32{
+var file_internal_transfer_transferpb_blocks_proto_depIdxs = []int32{
 	0, // 0: p2pc.blocks.v1.Block.status:type_name -> p2pc.blocks.v1.Block.Status
 	1, // 1: p2pc.blocks.v1.Blocks.Have:input_type -> p2pc.blocks.v1.HaveRequest
 	3, // 2: p2pc.blocks.v1.Blocks.Get:input_type -> p2pc.blocks.v1.GetRequest
@@ -359,27 +359,27 @@ var file_blocks_proto_depIdxs = []int32{
 	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_blocks_proto_init() }
-func file_blocks_proto_init() {
-	if File_blocks_proto != nil {
+func init() { file_internal_transfer_transferpb_blocks_proto_init() }
+func file_internal_transfer_transferpb_blocks_proto_init() {
+	if File_internal_transfer_transferpb_blocks_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blocks_proto_rawDesc), len(file_blocks_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_transfer_transferpb_blocks_proto_rawDesc), len(file_internal_transfer_transferpb_blocks_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_blocks_proto_goTypes,
-		DependencyIndexes: file_blocks_proto_depIdxs,
-		EnumInfos:         file_blocks_proto_enumTypes,
-		MessageInfos:      file_blocks_proto_msgTypes,
+		GoTypes:           file_internal_transfer_transferpb_blocks_proto_goTypes,
+		DependencyIndexes: file_internal_transfer_transferpb_blocks_proto_depIdxs,
+		EnumInfos:         file_internal_transfer_transferpb_blocks_proto_enumTypes,
+		MessageInfos:      file_internal_transfer_transferpb_blocks_proto_msgTypes,
 	}.Build()
-	File_blocks_proto = out.File
-	file_blocks_proto_goTypes = nil
-	file_blocks_proto_depIdxs = nil
+	File_internal_transfer_transferpb_blocks_proto = out.File
+	file_internal_transfer_transferpb_blocks_proto_goTypes = nil
+	file_internal_transfer_transferpb_blocks_proto_depIdxs = nil
 }

@@ -5,7 +5,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: blocks.proto
+// source: internal/transfer/transferpb/blocks.proto
 
 package transferpb
 
@@ -176,5 +176,5 @@ var Blocks_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "blocks.proto",
+	Metadata: "internal/transfer/transferpb/blocks.proto",
 }

@@ -3,4 +3,7 @@
 // .pb.go files; regenerate them with go generate (or `just proto`).
 package transferpb
 
-//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative blocks.proto
+// The proto is compiled from the repository root, so that it registers as
+// internal/transfer/transferpb/blocks.proto (a name no other package uses):
+//
+//go:generate sh -c "cd ../../.. && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto"

@@ -581,6 +581,144 @@ func (x *ReduceRequest) GetWorkDir() string {
 	return ""
 }
 
+type VerifyRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Params []byte                 `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	Inputs []*File                `protobuf:"bytes,4,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The output to check: "data" for inline data, then the task's files.
+	Output        []*File `protobuf:"bytes,5,rep,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRequest) Reset() {
+	*x = VerifyRequest{}
+	mi := &file_plugin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRequest) ProtoMessage() {}
+
+func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *VerifyRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *VerifyRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *VerifyRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *VerifyRequest) GetInputs() []*File {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *VerifyRequest) GetOutput() []*File {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+type VerifyResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Ok     bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A failure of the check itself (not a rejection).
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyResponse) Reset() {
+	*x = VerifyResponse{}
+	mi := &file_plugin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyResponse) ProtoMessage() {}
+
+func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
+func (*VerifyResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *VerifyResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *VerifyResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *VerifyResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type ProgressRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -592,7 +730,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +742,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +755,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProgressRequest) GetCallId() uint64 {
@@ -651,7 +789,7 @@ type PartialRequest struct {
 
 func (x *PartialRequest) Reset() {
 	*x = PartialRequest{}
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +801,7 @@ func (x *PartialRequest) String() string {
 func (*PartialRequest) ProtoMessage() {}
 
 func (x *PartialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +814,7 @@ func (x *PartialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartialRequest.ProtoReflect.Descriptor instead.
 func (*PartialRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{10}
+	return file_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartialRequest) GetCallId() uint64 {
@@ -701,7 +839,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_plugin_proto_msgTypes[11]
+	mi := &file_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +851,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[11]
+	mi := &file_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +864,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{11}
+	return file_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 type SendRequest struct {
@@ -740,7 +878,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +890,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +903,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{12}
+	return file_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendRequest) GetCallId() uint64 {
@@ -798,7 +936,7 @@ type RecvRequest struct {
 
 func (x *RecvRequest) Reset() {
 	*x = RecvRequest{}
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +948,7 @@ func (x *RecvRequest) String() string {
 func (*RecvRequest) ProtoMessage() {}
 
 func (x *RecvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +961,7 @@ func (x *RecvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecvRequest.ProtoReflect.Descriptor instead.
 func (*RecvRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{13}
+	return file_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecvRequest) GetCallId() uint64 {
@@ -845,7 +983,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +995,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1008,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{14}
+	return file_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Message) GetFrom() string {
@@ -904,7 +1042,7 @@ type LoadRequest struct {
 
 func (x *LoadRequest) Reset() {
 	*x = LoadRequest{}
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1054,7 @@ func (x *LoadRequest) String() string {
 func (*LoadRequest) ProtoMessage() {}
 
 func (x *LoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1067,7 @@ func (x *LoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
 func (*LoadRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{15}
+	return file_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LoadRequest) GetCallId() uint64 {
@@ -957,7 +1095,7 @@ type Global struct {
 
 func (x *Global) Reset() {
 	*x = Global{}
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1107,7 @@ func (x *Global) String() string {
 func (*Global) ProtoMessage() {}
 
 func (x *Global) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1120,7 @@ func (x *Global) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Global.ProtoReflect.Descriptor instead.
 func (*Global) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{16}
+	return file_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Global) GetVersion() uint64 {
@@ -1010,7 +1148,7 @@ type StoreRequest struct {
 
 func (x *StoreRequest) Reset() {
 	*x = StoreRequest{}
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1160,7 @@ func (x *StoreRequest) String() string {
 func (*StoreRequest) ProtoMessage() {}
 
 func (x *StoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1173,7 @@ func (x *StoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRequest.ProtoReflect.Descriptor instead.
 func (*StoreRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{17}
+	return file_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StoreRequest) GetCallId() uint64 {
@@ -1072,7 +1210,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1222,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1235,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CompareAndSwapRequest) GetCallId() uint64 {
@@ -1139,7 +1277,7 @@ type SwapResult struct {
 
 func (x *SwapResult) Reset() {
 	*x = SwapResult{}
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1289,7 @@ func (x *SwapResult) String() string {
 func (*SwapResult) ProtoMessage() {}
 
 func (x *SwapResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1302,7 @@ func (x *SwapResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwapResult.ProtoReflect.Descriptor instead.
 func (*SwapResult) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{19}
+	return file_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SwapResult) GetSwapped() bool {
@@ -1191,7 +1329,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1341,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1354,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{20}
+	return file_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckpointRequest) GetCallId() uint64 {
@@ -1242,7 +1380,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1392,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1405,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{21}
+	return file_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeRequest) GetCallId() uint64 {
@@ -1287,7 +1425,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1437,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1450,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{22}
+	return file_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeResponse) GetFound() bool {
@@ -1371,7 +1509,17 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06params\x18\x03 \x01(\fR\x06params\x120\n" +
 	"\x05tasks\x18\x04 \x03(\v2\x1a.p2pc.plugin.v1.TaskOutputR\x05tasks\x12\x19\n" +
-	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\"Z\n" +
+	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\"\xb3\x01\n" +
+	"\rVerifyRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06params\x18\x03 \x01(\fR\x06params\x12,\n" +
+	"\x06inputs\x18\x04 \x03(\v2\x14.p2pc.plugin.v1.FileR\x06inputs\x12,\n" +
+	"\x06output\x18\x05 \x03(\v2\x14.p2pc.plugin.v1.FileR\x06output\"N\n" +
+	"\x0eVerifyResponse\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"Z\n" +
 	"\x0fProgressRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x1a\n" +
 	"\bfraction\x18\x02 \x01(\x01R\bfraction\x12\x12\n" +
@@ -1416,12 +1564,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\"<\n" +
 	"\x0eResumeResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state2\xa4\x02\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state2\xed\x02\n" +
 	"\x04Task\x12M\n" +
 	"\bDescribe\x12\x1f.p2pc.plugin.v1.DescribeRequest\x1a .p2pc.plugin.v1.DescribeResponse\x12G\n" +
 	"\x06Attach\x12\x1d.p2pc.plugin.v1.AttachRequest\x1a\x1e.p2pc.plugin.v1.AttachResponse\x12>\n" +
 	"\x03Run\x12\x1a.p2pc.plugin.v1.RunRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12D\n" +
-	"\x06Reduce\x12\x1d.p2pc.plugin.v1.ReduceRequest\x1a\x1b.p2pc.plugin.v1.RunResponse2\xe0\x04\n" +
+	"\x06Reduce\x12\x1d.p2pc.plugin.v1.ReduceRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12G\n" +
+	"\x06Verify\x12\x1d.p2pc.plugin.v1.VerifyRequest\x1a\x1e.p2pc.plugin.v1.VerifyResponse2\xe0\x04\n" +
 	"\x04Host\x12@\n" +
 	"\bProgress\x12\x1f.p2pc.plugin.v1.ProgressRequest\x1a\x13.p2pc.plugin.v1.Ack\x12>\n" +
 	"\aPartial\x12\x1e.p2pc.plugin.v1.PartialRequest\x1a\x13.p2pc.plugin.v1.Ack\x128\n" +
@@ -1446,7 +1595,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),       // 0: p2pc.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),      // 1: p2pc.plugin.v1.DescribeResponse
@@ -1457,57 +1606,63 @@ var file_plugin_proto_goTypes = []any{
 	(*RunResponse)(nil),           // 6: p2pc.plugin.v1.RunResponse
 	(*TaskOutput)(nil),            // 7: p2pc.plugin.v1.TaskOutput
 	(*ReduceRequest)(nil),         // 8: p2pc.plugin.v1.ReduceRequest
-	(*ProgressRequest)(nil),       // 9: p2pc.plugin.v1.ProgressRequest
-	(*PartialRequest)(nil),        // 10: p2pc.plugin.v1.PartialRequest
-	(*Ack)(nil),                   // 11: p2pc.plugin.v1.Ack
-	(*SendRequest)(nil),           // 12: p2pc.plugin.v1.SendRequest
-	(*RecvRequest)(nil),           // 13: p2pc.plugin.v1.RecvRequest
-	(*Message)(nil),               // 14: p2pc.plugin.v1.Message
-	(*LoadRequest)(nil),           // 15: p2pc.plugin.v1.LoadRequest
-	(*Global)(nil),                // 16: p2pc.plugin.v1.Global
-	(*StoreRequest)(nil),          // 17: p2pc.plugin.v1.StoreRequest
-	(*CompareAndSwapRequest)(nil), // 18: p2pc.plugin.v1.CompareAndSwapRequest
-	(*SwapResult)(nil),            // 19: p2pc.plugin.v1.SwapResult
-	(*CheckpointRequest)(nil),     // 20: p2pc.plugin.v1.CheckpointRequest
-	(*ResumeRequest)(nil),         // 21: p2pc.plugin.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 22: p2pc.plugin.v1.ResumeResponse
+	(*VerifyRequest)(nil),         // 9: p2pc.plugin.v1.VerifyRequest
+	(*VerifyResponse)(nil),        // 10: p2pc.plugin.v1.VerifyResponse
+	(*ProgressRequest)(nil),       // 11: p2pc.plugin.v1.ProgressRequest
+	(*PartialRequest)(nil),        // 12: p2pc.plugin.v1.PartialRequest
+	(*Ack)(nil),                   // 13: p2pc.plugin.v1.Ack
+	(*SendRequest)(nil),           // 14: p2pc.plugin.v1.SendRequest
+	(*RecvRequest)(nil),           // 15: p2pc.plugin.v1.RecvRequest
+	(*Message)(nil),               // 16: p2pc.plugin.v1.Message
+	(*LoadRequest)(nil),           // 17: p2pc.plugin.v1.LoadRequest
+	(*Global)(nil),                // 18: p2pc.plugin.v1.Global
+	(*StoreRequest)(nil),          // 19: p2pc.plugin.v1.StoreRequest
+	(*CompareAndSwapRequest)(nil), // 20: p2pc.plugin.v1.CompareAndSwapRequest
+	(*SwapResult)(nil),            // 21: p2pc.plugin.v1.SwapResult
+	(*CheckpointRequest)(nil),     // 22: p2pc.plugin.v1.CheckpointRequest
+	(*ResumeRequest)(nil),         // 23: p2pc.plugin.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 24: p2pc.plugin.v1.ResumeResponse
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: p2pc.plugin.v1.RunRequest.inputs:type_name -> p2pc.plugin.v1.File
 	4,  // 1: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
 	7,  // 2: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
-	16, // 3: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
-	0,  // 4: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
-	2,  // 5: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
-	5,  // 6: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
-	8,  // 7: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
-	9,  // 8: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
-	10, // 9: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
-	12, // 10: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
-	13, // 11: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
-	15, // 12: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
-	17, // 13: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
-	18, // 14: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
-	20, // 15: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
-	21, // 16: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
-	1,  // 17: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
-	3,  // 18: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
-	6,  // 19: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
-	6,  // 20: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
-	11, // 21: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
-	11, // 22: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
-	11, // 23: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
-	14, // 24: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
-	16, // 25: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
-	16, // 26: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
-	19, // 27: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
-	11, // 28: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
-	22, // 29: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
-	17, // [17:30] is the sub-list for method output_type
-	4,  // [4:17] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	4,  // 3: p2pc.plugin.v1.VerifyRequest.inputs:type_name -> p2pc.plugin.v1.File
+	4,  // 4: p2pc.plugin.v1.VerifyRequest.output:type_name -> p2pc.plugin.v1.File
+	18, // 5: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
+	0,  // 6: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
+	2,  // 7: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
+	5,  // 8: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
+	8,  // 9: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
+	9,  // 10: p2pc.plugin.v1.Task.Verify:input_type -> p2pc.plugin.v1.VerifyRequest
+	11, // 11: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
+	12, // 12: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
+	14, // 13: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
+	15, // 14: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
+	17, // 15: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
+	19, // 16: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
+	20, // 17: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
+	22, // 18: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
+	23, // 19: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
+	1,  // 20: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
+	3,  // 21: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
+	6,  // 22: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
+	6,  // 23: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
+	10, // 24: p2pc.plugin.v1.Task.Verify:output_type -> p2pc.plugin.v1.VerifyResponse
+	13, // 25: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
+	13, // 26: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
+	13, // 27: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
+	16, // 28: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
+	18, // 29: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
+	18, // 30: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
+	21, // 31: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
+	13, // 32: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
+	24, // 33: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
+	20, // [20:34] is the sub-list for method output_type
+	6,  // [6:20] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -1521,7 +1676,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -31,6 +31,7 @@ const (
 	Task_Attach_FullMethodName   = "/p2pc.plugin.v1.Task/Attach"
 	Task_Run_FullMethodName      = "/p2pc.plugin.v1.Task/Run"
 	Task_Reduce_FullMethodName   = "/p2pc.plugin.v1.Task/Reduce"
+	Task_Verify_FullMethodName   = "/p2pc.plugin.v1.Task/Verify"
 )
 
 // TaskClient is the client API for Task service.
@@ -48,6 +49,9 @@ type TaskClient interface {
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*RunResponse, error)
 	// Reduce assembles all task outputs into the job's final artifact.
 	Reduce(ctx context.Context, in *ReduceRequest, opts ...grpc.CallOption) (*RunResponse, error)
+	// Verify checks a task's output cheaply (plugins that implement
+	// sdk.Verifier): accepted, or rejected with a reason.
+	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
 }
 
 type taskClient struct {
@@ -98,6 +102,16 @@ func (c *taskClient) Reduce(ctx context.Context, in *ReduceRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *taskClient) Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyResponse)
+	err := c.cc.Invoke(ctx, Task_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskServer is the server API for Task service.
 // All implementations must embed UnimplementedTaskServer
 // for forward compatibility.
@@ -113,6 +127,9 @@ type TaskServer interface {
 	Run(context.Context, *RunRequest) (*RunResponse, error)
 	// Reduce assembles all task outputs into the job's final artifact.
 	Reduce(context.Context, *ReduceRequest) (*RunResponse, error)
+	// Verify checks a task's output cheaply (plugins that implement
+	// sdk.Verifier): accepted, or rejected with a reason.
+	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
 	mustEmbedUnimplementedTaskServer()
 }
 
@@ -134,6 +151,9 @@ func (UnimplementedTaskServer) Run(context.Context, *RunRequest) (*RunResponse, 
 }
 func (UnimplementedTaskServer) Reduce(context.Context, *ReduceRequest) (*RunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reduce not implemented")
+}
+func (UnimplementedTaskServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
 }
 func (UnimplementedTaskServer) mustEmbedUnimplementedTaskServer() {}
 func (UnimplementedTaskServer) testEmbeddedByValue()              {}
@@ -228,6 +248,24 @@ func _Task_Reduce_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Task_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskServer).Verify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Task_Verify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskServer).Verify(ctx, req.(*VerifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Task_ServiceDesc is the grpc.ServiceDesc for Task service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +288,10 @@ var Task_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reduce",
 			Handler:    _Task_Reduce_Handler,
+		},
+		{
+			MethodName: "Verify",
+			Handler:    _Task_Verify_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

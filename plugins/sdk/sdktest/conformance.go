@@ -48,6 +48,7 @@ var (
 //     byte-identical files (redundant replicas are compared by digest);
 //   - every progress fraction is within [0, 1] and none is below the one
 //     before;
+//   - if the task is an sdk.Verifier, its Verify accepts both outputs;
 //   - with its context cancelled shortly after the start, it returns (a
 //     result or an error) within CancelTimeout.
 //
@@ -83,6 +84,11 @@ func checkCase(t testing.TB, task sdk.Task, c Case) {
 		}
 		t.Cleanup(func() { out.Cleanup() })
 		checkProgress(t, i+1, out.Progress)
+		if v, ok := task.(sdk.Verifier); ok {
+			if err := Verify(context.Background(), v, out, c.Inputs...); err != nil {
+				t.Errorf("run %d: Verify rejects the task's own output: %v", i+1, err)
+			}
+		}
 		runs[i] = out
 	}
 	checkSame(t, runs[0], runs[1])
@@ -155,7 +161,8 @@ func excerpt(b []byte) string {
 
 // checkCancel runs the task with a context that is cancelled shortly
 // after the start and fails if it has not returned CancelTimeout later.
-// A task that hangs is left running: its work dir is not removed.
+// A task that hangs is left running; its work dir is removed when (if)
+// it returns.
 func checkCancel(t testing.TB, task sdk.Task, params json.RawMessage, inputs []sdk.File) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sdktest-cancel-")
@@ -167,6 +174,7 @@ func checkCancel(t testing.TB, task sdk.Task, params json.RawMessage, inputs []s
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer os.RemoveAll(dir)
 		req := &sdk.Request{JobID: "sdktest", TaskID: "cancel", Params: params, Inputs: inputs, WorkDir: dir}
 		if out, _ := RunRequest(ctx, task, req); out != nil {
 			out.Cleanup()
@@ -182,8 +190,6 @@ func checkCancel(t testing.TB, task sdk.Task, params json.RawMessage, inputs []s
 		case <-done:
 		case <-time.After(cancelTimeout):
 			t.Errorf("task did not return within %v after its context was cancelled", cancelTimeout)
-			return
 		}
 	}
-	os.RemoveAll(dir)
 }

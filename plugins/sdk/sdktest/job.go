@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -33,11 +34,14 @@ import (
 // coordinator restarts a task whose peer died: the task's messages are
 // delivered again from the one after its latest checkpoint (those
 // received before it are not), and the Host of the previous incarnation
-// fails every later Send, Recv, Checkpoint and Resume with ErrSuperseded.
+// fails every later call but Progress and Partial with ErrSuperseded.
 //
 // Like a remote host, every call fails once its context is done, and
 // sizes over sdk.MaxMessageSize, sdk.MaxGlobalSize and
-// sdk.MaxCheckpointSize are refused. A Job is safe for concurrent use.
+// sdk.MaxCheckpointSize are refused, as are keys that are empty, longer
+// than 256 bytes or not UTF-8. Unlike p2pc's coordinator, a Job takes
+// messages for any task ID, since it does not know the job's tasks in
+// advance. A Job is safe for concurrent use.
 type Job struct {
 	// ID is the JobID that RunTasks gives requests that have none.
 	ID string
@@ -219,7 +223,7 @@ type jobHost struct {
 
 var _ sdk.Host = (*jobHost)(nil)
 
-// current checks ctx and that h is the task's latest incarnation, and
+// lock checks ctx and that h is the task's latest incarnation, and
 // returns the task's state. On success j.mu is held: the caller unlocks.
 func (h *jobHost) lock(ctx context.Context) (*taskState, error) {
 	if err := ctx.Err(); err != nil {
@@ -276,21 +280,22 @@ func (h *jobHost) Recv(ctx context.Context) (sdk.Message, error) {
 }
 
 func (h *jobHost) Load(ctx context.Context, key string) (sdk.Global, error) {
-	if err := ctx.Err(); err != nil {
+	if _, err := h.lock(ctx); err != nil {
 		return sdk.Global{}, err
 	}
-	return h.job.Global(key), nil
+	defer h.job.mu.Unlock()
+	g := h.job.globals[key]
+	return sdk.Global{Version: g.Version, Value: bytes.Clone(g.Value)}, nil
 }
 
 func (h *jobHost) Store(ctx context.Context, key string, value []byte) (sdk.Global, error) {
 	if err := checkGlobal(key, value); err != nil {
 		return sdk.Global{}, fmt.Errorf("sdktest: store: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
+	if _, err := h.lock(ctx); err != nil {
 		return sdk.Global{}, err
 	}
 	j := h.job
-	j.mu.Lock()
 	defer j.mu.Unlock()
 	g := sdk.Global{Version: j.globals[key].Version + 1, Value: bytes.Clone(value)}
 	j.globals[key] = g
@@ -301,11 +306,10 @@ func (h *jobHost) CompareAndSwap(ctx context.Context, key string, version uint64
 	if err := checkGlobal(key, value); err != nil {
 		return false, sdk.Global{}, fmt.Errorf("sdktest: compare-and-swap: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
+	if _, err := h.lock(ctx); err != nil {
 		return false, sdk.Global{}, err
 	}
 	j := h.job
-	j.mu.Lock()
 	defer j.mu.Unlock()
 	cur := j.globals[key]
 	swapped := cur.Version == version
@@ -316,10 +320,13 @@ func (h *jobHost) CompareAndSwap(ctx context.Context, key string, version uint64
 	return swapped, sdk.Global{Version: cur.Version, Value: bytes.Clone(cur.Value)}, nil
 }
 
+// maxKeyLen is the longest key p2pc's coordinator accepts.
+const maxKeyLen = 256
+
 func checkGlobal(key string, value []byte) error {
 	switch {
-	case key == "":
-		return errors.New("empty key")
+	case key == "" || len(key) > maxKeyLen || !utf8.ValidString(key):
+		return fmt.Errorf("key %q: want 1 to %d bytes of UTF-8", key, maxKeyLen)
 	case len(value) > sdk.MaxGlobalSize:
 		return fmt.Errorf("%s: value of %d bytes over the %d limit", key, len(value), sdk.MaxGlobalSize)
 	}

@@ -147,6 +147,21 @@ func Reduce(ctx context.Context, r sdk.Reducer, jobParams any, outputs []sdk.Tas
 	return out, nil
 }
 
+// Verify runs v's Verify in-process on the output of out, a successful
+// Run, with the params out ran with and the given inputs, the way the
+// coordinator checks an output: nil means accepted. A panic in Verify
+// comes back as an error.
+func Verify(ctx context.Context, v sdk.Verifier, out *Outcome, inputs ...sdk.File) (err error) {
+	o := out.Output("task")
+	req := &sdk.VerifyRequest{JobID: "sdktest", TaskID: "task", Params: out.params, Inputs: inputs, Output: o.Files}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return v.Verify(ctx, req)
+}
+
 // Params turns v into the JSON object a task receives as its params:
 // nil gives {}, a json.RawMessage or []byte is used verbatim (it must be
 // valid JSON), anything else is marshalled with encoding/json. The result

@@ -306,11 +306,19 @@ func TestConformanceChecks(t *testing.T) {
 		}
 	}
 	var calls atomic.Int64
+	hung := make(chan struct{})
 	hangs := taskFunc(func(ctx context.Context, _ *sdk.Request, _ sdk.Host) (*sdk.Result, error) {
-		if calls.Add(1) > 2 { // the cancel check: ignore ctx for a while
+		if calls.Add(1) == 3 { // the cancel check: ignore ctx for a while
 			time.Sleep(time.Second)
+			defer close(hung)
 		}
 		return nil, nil
+	})
+	t.Cleanup(func() {
+		if calls.Load() >= 3 { // it hung:
+			<-hung                            // wait till it returned
+			time.Sleep(50 * time.Millisecond) // and its work dir is gone
+		}
 	})
 
 	tests := []struct {
@@ -345,6 +353,51 @@ func TestConformanceChecks(t *testing.T) {
 				t.Errorf("failure messages:\n%s\nwant one mentioning %q", msgs, tt.want)
 			}
 		})
+	}
+}
+
+// verified is a task with a Verify step that accepts data "ok" only.
+type verified struct{ data string }
+
+func (v verified) Run(context.Context, *sdk.Request, sdk.Host) (*sdk.Result, error) {
+	return &sdk.Result{Data: []byte(v.data)}, nil
+}
+
+func (verified) Verify(_ context.Context, req *sdk.VerifyRequest) error {
+	for _, f := range req.Output {
+		if f.Name == sdk.DataFile {
+			b, err := os.ReadFile(f.Path)
+			if err != nil {
+				return err
+			}
+			if string(b) != "ok" {
+				return fmt.Errorf("data %q is not ok", b)
+			}
+			return nil
+		}
+	}
+	return errors.New("no data")
+}
+
+func TestVerify(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		data, want string
+	}{{"ok", ""}, {"bad", `data "bad" is not ok`}} {
+		task := verified{tt.data}
+		out, err := Run(ctx, task, map[string]int{"x": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Verify(ctx, task, out)
+		out.Cleanup()
+		if (tt.want == "" && err != nil) || (tt.want != "" && (err == nil || err.Error() != tt.want)) {
+			t.Errorf("data %q: Verify = %v, want %q", tt.data, err, tt.want)
+		}
+		failed, msgs := check(t, task, Case{})
+		if failed != (tt.want != "") || (failed && !strings.Contains(msgs, "Verify rejects the task's own output: "+tt.want)) {
+			t.Errorf("data %q: conformance failed=%v:\n%s", tt.data, failed, msgs)
+		}
 	}
 }
 

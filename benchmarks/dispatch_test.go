@@ -1,0 +1,272 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// Dispatch benchmarks (issue 4): real `p2pc join` processes on 127.0.0.1
+// (--no-mdns; the submitter is given their addresses with --join) and a
+// real `p2pc run` per iteration, so what is measured is the program users
+// run. Per-task times come from report.json: an attempt starts when the
+// coordinator issues the lease and ends when the peer has finished the
+// task.
+//
+//	go test ./benchmarks -run '^$' -bench Dispatch -benchtime 10x
+//
+// With P2PC_BENCH_CPUPROFILE=DIR each `p2pc run` writes a CPU profile
+// into DIR (run-<n>.pprof; read it with `go tool pprof -top BIN FILE`,
+// BIN being DIR/p2pc, kept there too).
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildEcho string
+	buildErr  error
+)
+
+// binaries builds p2pc and the echo plugin once per test binary.
+func binaries(b *testing.B) (bin, echo string) {
+	b.Helper()
+	buildOnce.Do(func() {
+		root, err := harness.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if buildDir, buildErr = os.MkdirTemp("", "p2pc-dispatch-bench-"); buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "p2pc")
+		buildEcho = filepath.Join(buildDir, "echo")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if buildErr = harness.Build(ctx, root, buildBin, false); buildErr != nil {
+			return
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildEcho, "./plugins/echo")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build echo: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return buildBin, buildEcho
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" && os.Getenv("P2PC_BENCH_CPUPROFILE") == "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+var listenRe = regexp.MustCompile(`listening (\S+) name (\S+)`)
+
+// swarm starts peers x slots `p2pc join` processes on loopback.
+func swarm(b *testing.B, bin string, peers, slots int) []string {
+	b.Helper()
+	dir := b.TempDir()
+	var addrs []string
+	var procs []*harness.Proc
+	for i := range peers {
+		name := fmt.Sprintf("peer%02d", i+1)
+		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, name), "join", "--name", name,
+			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"}, harness.Options{Name: name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Go(func() { p.Stop(2 * time.Second) })
+		}
+		wg.Wait()
+		for _, p := range procs {
+			if err := p.CheckLogs(); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range procs {
+		m, err := p.WaitOutput(ctx, listenRe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		addrs = append(addrs, m[1])
+	}
+	return addrs
+}
+
+// echoSpec writes a job of n echo tasks (sleep_ms > 0: each sleeps).
+func echoSpec(b *testing.B, echo string, n, sleepMS int) string {
+	b.Helper()
+	spec := filepath.Join(b.TempDir(), "echo.yaml")
+	body := fmt.Sprintf("name: dispatch\nplugin: %s\nparams: {sleep_ms: %d}\ntasks:\n  - range: {param: i, from: 0, to: %d}\ntimeout: 1m\n", echo, sleepMS, n-1)
+	if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return spec
+}
+
+var runSeq int
+
+// submit runs the job on the swarm and returns its report and wall time.
+func submit(b *testing.B, bin, spec string, addrs []string, data string) (*report.Report, time.Duration) {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "out")
+	args := []string{"--data", data}
+	if dir := os.Getenv("P2PC_BENCH_CPUPROFILE"); dir != "" {
+		runSeq++
+		args = append(args, "--cpuprofile", filepath.Join(dir, fmt.Sprintf("run-%d.pprof", runSeq)))
+		_ = exec.Command("cp", bin, filepath.Join(dir, "p2pc")).Run()
+	}
+	args = append(args, "run", spec, "--out", out, "--local-slots", "0", "--no-progress", "--no-mdns",
+		"--listen", "127.0.0.1:0", "--join", strings.Join(addrs, ","))
+	start := time.Now()
+	p, err := harness.Start(bin, args, harness.Options{Name: "p2pc run"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	code, err := p.Wait(5 * time.Minute)
+	wall := time.Since(start)
+	if err != nil || code != 0 {
+		b.Fatalf("p2pc run: exit %d, %v\n%s", code, err, p.Stderr())
+	}
+	rep, err := report.Read(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rep.Summary.Done != rep.Summary.Total {
+		b.Fatalf("%d of %d tasks done", rep.Summary.Done, rep.Summary.Total)
+	}
+	return rep, wall
+}
+
+// latencies are the accepted attempts' lease-to-end times, and the span
+// from the first lease to the last end.
+func latencies(rep *report.Report) (lat []time.Duration, first, last time.Time) {
+	for _, t := range rep.Tasks {
+		for _, a := range t.Attempts {
+			if first.IsZero() || a.Start.Before(first) {
+				first = a.Start
+			}
+			if a.Outcome == report.OutcomeOK {
+				lat = append(lat, a.End.Sub(a.Start))
+				if a.End.After(last) {
+					last = a.End
+				}
+			}
+		}
+	}
+	return lat, first, last
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func quantile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(pos)
+	hi := min(lo+1, len(sorted)-1)
+	return ms(sorted[lo]) + (ms(sorted[hi])-ms(sorted[lo]))*(pos-float64(lo))
+}
+
+func reportLatency(b *testing.B, all []time.Duration) {
+	slices.Sort(all)
+	var sum, ss float64
+	for _, d := range all {
+		sum += ms(d)
+	}
+	mean := sum / float64(len(all))
+	for _, d := range all {
+		ss += (ms(d) - mean) * (ms(d) - mean)
+	}
+	sd := 0.0
+	if len(all) > 1 {
+		sd = math.Sqrt(ss / float64(len(all)-1))
+	}
+	b.ReportMetric(mean, "mean-ms")
+	b.ReportMetric(sd, "sd-ms")
+	b.ReportMetric(quantile(all, 0.50), "p50-ms")
+	b.ReportMetric(quantile(all, 0.99), "p99-ms")
+}
+
+// BenchmarkDispatchLatency: Preon 4.3's setup (200 echo tasks
+// dispatched at once to 10 peers x 20 slots) and, for the unloaded cost
+// of one dispatch, 1 peer x 1 slot taking the tasks one after another.
+// One iteration is one job; the metrics pool every task of every
+// iteration. Targets (issue 4): p50 < 1 ms, p99 < 5 ms.
+func BenchmarkDispatchLatency(b *testing.B) {
+	for _, c := range []struct{ peers, slots, tasks int }{{10, 20, 200}, {1, 1, 200}} {
+		b.Run(fmt.Sprintf("peers=%d/slots=%d/tasks=%d", c.peers, c.slots, c.tasks), func(b *testing.B) {
+			bin, echo := binaries(b)
+			addrs := swarm(b, bin, c.peers, c.slots)
+			data := b.TempDir()
+			// Warm up: every slot busy at once, so every peer starts all
+			// its plugin processes; then the job itself once.
+			submit(b, bin, echoSpec(b, echo, c.peers*c.slots*2, 200), addrs, data)
+			spec := echoSpec(b, echo, c.tasks, 0)
+			submit(b, bin, spec, addrs, data)
+			var all []time.Duration
+			var spans float64
+			b.ResetTimer()
+			for b.Loop() {
+				rep, _ := submit(b, bin, spec, addrs, data)
+				lat, first, last := latencies(rep)
+				all = append(all, lat...)
+				spans += last.Sub(first).Seconds()
+			}
+			reportLatency(b, all)
+			b.ReportMetric(spans/float64(b.N)*1000, "span-ms")
+		})
+	}
+}
+
+// BenchmarkTinyTaskThroughput: Preon 4.2's setup, 2048 echo tasks on 16
+// peers x 32 slots. tasks/s is over the span from the first lease to the
+// last result; wall-tasks/s over the whole `p2pc run`. Target (issue 4):
+// >= 5000 tasks/s.
+func BenchmarkTinyTaskThroughput(b *testing.B) {
+	const peers, slots, tasks = 16, 32, 2048
+	bin, echo := binaries(b)
+	addrs := swarm(b, bin, peers, slots)
+	data := b.TempDir()
+	submit(b, bin, echoSpec(b, echo, peers*slots*2, 200), addrs, data)
+	spec := echoSpec(b, echo, tasks, 0)
+	submit(b, bin, spec, addrs, data)
+	var span, wall time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		rep, w := submit(b, bin, spec, addrs, data)
+		_, first, last := latencies(rep)
+		span += last.Sub(first)
+		wall += w
+	}
+	b.ReportMetric(float64(tasks*b.N)/span.Seconds(), "tasks/s")
+	b.ReportMetric(float64(tasks*b.N)/wall.Seconds(), "wall-tasks/s")
+}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+)
+
+func TestFenech(t *testing.T) {
+	// Two machines of rates 2 and 1 that together do 2.85: S_H = 1.425,
+	// S_H,max = 1.5, efficiency 95%.
+	s := Fenech([]float64{1, 2}, 2.85)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"R_M1", s.RM1, 2}, {"sum", s.SumRM, 3}, {"S_H", s.SH, 1.425}, {"S_H,max", s.SHMax, 1.5}, {"efficiency", s.Efficiency, 0.95}} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if z := Fenech(nil, 1); z.Efficiency != 0 || z.SH != 0 {
+		t.Errorf("no solo rates: %+v", z)
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	s := Summarise([]float64{5, 1, 4, 2, 3})
+	if s.N != 5 || s.Mean != 3 || s.Min != 1 || s.Max != 5 || s.P50 != 3 {
+		t.Errorf("%+v", s)
+	}
+	if math.Abs(s.SD-math.Sqrt(2.5)) > 1e-12 {
+		t.Errorf("sd %v", s.SD)
+	}
+	if q := Quantile([]float64{0, 10}, 0.99); math.Abs(q-9.9) > 1e-12 {
+		t.Errorf("p99 of [0 10] = %v", q)
+	}
+	if r := Rolling([]float64{2, 4, 6, 8}, 2); r[0] != 2 || r[1] != 3 || r[3] != 7 {
+		t.Errorf("rolling %v", r)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	good := `
+setups:
+  2: [0.9, 0.6]
+  4: [0.6, 0.5, 0.4, 0.3]
+suites:
+  mandelbrot:
+    full: {width: 100, tasks: 10}
+    quick: {tasks: 2}
+`
+	c, err := ParseConfig([]byte(good), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := c.SelectSetups([]int{4, 2})
+	if err != nil || len(ss) != 2 || ss[0].Name != 4 || math.Abs(ss[0].Total()-1.8) > 1e-9 {
+		t.Fatalf("%v %v", ss, err)
+	}
+	if _, err := c.SelectSetups([]int{3}); err == nil {
+		t.Error("setup 3 does not exist")
+	}
+	var m mandelbrotConfig
+	m.Height = 7
+	if err := c.Decode("mandelbrot", true, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Width != 100 || m.Tasks != 2 || m.Height != 7 {
+		t.Errorf("quick over full over defaults: %+v", m)
+	}
+	if err := c.Decode("mandelbrot", false, &struct{ Width int }{}); err == nil {
+		t.Error("unknown key tasks accepted")
+	}
+
+	for _, bad := range []struct{ yaml, want string }{
+		{"setups:\n  2: [1.5, 0.6]\n", "add up to 2.10 cores"},
+		{"setups:\n  2: [0.05]\n", "between 0.1"},
+		{"setups: {}\n", "no setups"},
+		{"setups:\n  2: [0.5]\nmood: happy\n", "mood"},
+		{"setups:\n  2: [0.5]\nmode: wifi\n", "bridge or loopback"},
+	} {
+		if _, err := ParseConfig([]byte(bad.yaml), 2); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: error %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
+
+// TestRepoConfig checks benchmarks/bench.yaml against a 2-core machine,
+// the smallest it is written for.
+func TestRepoConfig(t *testing.T) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(filepath.Join(root, DefaultConfig), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Suites() {
+		name := s.Info().Name
+		if _, ok := c.Suites[name]; !ok && name != "ga" {
+			t.Errorf("bench.yaml has no section for suite %s", name)
+		}
+	}
+	for _, quick := range []bool{false, true} {
+		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}} {
+			if err := c.Decode(name, quick, into); err != nil {
+				t.Errorf("%s quick=%v: %v", name, quick, err)
+			}
+		}
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all, err := Select([]string{"all"})
+	if err != nil || len(all) < 4 {
+		t.Fatalf("%d suites, %v", len(all), err)
+	}
+	got, err := Select([]string{"latency", "mandelbrot", "latency"})
+	if err != nil || len(got) != 2 || got[0].Info().Name != "mandelbrot" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := Select([]string{"nope"}); err == nil {
+		t.Error("unknown suite accepted")
+	}
+}
+
+// wellFormed fails unless s parses as XML.
+func wellFormed(t *testing.T, s string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed: %v\n%s", err, s)
+		}
+	}
+}
+
+func TestSVG(t *testing.T) {
+	p := &Plot{Title: "a <b> & c", XLabel: "x", YLabel: "y",
+		Series: []Series{{Name: "s", X: []float64{0, 1, 2}, Y: []float64{1, math.NaN(), 3}, Kind: LinePoints}},
+		HLines: []HLine{{Y: 2, Label: "ref", Dashed: true}}, YZero: true, Note: "note"}
+	wellFormed(t, p.SVG())
+	b := &Bars{Title: "bars", YLabel: "%", Categories: []string{"a", "b"},
+		Groups: []BarGroup{{Name: "g", Values: []float64{1, math.NaN()}}},
+		Marks:  []BarGroup{{Name: "m", Values: []float64{math.NaN(), 2}}}}
+	wellFormed(t, b.SVG())
+	wellFormed(t, (&Plot{}).SVG())
+	if ticks := niceTicks(0, 97, 6); ticks[0] != 0 || ticks[len(ticks)-1] < 97 {
+		t.Errorf("ticks %v", ticks)
+	}
+}
+
+// TestBenchQuick is the CI smoke test: `p2pc bench --quick` with one suite
+// and one setup, as root; it checks the files it must write.
+func TestBenchQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	if err := harness.LabAvailable(); err != nil {
+		t.Skipf("no lab here: %v", err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "p2pc")
+	if err := harness.Build(ctx, root, bin, false); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", "mandelbrot", "--setups", "2", "--out", out)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("p2pc bench: %v\n%s", err, b)
+	}
+	for _, f := range []string{"machine.json", "machine.md", "summary.md",
+		"mandelbrot/mandelbrot.json", "mandelbrot/mandelbrot.csv", "mandelbrot/time.svg", "mandelbrot/efficiency.svg",
+		"mandelbrot/summary.md", "mandelbrot/rows.json", "mandelbrot/job.yaml"} {
+		fi, err := os.Stat(filepath.Join(out, f))
+		if err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v (size %v)", f, err, fi)
+		}
+	}
+	var res Result
+	rb, err := os.ReadFile(filepath.Join(out, "mandelbrot", "rows.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(rb, &res); err != nil || !res.Quick || len(res.Rows) == 0 {
+		t.Errorf("rows.json: %v %+v", err, res)
+	}
+	svg, _ := os.ReadFile(filepath.Join(out, "mandelbrot", "efficiency.svg"))
+	wellFormed(t, string(svg))
+	if !strings.Contains(string(b), "efficiency") {
+		t.Errorf("no table printed:\n%s", b)
+	}
+}

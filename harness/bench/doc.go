@@ -1,0 +1,31 @@
+// Package bench is `p2pc bench`: it reproduces the seed papers'
+// experiments on this machine with real p2pc processes in labs (package
+// harness) and writes raw JSON, CSV, SVG charts and markdown summaries
+// into results/.
+//
+// Suites (one file each, registered from init):
+//
+//   - mandelbrot: Preon 4.1's Mandelbrot farm (256 tasks) on Fenech &
+//     Vella's heterogeneous setups: every peer alone (R_Mi), then the
+//     setup together (R_H); S_H, S_H,max and efficiency.
+//   - tracker: Preon 4.2, 2048 echo tasks on 16 peers x 32 slots; total
+//     time, tasks/s and the coordinator's busy fraction over time, beside
+//     GNU parallel and a Dask LocalCluster.
+//   - latency: Preon 4.3, 200 echo tasks on 10 peers x 20 slots; the
+//     dispatch-to-result latency of each task, beside Dask's.
+//   - transfer: Preon 4.4, by running benchmarks/transfer/run.sh.
+//
+// A new suite (the GA of Fenech & Vella, say) is one file in this package
+// with a type implementing Suite and `func init() { Register(x{}) }`; its
+// parameters go under `suites: NAME:` in benchmarks/bench.yaml (full and
+// quick sections, read with Env.Config.Decode), and Env.Heterogeneous
+// measures any job on the selected setups. docs/bench.md describes the
+// interface.
+//
+// Capacities: each peer of a setup runs under a CFS quota (cgroup v1
+// cpu.cfs_quota_us with a 10 ms period, or v2 cpu.max) that covers its
+// plugin processes; the setups of benchmarks/bench.yaml must add up to
+// fewer cores than the machine has. Rates are tasks per second over a
+// job's makespan, from the first lease the coordinator issued to the last
+// result (report.json), after a warm-up job.
+package bench

@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+func init() { Register(mandelbrotSuite{}) }
+
+// fenechEfficiency is Fenech & Vella's efficiency for their largest
+// problem size, by number of machines in the setup.
+var fenechEfficiency = map[int]float64{2: 0.957, 3: 0.942, 4: 0.930}
+
+// mandelbrotSuite is Preon 4.1 (a farm of 256 Mandelbrot jobs) measured
+// with Fenech & Vella's heterogeneous speedup: each peer alone, then the
+// setup together.
+type mandelbrotSuite struct{}
+
+func (mandelbrotSuite) Info() Info {
+	return Info{Name: "mandelbrot", Title: "Mandelbrot farm on heterogeneous setups", Paper: "Preon 4.1 + Fenech & Vella 5", Order: 10, Setups: true}
+}
+
+type mandelbrotConfig struct {
+	Width   int    `yaml:"width"`
+	Height  int    `yaml:"height"`
+	MaxIter int    `yaml:"max_iter"`
+	Tasks   int    `yaml:"tasks"`
+	Timeout string `yaml:"timeout"`
+}
+
+func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
+	cfg := mandelbrotConfig{Width: 4096, Height: 3072, MaxIter: 2000, Tasks: 256, Timeout: "10m"}
+	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Tasks < 1 || cfg.Tasks > cfg.Height {
+		return nil, fmt.Errorf("mandelbrot: tasks %d must be in [1, height %d]", cfg.Tasks, cfg.Height)
+	}
+	timeout, err := time.ParseDuration(cfg.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("mandelbrot: timeout: %w", err)
+	}
+	plugin, err := env.Plugin(ctx, "mandelbrot")
+	if err != nil {
+		return nil, err
+	}
+	params := map[string]any{"width": cfg.Width, "height": cfg.Height, "max_iter": cfg.MaxIter, "bands": cfg.Tasks}
+	spec, err := env.WriteSpec("mandelbrot", JobSpec{
+		Name: "bench-mandelbrot", Plugin: plugin, Params: params,
+		Tasks: []any{Range("band", cfg.Tasks)}, Timeout: cfg.Timeout, Retries: 2,
+	})
+	if err != nil {
+		return nil, err
+	}
+	warm, err := env.WriteSpec("mandelbrot-warmup", JobSpec{
+		Name: "bench-mandelbrot-warmup", Plugin: plugin,
+		Params: map[string]any{"width": 64, "height": 64, "max_iter": 10, "bands": 8},
+		Tasks:  []any{Range("band", 8)}, Timeout: "1m",
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
+		return nil, err
+	}
+
+	phase := env.Progress.Phase("mandelbrot", Steps(env.Setups))
+	if env.Quick {
+		warm = "" // a smoke check: no warm-up runs
+	}
+	runs, err := env.Heterogeneous(ctx, Workload{Spec: spec, Warmup: warm, Timeout: timeout}, phase)
+	phase.Done()
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{}
+	type setupOut struct {
+		HeteroResult
+		LowerBoundS float64 `json:"lower_bound_s"`       // N / sum(R_Mi): the time at efficiency 1
+		PreonBoundS float64 `json:"preon_bound_s"`       // T_M1 / n: Preon's local_time / n
+		TM1S        float64 `json:"fastest_peer_time_s"` // N / R_M1
+	}
+	var outs []setupOut
+	var csvRows [][]string
+	for _, r := range runs {
+		n := float64(r.Together.Tasks)
+		o := setupOut{HeteroResult: r}
+		if r.Speedup.SumRM > 0 {
+			o.LowerBoundS = n / r.Speedup.SumRM
+		}
+		if r.Speedup.RM1 > 0 {
+			o.TM1S = n / r.Speedup.RM1
+			o.PreonBoundS = o.TM1S / float64(len(r.Setup.CPU))
+		}
+		outs = append(outs, o)
+		for i, s := range r.Solo {
+			csvRows = append(csvRows, []string{"alone", fmt.Sprint(r.Setup.Name), fmt.Sprintf("peer%d", i+1), cpuList(s.CPU),
+				fmt.Sprint(s.Tasks), f3(s.MakespanS), f3(s.WallS), f3(s.Rate), "", "", "", ""})
+		}
+		t := r.Together
+		csvRows = append(csvRows, []string{"together", fmt.Sprint(r.Setup.Name), "all", cpuList(t.CPU),
+			fmt.Sprint(t.Tasks), f3(t.MakespanS), f3(t.WallS), f3(t.Rate),
+			f3(r.Speedup.SH), f3(r.Speedup.SHMax), f3(r.Speedup.Efficiency), f3(o.LowerBoundS)})
+		paper := "–"
+		if e, ok := fenechEfficiency[len(r.Setup.CPU)]; ok {
+			paper = pct(e) + " (Fenech & Vella, GA, " + fmt.Sprint(len(r.Setup.CPU)) + " machines)"
+		}
+		res.Add(r.Setup.Label(), "efficiency S_H/S_H,max", pct(r.Speedup.Efficiency), paper)
+		res.Add(r.Setup.Label(), "S_H (S_H,max)", f2(r.Speedup.SH)+" ("+f2(r.Speedup.SHMax)+")", "")
+		res.Add(r.Setup.Label(), "time (lower bound N/ΣR_Mi)", f2(t.MakespanS)+" s ("+f2(o.LowerBoundS)+" s)", "")
+	}
+	if err := env.WriteJSON("mandelbrot.json", map[string]any{
+		"machine": env.Machine, "config": cfg, "quick": env.Quick, "setups": outs,
+		"definitions": map[string]string{
+			"rate":          "tasks / makespan; makespan = first lease issued to last result, from report.json",
+			"r_m1":          "rate of the fastest peer alone",
+			"s_h":           "R_H / R_M1",
+			"s_h_max":       "sum(R_Mi) / R_M1",
+			"efficiency":    "S_H / S_H,max",
+			"lower_bound_s": "tasks / sum(R_Mi): the setup's time at efficiency 1",
+			"preon_bound_s": "(tasks / R_M1) / n: Preon's local time divided by the number of peers",
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := env.WriteCSV("mandelbrot.csv", []string{"kind", "setup", "peer", "cpu_cores", "tasks", "makespan_s", "wall_s",
+		"rate_tasks_per_s", "s_h", "s_h_max", "efficiency", "lower_bound_s"}, csvRows); err != nil {
+		return nil, err
+	}
+
+	cats := make([]string, len(outs))
+	measured, lower, preon, eff, fen, target := nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs))
+	for i, o := range outs {
+		cats[i] = o.Setup.Label()
+		measured[i], lower[i], preon[i] = o.Together.MakespanS, o.LowerBoundS, o.PreonBoundS
+		eff[i] = 100 * o.Speedup.Efficiency
+		if e, ok := fenechEfficiency[len(o.Setup.CPU)]; ok {
+			fen[i] = 100 * e
+		}
+		target[i] = 95
+	}
+	note := fmt.Sprintf("%d tasks: one %dx%d image, max_iter %d, in %d bands; %s", cfg.Tasks, cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, quickNote(env))
+	if err := env.WriteSVG("time.svg", (&Bars{
+		Title: "Mandelbrot farm: time per setup vs the lower bound", YLabel: "seconds (first lease to last result)",
+		Categories: cats,
+		Groups: []BarGroup{
+			{Name: "measured T_H", Values: measured},
+			{Name: "lower bound N / ΣR_Mi", Values: lower, Color: "#009E73"},
+			{Name: "Preon's bound T_M1 / n", Values: preon, Color: "#E69F00"},
+		},
+		Format: func(v float64) string { return fmt.Sprintf("%.1f", v) },
+		Note:   note,
+	}).SVG()); err != nil {
+		return nil, err
+	}
+	if err := env.WriteSVG("efficiency.svg", (&Bars{
+		Title: "Heterogeneous efficiency S_H / S_H,max", YLabel: "efficiency (%)",
+		Categories: cats,
+		Groups:     []BarGroup{{Name: "p2pc, Mandelbrot", Values: eff}},
+		Marks: []BarGroup{
+			{Name: "Fenech & Vella, GA (largest size)", Values: fen, Color: "#D55E00"},
+			{Name: "target 95%", Values: target, Color: "#444"},
+		},
+		Format: func(v float64) string { return fmt.Sprintf("%.1f%%", v) },
+		YMax:   110,
+		Note:   note,
+	}).SVG()); err != nil {
+		return nil, err
+	}
+
+	var md Markdown
+	md.P("# Mandelbrot farm on heterogeneous setups (Preon 4.1, Fenech & Vella 5)")
+	md.P("%s", quickBanner(env))
+	md.P("**Workload.** %d tasks rendering the bands of one %dx%d Mandelbrot image at max_iter %d (`plugins/mandelbrot`; the exact spec is [job.yaml](job.yaml)). "+
+		"Preon's farm was 256 jobs, each a whole 4096x4096 image at 4096 iterations, on DAS-5 peers of 16 threads (the local reference: 506.9 s ± 3.45 s for the 256 runs, 32 at a time). "+
+		"Here the same 256-way split of one image is sized to the 2-core machine: about %s of single-core work in all.",
+		cfg.Tasks, cfg.Width, cfg.Height, cfg.MaxIter, workNote(runs))
+	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes; one slot each. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own.", env.Mode(), env.Machine.Cgroup)
+	md.P("**Method (Fenech & Vella).** Each capacity is measured alone (R_Mi: the job on a lab of that one peer), then each setup together (R_H). Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin and a warm plugin process. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Peers of equal capacity count as the same machine: measured alone once per run.")
+	var rows [][]string
+	for _, o := range outs {
+		paper := "–"
+		if e, ok := fenechEfficiency[len(o.Setup.CPU)]; ok {
+			paper = pct(e)
+		}
+		var solo []string
+		for _, s := range o.Solo {
+			solo = append(solo, f2(s.Rate))
+		}
+		rows = append(rows, []string{o.Setup.Label(), strings.Join(solo, ", "), f2(o.Together.Rate),
+			f2(o.Speedup.SH), f2(o.Speedup.SHMax), "**" + pct(o.Speedup.Efficiency) + "**", paper,
+			f2(o.Together.MakespanS), f2(o.LowerBoundS), f2(o.PreonBoundS), f2(o.Together.WallS), sharesNote(o.Together.Shares)})
+	}
+	md.Table([]string{"setup", "R_Mi alone (tasks/s)", "R_H (tasks/s)", "S_H", "S_H,max", "efficiency", "Fenech & Vella", "T_H (s)", "N/ΣR_Mi (s)", "T_M1/n (s)", "wall (s)", "tasks per peer"}, rows)
+	md.P("![time per setup](time.svg)\n\n![efficiency](efficiency.svg)")
+	md.P("Fenech & Vella's figures are for their GA over .NET peers (95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines); Preon gives no efficiency, only the times of its Figure 2, which it found \"much slower than expected\" because every job copied 65 MiB. Here a task's input is its parameters and its output (a band) travels inline, so the farm is compute-bound as Fenech's definitions assume. Wall is the whole `p2pc run` (plugin check, enrolment, dispatch, collection).")
+	md.P("Files: mandelbrot.json (all measurements), mandelbrot.csv, time.svg, efficiency.svg, job.yaml.")
+	if err := env.WriteMarkdown("summary.md", &md); err != nil {
+		return nil, err
+	}
+	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs))
+	return res, nil
+}
+
+func nan(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	return out
+}
+
+func cpuList(c []float64) string {
+	parts := make([]string, len(c))
+	for i, x := range c {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, "+")
+}
+
+func sharesNote(m map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// workNote estimates the job's single-core work from a solo run: tasks
+// at rate R on c cores take tasks/R * c core-seconds.
+func workNote(runs []HeteroResult) string {
+	for _, r := range runs {
+		if len(r.Solo) > 0 && r.Solo[0].Rate > 0 {
+			s := r.Solo[0]
+			return fmt.Sprintf("%.0f core-seconds", float64(s.Tasks)/s.Rate*s.CPU[0])
+		}
+	}
+	return "(unknown)"
+}
+
+func quickNote(env *Env) string {
+	if env.Quick {
+		return "--quick: tiny sizes, a smoke check"
+	}
+	return env.Machine.CPU
+}
+
+func quickBanner(env *Env) string {
+	if env.Quick {
+		return "**This is a `--quick` run: tiny problem sizes, a smoke check of the machinery, not a measurement.**"
+	}
+	return fmt.Sprintf("Measured %s on %s (%d cores), commit %.12s. Machine: [../machine.md](../machine.md).",
+		env.Machine.Date.Format("2006-01-02"), env.Machine.CPU, env.Machine.Cores, env.Machine.Commit)
+}

@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+)
+
+func init() { Register(trackerSuite{}) }
+
+// trackerSuite is Preon 4.2: many tiny tasks on many slots, to load the
+// coordinator (Preon's tracker) as hard as possible.
+type trackerSuite struct{}
+
+func (trackerSuite) Info() Info {
+	return Info{Name: "tracker", Title: "Coordinator load: 2048 echo tasks on 16 peers x 32 slots", Paper: "Preon 4.2", Order: 20}
+}
+
+type trackerConfig struct {
+	Tasks        int `yaml:"tasks"`
+	Peers        int `yaml:"peers"`
+	Slots        int `yaml:"slots"`
+	Runs         int `yaml:"runs"`
+	SampleMS     int `yaml:"sample_ms"`
+	ParallelJobs int `yaml:"parallel_jobs"`
+	DaskWorkers  int `yaml:"dask_workers"`
+	DaskThreads  int `yaml:"dask_threads"`
+}
+
+// trackerRun is one `p2pc run` of the echo job.
+type trackerRun struct {
+	Label     string         `json:"label"`
+	Tasks     int            `json:"tasks"`
+	MakespanS float64        `json:"makespan_s"` // first lease to last result
+	WallS     float64        `json:"wall_s"`     // the whole p2pc run process
+	Rate      float64        `json:"tasks_per_s"`
+	WallRate  float64        `json:"tasks_per_s_wall"`
+	CPUS      float64        `json:"coordinator_cpu_s"` // CPU time of the p2pc run process
+	FirstS    float64        `json:"first_lease_s"`     // since the process started
+	LastS     float64        `json:"last_result_s"`
+	BusyMean  float64        `json:"busy_mean"` // CPU / wall over the makespan (1 = one core)
+	BusyPeak  float64        `json:"busy_peak"` // highest 100 ms sample
+	Samples   []busySample   `json:"samples"`
+	Shares    map[string]int `json:"shares"`
+}
+
+type busySample struct {
+	T    float64 `json:"t_s"`
+	Busy float64 `json:"busy"`
+}
+
+func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
+	cfg := trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 2, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
+	if err := env.Config.Decode("tracker", env.Quick, &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 || cfg.SampleMS < 10 {
+		return nil, fmt.Errorf("tracker: tasks, peers, slots and runs must be positive, sample_ms at least 10: %+v", cfg)
+	}
+	plugin, err := env.Plugin(ctx, "echo")
+	if err != nil {
+		return nil, err
+	}
+	spec, err := env.WriteSpec("tracker", JobSpec{Name: "bench-tracker", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
+	if err != nil {
+		return nil, err
+	}
+	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	phase := env.Progress.Phase("tracker", 1+cfg.Runs+2)
+	defer phase.Done()
+
+	peers := make([]harness.PeerSpec, cfg.Peers)
+	for i := range peers {
+		peers[i] = harness.PeerSpec{Name: fmt.Sprintf("peer%02d", i+1), Slots: cfg.Slots}
+	}
+	lab, err := env.NewLab(ctx, peers)
+	if err != nil {
+		return nil, err
+	}
+	defer lab.Close()
+	var runs []trackerRun
+	for i := range 1 + cfg.Runs {
+		label := "cold (first job: plugin fetched, plugin processes started)"
+		if i > 0 {
+			label = fmt.Sprintf("warm run %d", i)
+		}
+		sub, err := env.Submit(ctx, lab, spec, harness.SubmitOptions{SampleCPU: time.Duration(cfg.SampleMS) * time.Millisecond})
+		if err != nil {
+			return nil, fmt.Errorf("tracker %s: %w", label, err)
+		}
+		r := trackerOf(label, sub)
+		runs = append(runs, r)
+		phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", label, r.Rate))
+	}
+	if err := lab.CheckLogs(); err != nil {
+		return nil, err
+	}
+	if err := lab.Close(); err != nil {
+		return nil, err
+	}
+
+	par, perr := runParallel(ctx, cfg.Tasks, cfg.ParallelJobs)
+	phase.Step(comparatorStep("GNU parallel", perr))
+	dask, derr := env.runDask(ctx, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads, 1)
+	phase.Step(comparatorStep("Dask", derr))
+	for _, err := range []error{perr, derr} {
+		if err != nil && !errors.Is(err, errSkip) {
+			return nil, err
+		}
+	}
+
+	// Rows: the cold run, the best warm run, the comparators.
+	cold, warm := runs[0], medianRun(runs[1:])
+	preonRate := "≈100 tasks/s (2048 jobs in ≈20 s after discovery)"
+	res.Add("p2pc, cold", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", cold.MakespanS, cold.Rate), "")
+	res.Add("p2pc, warm (median run)", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", warm.MakespanS, warm.Rate), preonRate)
+	res.Add("p2pc, warm", "whole p2pc run (wall) / tasks/s", fmt.Sprintf("%.2f s / %.0f", warm.WallS, warm.WallRate), "36 s until the last job started")
+	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", warm.BusyMean, warm.BusyPeak), "< 0.5 (single-threaded tracker)")
+	parRow, daskRow := skipped(perr), skipped(derr)
+	if par != nil {
+		parRow = fmt.Sprintf("%.2f s / %.0f (-j %d)", par.TotalS, par.Rate, par.Jobs)
+	}
+	if dask != nil {
+		d := dask.Runs[0]
+		daskRow = fmt.Sprintf("%.2f s / %.0f (%d workers x %d threads; start-up %.1f s not counted)", d.TotalS, d.Rate, dask.Workers, dask.Threads, dask.StartupS)
+	}
+	res.Add("GNU parallel", "time / tasks/s", parRow, "")
+	res.Add("Dask LocalCluster", "time / tasks/s", daskRow, "")
+	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores", cfg.Tasks, cfg.Peers, cfg.Slots, cfg.Peers)
+
+	// Files.
+	if err := env.WriteJSON("tracker.json", map[string]any{
+		"machine": env.Machine, "config": cfg, "quick": env.Quick, "runs": runs,
+		"gnu_parallel": par, "gnu_parallel_skipped": errString(perr), "dask": dask, "dask_skipped": errString(derr),
+		"definitions": map[string]string{
+			"makespan_s":   "first lease issued to last result, from report.json",
+			"wall_s":       "the p2pc run process, start to exit",
+			"busy":         "CPU time (utime+stime, /proc/<pid>/stat) of the p2pc run process over wall time, per sample interval; 1 = one core busy",
+			"busy_mean":    "over the makespan",
+			"t_s":          "seconds since the p2pc run process started",
+			"gnu_parallel": "seq | parallel -j N echo hello {} on this machine",
+		},
+	}); err != nil {
+		return nil, err
+	}
+	var csvRows [][]string
+	for _, r := range runs {
+		for _, s := range r.Samples {
+			csvRows = append(csvRows, []string{r.Label, f3(s.T), f3(s.Busy)})
+		}
+	}
+	if err := env.WriteCSV("busy.csv", []string{"run", "t_s", "busy"}, csvRows); err != nil {
+		return nil, err
+	}
+	var sum [][]string
+	for _, r := range runs {
+		sum = append(sum, []string{r.Label, fmt.Sprint(r.Tasks), f3(r.MakespanS), f3(r.Rate), f3(r.WallS), f3(r.WallRate), f3(r.CPUS), f3(r.BusyMean), f3(r.BusyPeak)})
+	}
+	if par != nil {
+		sum = append(sum, []string{"GNU parallel", fmt.Sprint(par.Tasks), f3(par.TotalS), f3(par.Rate), f3(par.TotalS), f3(par.Rate), "", "", ""})
+	}
+	if dask != nil {
+		d := dask.Runs[0]
+		sum = append(sum, []string{"Dask LocalCluster", fmt.Sprint(dask.Tasks), f3(d.TotalS), f3(d.Rate), f3(d.TotalS + dask.StartupS + dask.WarmupS), "", "", "", ""})
+	}
+	if err := env.WriteCSV("tracker.csv", []string{"run", "tasks", "time_s", "tasks_per_s", "wall_s", "tasks_per_s_wall", "coordinator_cpu_s", "busy_mean", "busy_peak"}, sum); err != nil {
+		return nil, err
+	}
+
+	var series []Series
+	for i, r := range []trackerRun{cold, warm} {
+		var xs, ys []float64
+		for _, s := range r.Samples {
+			xs, ys = append(xs, s.T), append(ys, 100*s.Busy)
+		}
+		series = append(series,
+			Series{Name: r.Label + ", 100 ms samples", X: xs, Y: ys, Kind: Points, Color: Palette[i], Radius: 2},
+			Series{Name: r.Label + ", rolling mean of 5", X: xs, Y: Rolling(ys, 5), Kind: Line, Color: Palette[i]})
+	}
+	if err := env.WriteSVG("busy.svg", (&Plot{
+		Title:  "Coordinator usage over time (cf. Preon Figure 3)",
+		XLabel: "seconds since p2pc run started", YLabel: "CPU of the p2pc run process (% of one core)",
+		Series: series,
+		HLines: []HLine{{Y: 50, Label: "Preon: tracker busy < 50%", Color: "#555", Dashed: true}},
+		XZero:  true,
+		YZero:  true,
+		Note:   fmt.Sprintf("%d echo tasks, %d peers x %d slots; %s", cfg.Tasks, cfg.Peers, cfg.Slots, quickNote(env)),
+	}).SVG()); err != nil {
+		return nil, err
+	}
+	cats := []string{"p2pc cold", "p2pc warm"}
+	rates := []float64{cold.Rate, warm.Rate}
+	if par != nil {
+		cats, rates = append(cats, "GNU parallel"), append(rates, par.Rate)
+	}
+	if dask != nil {
+		cats, rates = append(cats, "Dask"), append(rates, dask.Runs[0].Rate)
+	}
+	preon := nan(len(cats))
+	preon[1] = 2048 / 20.0
+	if err := env.WriteSVG("throughput.svg", (&Bars{
+		Title: "Tiny-task throughput", YLabel: "tasks per second",
+		Categories: cats,
+		Groups:     []BarGroup{{Name: "this machine", Values: rates}},
+		Marks:      []BarGroup{{Name: "Preon: 2048 jobs in ≈20 s", Values: preon, Color: "#D55E00"}},
+		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
+		Note:       fmt.Sprintf("%d tasks; p2pc: first lease to last result; %s", cfg.Tasks, quickNote(env)),
+	}).SVG()); err != nil {
+		return nil, err
+	}
+
+	var md Markdown
+	md.P("# Coordinator load (Preon 4.2)")
+	md.P("%s", quickBanner(env))
+	md.P("**Workload.** %d echo tasks (`plugins/echo`, which returns its parameters; [job.yaml](job.yaml)) on %d peers x %d slots, as in Preon's tracker experiment (2048 jobs of `echo hello`, 16 peers x 32 threads). "+
+		"Here every peer, its plugin processes and the coordinator share this machine's %d cores, so the experiment measures the whole system's cost per task, not the network. "+
+		"The first job is cold (each peer fetches the plugin and starts its plugin processes); the warm runs reuse them, like peers that stay in a swarm.",
+		cfg.Tasks, cfg.Peers, cfg.Slots, env.Machine.Cores)
+	md.P("**Usage.** Preon measured its single-threaded tracker's working time between requests. p2pc's coordinator is the `p2pc run` process (coordinator, block server, gossip, report journal, all goroutines): its CPU time is sampled every %d ms from /proc/<pid>/stat (utime + stime, 10 ms resolution) and divided by the wall time: 1.0 = one core busy.", cfg.SampleMS)
+	md.Table([]string{"run", "tasks", "time (s)", "tasks/s", "wall (s)", "tasks/s (wall)", "coordinator CPU (s)", "busy mean", "busy peak"}, sum)
+	md.P("Time is the makespan for p2pc (first lease to last result) and the whole command for GNU parallel (`%s`) and Dask (`benchmarks/comparators/dask_tasks.py`, %d workers x %d threads; its cluster start-up, %s, is not counted in its time). %s %s",
+		parCmd(par), cfg.DaskWorkers, cfg.DaskThreads, daskStartup(dask), skipLine("GNU parallel", perr), skipLine("Dask", derr))
+	md.P("**Preon.** The first jobs were seen after 15 s (the master's filesystem watcher); the 2048 jobs then started within ≈20 s (the last 36 s after the start), ≈100 jobs/s, and the tracker worked less than 50%% of the time.")
+	md.P("![coordinator usage](busy.svg)\n\n![throughput](throughput.svg)")
+	md.P("Files: tracker.json (all runs with their samples), tracker.csv (one line per run), busy.csv (the samples), busy.svg, throughput.svg, job.yaml.")
+	if err := env.WriteMarkdown("summary.md", &md); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func trackerOf(label string, sub *harness.Submission) trackerRun {
+	span := SpanOf(sub.Report)
+	r := trackerRun{
+		Label: label, Tasks: span.Tasks, MakespanS: span.Makespan().Seconds(), WallS: sub.Wall.Seconds(),
+		Rate: span.Rate(), Shares: Shares(sub.Report),
+		FirstS: span.First.Sub(sub.Started).Seconds(), LastS: span.Last.Sub(sub.Started).Seconds(),
+	}
+	if r.WallS > 0 {
+		r.WallRate = float64(r.Tasks) / r.WallS
+	}
+	if n := len(sub.CPU); n > 0 {
+		r.CPUS = sub.CPU[n-1].CPU.Seconds()
+	}
+	at, busy := harness.Busy(sub.CPU)
+	var in []float64
+	for i := range at {
+		t := at[i].Seconds()
+		r.Samples = append(r.Samples, busySample{T: t, Busy: busy[i]})
+		r.BusyPeak = math.Max(r.BusyPeak, busy[i])
+		if t >= r.FirstS && t <= r.LastS+0.1 {
+			in = append(in, busy[i])
+		}
+	}
+	r.BusyMean = Summarise(in).Mean
+	return r
+}
+
+// medianRun is the run of median rate (the lower middle one of an even
+// number): the warm run the rows and the chart show.
+func medianRun(rs []trackerRun) trackerRun {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b trackerRun) int { return cmp.Compare(a.Rate, b.Rate) })
+	return sorted[(len(sorted)-1)/2]
+}
+
+func comparatorStep(name string, err error) string {
+	if err != nil {
+		return name + ": " + firstLine(err.Error())
+	}
+	return name + " done"
+}
+
+func skipped(err error) string {
+	if err == nil {
+		return "–"
+	}
+	return "skipped: " + firstLine(err.Error())
+}
+
+func skipLine(name string, err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("**%s was skipped:** %s.", name, firstLine(err.Error()))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func parCmd(p *parallelResult) string {
+	if p == nil {
+		return "parallel -j N echo hello {}"
+	}
+	return p.Command
+}
+
+func daskStartup(d *daskResult) string {
+	if d == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f s", d.StartupS)
+}

@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+func init() { Register(transferSuite{}) }
+
+// Preon 4.4, Table 1: 1 GiB between two DAS-5 nodes, 10 runs.
+const (
+	preonP2PMiBps   = 73.42
+	preonRsyncMiBps = 104.8
+	preonTheoretic  = 125.0
+)
+
+// transferSuite is Preon 4.4. The measurement is benchmarks/transfer's
+// own script (run.sh): this suite runs it, reads the JSON it writes and
+// puts Preon's table beside its figures. It asks nothing of the script
+// but its outputs.
+type transferSuite struct{}
+
+func (transferSuite) Info() Info {
+	// Folder: results/transfer belongs to the script when run by hand.
+	return Info{Name: "transfer", Folder: "file-transfer", Title: "File transfer: p2pc blocks vs rsync", Paper: "Preon 4.4", Order: 40}
+}
+
+type transferConfig struct {
+	// Script is relative to the repository.
+	Script  string            `yaml:"script"`
+	Env     map[string]string `yaml:"env"`
+	Timeout string            `yaml:"timeout"`
+}
+
+// The script's outputs, read loosely: fields it does not write stay zero.
+type transferSingle struct {
+	FileMiB  float64 `json:"file_mib"`
+	Runs     int     `json:"runs"`
+	Variants []struct {
+		Storage       string             `json:"storage"`
+		MedianSeconds map[string]float64 `json:"median_seconds"`
+		MedianMiBps   map[string]float64 `json:"median_mib_per_s"`
+	} `json:"variants"`
+}
+
+type transferMulti struct {
+	FileMiB float64 `json:"file_mib"`
+	Cap     string  `json:"cap_per_source"`
+	Storage string  `json:"storage"`
+	Rsync   struct {
+		Seconds float64 `json:"seconds"`
+		MiBps   float64 `json:"mib_per_s"`
+	} `json:"rsync_one_capped_source"`
+	P2PC []struct {
+		Sources       int     `json:"sources"`
+		MedianSeconds float64 `json:"median_seconds"`
+		MiBps         float64 `json:"mib_per_s"`
+		Speedup       float64 `json:"speedup_vs_1"`
+		PerSource     string  `json:"blocks_per_source"`
+	} `json:"p2pc"`
+}
+
+func (transferSuite) Run(ctx context.Context, env *Env) (*Result, error) {
+	cfg := transferConfig{Script: "benchmarks/transfer/run.sh", Env: map[string]string{}, Timeout: "20m"}
+	if err := env.Config.Decode("transfer", env.Quick, &cfg); err != nil {
+		return nil, err
+	}
+	timeout, err := time.ParseDuration(cfg.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: timeout: %w", err)
+	}
+	script := filepath.Join(env.Root, filepath.FromSlash(cfg.Script))
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Errorf("transfer: the transfer benchmark's script is not there (%w): it is benchmarks/transfer's, this suite only runs it", err)
+	}
+	outDir := filepath.Join(env.WorkDir, "script-out")
+	phase := env.Progress.Phase("transfer", 1)
+	defer phase.Done()
+	if err := env.runScript(ctx, script, outDir, cfg.Env, timeout); err != nil {
+		return nil, err
+	}
+	phase.Step("run.sh done")
+
+	var single *transferSingle
+	var multi *transferMulti
+	raw := map[string]json.RawMessage{}
+	for _, name := range []string{"single_source.json", "multi_source.json"} {
+		b, err := os.ReadFile(filepath.Join(outDir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("transfer: %w", err)
+		}
+		raw[name] = b
+		if err := os.WriteFile(env.path(name), b, 0o644); err != nil {
+			return nil, fmt.Errorf("transfer: %w", err)
+		}
+		switch name {
+		case "single_source.json":
+			single = &transferSingle{}
+			err = json.Unmarshal(b, single)
+		default:
+			multi = &transferMulti{}
+			err = json.Unmarshal(b, multi)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("transfer: read the script's %s: %w", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(outDir, "summary.md")); err == nil {
+		if err := os.WriteFile(env.path("script-summary.md"), b, 0o644); err != nil {
+			return nil, fmt.Errorf("transfer: %w", err)
+		}
+	}
+	if single == nil && multi == nil {
+		return nil, fmt.Errorf("transfer: %s wrote neither single_source.json nor multi_source.json into %s", cfg.Script, outDir)
+	}
+
+	res := &Result{}
+	var csvRows [][]string
+	cats := []string{"Preon (DAS-5, 1 GiB)"}
+	p2p, rs := []float64{preonP2PMiBps}, []float64{preonRsyncMiBps}
+	if single != nil {
+		for _, v := range single.Variants {
+			get, rsync := v.MedianMiBps["p2pc_get_output"], v.MedianMiBps["rsync"]
+			cats = append(cats, fmt.Sprintf("this machine, %s (%.0f MiB)", v.Storage, single.FileMiB))
+			p2p, rs = append(p2p, orNaN(get)), append(rs, orNaN(rsync))
+			ratio := "–"
+			if get > 0 && rsync > 0 {
+				ratio = fmt.Sprintf("%.2f", get/rsync)
+			}
+			res.Add("1 source, loopback, "+v.Storage, "p2pc / rsync MiB/s (p2pc/rsync)", fmt.Sprintf("%.1f / %.1f (%s)", get, rsync, ratio),
+				fmt.Sprintf("%.2f / %.1f (%.2f)", preonP2PMiBps, preonRsyncMiBps, preonP2PMiBps/preonRsyncMiBps))
+			for _, tool := range slices.Sorted(maps.Keys(v.MedianMiBps)) {
+				csvRows = append(csvRows, []string{"single", v.Storage, tool, "1", f1(single.FileMiB), f3(v.MedianSeconds[tool]), f1(v.MedianMiBps[tool])})
+			}
+		}
+	}
+	if multi != nil {
+		for _, m := range multi.P2PC {
+			csvRows = append(csvRows, []string{"multi", multi.Storage, "p2pc_get_output", fmt.Sprint(m.Sources), f1(multi.FileMiB), f3(m.MedianSeconds), f1(m.MiBps)})
+		}
+		csvRows = append(csvRows, []string{"multi", multi.Storage, "rsync_one_source", "1", f1(multi.FileMiB), f3(multi.Rsync.Seconds), f1(multi.Rsync.MiBps)})
+		if n := len(multi.P2PC); n > 0 {
+			last := multi.P2PC[n-1]
+			res.Add(fmt.Sprintf("%d sources capped at %s", last.Sources, multi.Cap), "p2pc MiB/s (speedup vs 1 source; rsync from 1)",
+				fmt.Sprintf("%.1f (%.2fx; rsync %.1f)", last.MiBps, last.Speedup, multi.Rsync.MiBps), "not implemented in Preon (future work)")
+		}
+	}
+	res.Note("measured by %s (its own parameters: %s); Preon copied 1 GiB between two DAS-5 nodes over the network, here the single-source part runs on loopback and the multi-source part through tc-tbf-capped veths in network namespaces", cfg.Script, envNote(cfg.Env))
+	if err := env.WriteCSV("transfer.csv", []string{"part", "storage", "tool", "sources", "file_mib", "median_s", "mib_per_s"}, csvRows); err != nil {
+		return nil, err
+	}
+	if err := env.WriteJSON("transfer.json", map[string]any{
+		"machine": env.Machine, "quick": env.Quick, "script": cfg.Script, "script_env": cfg.Env,
+		"preon":          map[string]float64{"p2p_mib_per_s": preonP2PMiBps, "rsync_mib_per_s": preonRsyncMiBps, "theoretic_mib_per_s": preonTheoretic},
+		"script_outputs": raw,
+	}); err != nil {
+		return nil, err
+	}
+	theo := nan(len(cats))
+	theo[0] = preonTheoretic
+	if err := env.WriteSVG("transfer.svg", (&Bars{
+		Title: "Single-source transfer: p2pc (Preon) vs rsync", YLabel: "MiB/s",
+		Categories: cats,
+		Groups:     []BarGroup{{Name: "p2pc blocks get -o (Preon in the paper)", Values: p2p}, {Name: "rsync", Values: rs}},
+		Marks:      []BarGroup{{Name: "DAS-5 link: 125 MiB/s", Values: theo, Color: "#444"}},
+		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
+		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh; " + quickNote(env),
+	}).SVG()); err != nil {
+		return nil, err
+	}
+	if multi != nil && len(multi.P2PC) > 0 {
+		var xs, ys []float64
+		for _, m := range multi.P2PC {
+			xs, ys = append(xs, float64(m.Sources)), append(ys, m.MiBps)
+		}
+		if err := env.WriteSVG("multisource.svg", (&Plot{
+			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", multi.Cap),
+			XLabel: "sources", YLabel: "MiB/s",
+			Series: []Series{{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4}},
+			HLines: []HLine{{Y: multi.Rsync.MiBps, Label: "rsync from one capped source", Color: "#D55E00", Dashed: true}},
+			YZero:  true,
+			Note:   fmt.Sprintf("%.0f MiB, network namespaces with tc tbf; %s", multi.FileMiB, quickNote(env)),
+		}).SVG()); err != nil {
+			return nil, err
+		}
+	}
+
+	var md Markdown
+	md.P("# File transfer (Preon 4.4)")
+	md.P("%s", quickBanner(env))
+	md.P("Measured by `%s` (the transfer benchmark's own script, run unchanged; its environment here: %s). Its own summary is copied as [script-summary.md](script-summary.md), its raw outputs as single_source.json and multi_source.json.", cfg.Script, envNote(cfg.Env))
+	rows := [][]string{{"Preon (DAS-5, 1 GiB, 10 runs)", f2(preonP2PMiBps), f1(preonRsyncMiBps), f2(preonP2PMiBps / preonRsyncMiBps), "125 (link)"}}
+	if single != nil {
+		for _, v := range single.Variants {
+			get, rsync := v.MedianMiBps["p2pc_get_output"], v.MedianMiBps["rsync"]
+			rows = append(rows, []string{fmt.Sprintf("this machine, loopback, %s (%.0f MiB, median of %d)", v.Storage, single.FileMiB, single.Runs), f1(get), f1(rsync), ratioStr(get, rsync), "–"})
+		}
+	}
+	md.Table([]string{"", "p2pc / Preon (MiB/s)", "rsync (MiB/s)", "ratio", "limit"}, rows)
+	if multi != nil {
+		var mrows [][]string
+		for _, m := range multi.P2PC {
+			mrows = append(mrows, []string{fmt.Sprint(m.Sources), f2(m.MedianSeconds), f1(m.MiBps), f2(m.Speedup), m.PerSource})
+		}
+		md.P("**Several sources** (Preon's future work: \"download from multiple peers at once\"): a %.0f MiB file, each source's uplink capped at %s (tc tbf), stores on %s. rsync from one capped source: %.1f MiB/s.", multi.FileMiB, multi.Cap, multi.Storage, multi.Rsync.MiBps)
+		md.Table([]string{"sources", "seconds", "MiB/s", "speedup vs 1", "blocks per source"}, mrows)
+	}
+	md.P("![single source](transfer.svg)")
+	if multi != nil && len(multi.P2PC) > 0 {
+		md.P("![several sources](multisource.svg)")
+	}
+	md.P("Files: transfer.json (Preon's figures and the script's outputs), transfer.csv, transfer.svg, multisource.svg, single_source.json, multi_source.json, script-summary.md.")
+	if err := env.WriteMarkdown("summary.md", &md); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runScript runs the transfer script with OUT set, relaying its log lines
+// as progress.
+func (e *Env) runScript(ctx context.Context, script, out string, extra map[string]string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Dir = e.Root
+	cmd.Env = append(os.Environ(), "OUT="+out)
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		cmd.Env = append(cmd.Env, k+"="+extra[k])
+	}
+	// The script cleans up on TERM (its trap); the group gets it.
+	cmd.SysProcAttr = procGroup()
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = 30 * time.Second
+	logPath := filepath.Join(e.WorkDir, "run.sh.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("transfer: %w", err)
+	}
+	defer logf.Close()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = logf, pw
+	var wg sync.WaitGroup
+	var last []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			e.Progress.Printf("  transfer: %s", line)
+			last = append(last, line)
+			if len(last) > 20 {
+				last = last[1:]
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err = cmd.Run()
+	pw.Close()
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("transfer: %s: %w\n%s", filepath.Base(script), err, strings.Join(last, "\n"))
+	}
+	return nil
+}
+
+func orNaN(x float64) float64 {
+	if x == 0 {
+		return math.NaN()
+	}
+	return x
+}
+
+func ratioStr(a, b float64) string {
+	if a > 0 && b > 0 {
+		return f2(a / b)
+	}
+	return "–"
+}
+
+func envNote(m map[string]string) string {
+	if len(m) == 0 {
+		return "its defaults"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,576 @@
+package harness
+
+// A lab is a small LAN of real p2pc processes on this one machine, built
+// from network namespaces and CPU quotas, for benchmarks and end-to-end
+// tests that must not touch the machine's own network:
+//
+//	lab, err := harness.NewLab(ctx, harness.LabConfig{
+//		Bin:   bin, // from harness.Build
+//		Peers: []harness.PeerSpec{{Name: "fast", CPU: 0.9}, {Name: "slow", CPU: 0.6}},
+//		Mode:  harness.Bridge,
+//	})
+//	if err != nil { ... }
+//	defer lab.Close()
+//	sub, err := lab.Submit(ctx, harness.SubmitOptions{Spec: "job.yaml", Out: dir})
+//
+// Bridge mode gives every peer a namespace of its own, joined to a hub
+// namespace's bridge by a veth pair, with an address in 10.213.0.0/16 and
+// the multicast route through its eth0, so mDNS works as on a LAN; a peer
+// may have its uplink capped with tc tbf. The submitter (`p2pc run`) has
+// a namespace of its own on the same bridge. Loopback mode puts every
+// process in one namespace on 127.0.0.1 (multicast routed through lo): the
+// fallback where bridges cannot be made.
+//
+// Every lab object is named LabPrefix + "<owner pid>-<lab number>-...".
+// Close (also run when the context given to NewLab ends) stops every
+// process and removes every namespace, veth pair and cgroup; NewLab
+// removes what crashed runs left behind.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// Mode is how a lab wires its processes together.
+type Mode int
+
+const (
+	// Bridge: a namespace per process, all on one bridge (a LAN).
+	Bridge Mode = iota
+	// Loopback: one namespace, every process on 127.0.0.1.
+	Loopback
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Bridge:
+		return "bridge"
+	case Loopback:
+		return "loopback"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseMode reads "bridge" or "loopback".
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(s) {
+	case "bridge":
+		return Bridge, nil
+	case "loopback":
+		return Loopback, nil
+	}
+	return 0, fmt.Errorf("lab mode %q: want bridge or loopback", s)
+}
+
+// PeerSpec describes one volunteer of a lab.
+type PeerSpec struct {
+	// Name is the peer's node name (default peer1, peer2, ...).
+	Name string
+	// Slots is how many tasks it runs at once (default: ceil(CPU), or 1).
+	Slots int
+	// CPU is its capacity in cores of CPU quota (0: no quota). The quota
+	// covers the p2pc process and the plugin processes it starts.
+	CPU float64
+	// GOMAXPROCS for its p2pc process (default: ceil(CPU) when CPU > 0).
+	GOMAXPROCS int
+	// Rate caps what it sends (tc tbf rate, like "100mbit"; Bridge only).
+	Rate string
+	// Args are extra `p2pc join` flags.
+	Args []string
+}
+
+// LabConfig configures NewLab.
+type LabConfig struct {
+	// Bin is the p2pc binary (see Build).
+	Bin   string
+	Peers []PeerSpec
+	Mode  Mode
+	// Dir holds the peers' and the submitter's data folders (default: a
+	// temporary folder removed by Close).
+	Dir string
+	// MDNS lets the peers announce themselves and the submitter browse
+	// with mDNS, inside the lab. Without it every process runs with
+	// --no-mdns and the submitter is given the peers' addresses (--join).
+	MDNS bool
+	// Env is added to every p2pc process's environment.
+	Env []string
+	// StartTimeout bounds the wait for each peer to listen (default 30s).
+	StartTimeout time.Duration
+	// StopGrace is how long Close lets a peer shut down after SIGTERM
+	// before it kills the peer's process group (default 5s).
+	StopGrace time.Duration
+	Logger    *slog.Logger
+}
+
+// LabPeer is a running peer of a lab.
+type LabPeer struct {
+	Spec  PeerSpec
+	Name  string
+	Addr  string // gRPC address, as the peer printed it
+	IP    string
+	Netns string
+	Data  string
+	Proc  *Proc
+	cg    string // cgroup child name ("" if no quota)
+}
+
+// Lab is a running lab. Its methods are safe for concurrent use.
+type Lab struct {
+	cfg    LabConfig
+	log    *slog.Logger
+	name   string
+	net    *netOps
+	cg     *cpuCgroups
+	subNS  string
+	subIP  string
+	peers  []*LabPeer
+	ownDir bool
+
+	stopAfter func() bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	labSeq    atomic.Int64
+	staleOnce sync.Once
+)
+
+var listenLineRe = regexp.MustCompile(`listening (\S+) name (\S+)`)
+
+// NewLab builds the lab's network, starts a `p2pc join` per peer in its
+// namespace (under its CPU quota) and waits until every peer listens. When
+// ctx ends the lab is closed. Call Close when done, also on error paths
+// (it is idempotent).
+func NewLab(ctx context.Context, cfg LabConfig) (*Lab, error) {
+	if err := LabAvailable(); err != nil {
+		return nil, fmt.Errorf("new lab: %w", err)
+	}
+	if cfg.Bin == "" {
+		return nil, errors.New("new lab: no p2pc binary")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 5 * time.Second
+	}
+	if err := normalisePeers(&cfg); err != nil {
+		return nil, fmt.Errorf("new lab: %w", err)
+	}
+	staleOnce.Do(func() {
+		removed, err := CleanStaleLabs()
+		if len(removed) > 0 {
+			cfg.Logger.Info("removed what crashed labs left behind", "component", "lab", "removed", strings.Join(removed, ", "))
+		}
+		if err != nil {
+			cfg.Logger.Warn("clean stale labs", "component", "lab", "err", err)
+		}
+	})
+	ops, err := newNetOps()
+	if err != nil {
+		return nil, fmt.Errorf("new lab: %w", err)
+	}
+	l := &Lab{
+		cfg:  cfg,
+		name: fmt.Sprintf("%s%d-%d", LabPrefix, os.Getpid(), labSeq.Add(1)),
+		net:  ops,
+	}
+	l.log = cfg.Logger.With("component", "lab", "lab", l.name)
+	if l.cfg.Dir == "" {
+		if l.cfg.Dir, err = os.MkdirTemp("", l.name+"-"); err != nil {
+			return nil, fmt.Errorf("new lab: %w", err)
+		}
+		l.ownDir = true
+	}
+	l.stopAfter = context.AfterFunc(ctx, func() { _ = l.Close() })
+	if err := l.build(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("new lab: %w", err), l.Close())
+	}
+	return l, nil
+}
+
+func normalisePeers(cfg *LabConfig) error {
+	seen := map[string]bool{}
+	for i := range cfg.Peers {
+		p := &cfg.Peers[i]
+		if p.Name == "" {
+			p.Name = fmt.Sprintf("peer%d", i+1)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("peer name %q used twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.CPU < 0 || math.IsNaN(p.CPU) || math.IsInf(p.CPU, 0) {
+			return fmt.Errorf("peer %s: cpu %v must be >= 0", p.Name, p.CPU)
+		}
+		if p.CPU > 0 && p.CPU*float64(QuotaPeriod.Microseconds()) < 1000 {
+			return fmt.Errorf("peer %s: cpu %v is below the kernel's minimum quota (0.1 cores at a 10 ms period)", p.Name, p.CPU)
+		}
+		if p.Slots <= 0 {
+			p.Slots = max(1, int(math.Ceil(p.CPU)))
+		}
+		if p.GOMAXPROCS <= 0 && p.CPU > 0 {
+			p.GOMAXPROCS = max(1, int(math.Ceil(p.CPU)))
+		}
+		if p.Rate != "" && cfg.Mode != Bridge {
+			return fmt.Errorf("peer %s: a rate cap needs Bridge mode (Loopback shares one interface)", p.Name)
+		}
+	}
+	return nil
+}
+
+// build makes the network and the cgroups and starts the peers.
+func (l *Lab) build(ctx context.Context) error {
+	var throttled bool
+	for _, p := range l.cfg.Peers {
+		throttled = throttled || p.CPU > 0
+	}
+	if throttled {
+		ctl, err := FindCPUController()
+		if err != nil {
+			return err
+		}
+		if l.cg, err = newCPUCgroups(ctl, l.name); err != nil {
+			return err
+		}
+		l.log.Debug("cpu quotas", "controller", ctl.String())
+	}
+	switch l.cfg.Mode {
+	case Loopback:
+		l.subNS, l.subIP = l.name, "127.0.0.1"
+		if err := l.net.addNetns(ctx, l.subNS); err != nil {
+			return err
+		}
+		if err := l.net.loopbackMulticast(ctx, l.subNS); err != nil {
+			return err
+		}
+	case Bridge:
+		hub := l.name + "-hub"
+		if err := l.net.addNetns(ctx, hub); err != nil {
+			return err
+		}
+		if err := l.net.addBridge(ctx, hub); err != nil {
+			return err
+		}
+		l.subNS, l.subIP = l.name+"-sub", submitterIP
+		if err := l.net.addNetns(ctx, l.subNS); err != nil {
+			return err
+		}
+		if err := l.net.attach(ctx, hub, "vsub", l.subNS, l.subIP); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown lab mode %d", l.cfg.Mode)
+	}
+
+	for i, spec := range l.cfg.Peers {
+		p := &LabPeer{Spec: spec, Name: spec.Name, Data: filepath.Join(l.cfg.Dir, "peers", spec.Name)}
+		switch l.cfg.Mode {
+		case Loopback:
+			p.Netns, p.IP = l.subNS, "127.0.0.1"
+		case Bridge:
+			p.Netns, p.IP = fmt.Sprintf("%s-p%d", l.name, i+1), peerIP(i)
+			if err := l.net.addNetns(ctx, p.Netns); err != nil {
+				return err
+			}
+			if err := l.net.attach(ctx, l.name+"-hub", fmt.Sprintf("v%d", i+1), p.Netns, p.IP); err != nil {
+				return err
+			}
+			if spec.Rate != "" {
+				if err := l.net.rateLimit(ctx, p.Netns, spec.Rate); err != nil {
+					return fmt.Errorf("peer %s: %w", p.Name, err)
+				}
+			}
+		}
+		l.peers = append(l.peers, p)
+	}
+	for _, p := range l.peers {
+		if err := l.startPeer(p); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)
+	defer cancel()
+	for _, p := range l.peers {
+		m, err := p.Proc.WaitOutput(wctx, listenLineRe)
+		if err != nil {
+			return fmt.Errorf("peer %s: %w", p.Name, err)
+		}
+		p.Addr = m[1]
+	}
+	l.log.Info("lab up", "mode", l.cfg.Mode.String(), "peers", len(l.peers))
+	return nil
+}
+
+func (l *Lab) startPeer(p *LabPeer) error {
+	s := p.Spec
+	args := []string{l.cfg.Bin, "--data", p.Data, "join", "--name", p.Name,
+		"--slots", strconv.Itoa(s.Slots), "--listen", p.IP + ":0"}
+	if !l.cfg.MDNS {
+		args = append(args, "--no-mdns")
+	}
+	args = append(args, s.Args...)
+	argv := l.net.netnsCommandArgs(p.Netns, args...)
+	env := append([]string{}, l.cfg.Env...)
+	if s.GOMAXPROCS > 0 {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(s.GOMAXPROCS))
+	}
+	if s.CPU > 0 {
+		procs, err := l.cg.add(p.Name, s.CPU)
+		if err != nil {
+			return err
+		}
+		p.cg = p.Name
+		// Join the cgroup before becoming p2pc, so that every thread
+		// and every plugin process it starts is under the quota.
+		argv = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, procs}, argv...)
+	}
+	proc, err := Start(argv[0], argv[1:], Options{Name: p.Name, Env: env, Dir: l.cfg.Dir})
+	if err != nil {
+		return err
+	}
+	p.Proc = proc
+	return nil
+}
+
+// Name is the lab's name (the prefix of its namespaces and cgroups).
+func (l *Lab) Name() string { return l.name }
+
+// Mode is the lab's mode.
+func (l *Lab) Mode() Mode { return l.cfg.Mode }
+
+// Dir is the folder holding the data folders.
+func (l *Lab) Dir() string { return l.cfg.Dir }
+
+// Peers returns the running peers, in the order of LabConfig.Peers.
+func (l *Lab) Peers() []*LabPeer { return l.peers }
+
+// PeerAddrs returns the peers' gRPC addresses.
+func (l *Lab) PeerAddrs() []string {
+	out := make([]string, len(l.peers))
+	for i, p := range l.peers {
+		out[i] = p.Addr
+	}
+	return out
+}
+
+// Throttled reports, per throttled peer, how many CFS periods its cgroup
+// was throttled in and for how long in total: proof that a quota bites.
+func (l *Lab) Throttled() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	if l.cg == nil {
+		return out
+	}
+	for _, p := range l.peers {
+		if p.cg != "" {
+			_, d := l.cg.throttled(p.cg)
+			out[p.Name] = d
+		}
+	}
+	return out
+}
+
+// Command returns a command that runs args inside the submitter's
+// namespace (for comparators and tools that must see the lab's network).
+func (l *Lab) Command(ctx context.Context, args ...string) *exec.Cmd {
+	argv := l.net.netnsCommandArgs(l.subNS, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd
+}
+
+// SubmitOptions configure Submit.
+type SubmitOptions struct {
+	// Spec is the job spec; Out the output folder (must not hold another
+	// job's results).
+	Spec, Out string
+	// Data is the submitter's --data folder (default: <lab dir>/submit);
+	// share one between labs to build each plugin once.
+	Data string
+	// Args are extra `p2pc run` flags, after the defaults (--local-slots
+	// 0: only the peers run tasks; --no-progress; the peers' addresses).
+	Args []string
+	// Join are the peers' addresses given to the submitter (default: every
+	// peer's). Peers of a lab without mDNS do not know each other until a
+	// submitter introduces them, so a job joined to one peer runs on that
+	// peer alone.
+	Join []string
+	// Env is added to the process's environment.
+	Env []string
+	// SampleCPU, if > 0, samples the run process's CPU time this often.
+	SampleCPU time.Duration
+	// Timeout bounds the run (default 30 minutes).
+	Timeout time.Duration
+}
+
+// Submission is what one `p2pc run` in the lab did.
+type Submission struct {
+	Report   *report.Report
+	ExitCode int
+	// Started is when the process was started; Wall how long it ran.
+	Started time.Time
+	Wall    time.Duration
+	// CPU holds the process's CPU samples (SubmitOptions.SampleCPU).
+	CPU    []CPUSample
+	Stderr string
+	Pid    int
+}
+
+// Submit runs `p2pc run` for a job inside the lab and waits for it. The
+// error is set when the process could not run, did not exit 0, or left no
+// report; the Submission is returned whenever the process ran.
+func (l *Lab) Submit(ctx context.Context, o SubmitOptions) (*Submission, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Minute
+	}
+	if o.Data == "" {
+		o.Data = filepath.Join(l.cfg.Dir, "submit")
+	}
+	args := []string{l.cfg.Bin, "--data", o.Data, "run", o.Spec, "--out", o.Out,
+		"--local-slots", "0", "--no-progress", "--listen", l.subIP + ":0"}
+	if len(o.Join) == 0 {
+		o.Join = l.PeerAddrs()
+	}
+	if !l.cfg.MDNS {
+		args = append(args, "--no-mdns", "--join", strings.Join(o.Join, ","))
+	}
+	args = append(args, o.Args...)
+	argv := l.net.netnsCommandArgs(l.subNS, args...)
+	env := append(append([]string{}, l.cfg.Env...), o.Env...)
+	started := time.Now()
+	proc, err := Start(argv[0], argv[1:], Options{Name: "p2pc run", Env: env, Dir: l.cfg.Dir})
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", o.Spec, err)
+	}
+	sub := &Submission{Started: started, Pid: proc.Pid()}
+	var wg sync.WaitGroup
+	sctx, stopSampling := context.WithCancel(context.Background())
+	if o.SampleCPU > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub.CPU = SampleCPU(sctx, proc.Pid(), o.SampleCPU)
+		}()
+	}
+	timer := time.NewTimer(o.Timeout)
+	defer timer.Stop()
+	var waitErr error
+	select {
+	case <-proc.Done():
+	case <-ctx.Done():
+		proc.Stop(10 * time.Second) // SIGTERM: the run writes an interrupted report
+		waitErr = ctx.Err()
+	case <-timer.C:
+		proc.Stop(10 * time.Second)
+		waitErr = fmt.Errorf("did not finish within %s", o.Timeout)
+	}
+	sub.Wall = time.Since(started)
+	stopSampling()
+	wg.Wait()
+	<-proc.Done()
+	sub.ExitCode = exitCode(proc.waitErr)
+	sub.Stderr = proc.Stderr()
+	if err := proc.CheckLogs(); err != nil && waitErr == nil {
+		waitErr = err
+	}
+	rep, rerr := report.Read(o.Out)
+	if rerr == nil {
+		sub.Report = rep
+	}
+	switch {
+	case waitErr != nil:
+		return sub, fmt.Errorf("submit %s: %w\nstderr:\n%s", o.Spec, waitErr, tail(sub.Stderr, 2000))
+	case sub.ExitCode != 0:
+		return sub, fmt.Errorf("submit %s: p2pc run exited %d\nstderr:\n%s", o.Spec, sub.ExitCode, tail(sub.Stderr, 2000))
+	case rerr != nil:
+		return sub, fmt.Errorf("submit %s: %w", o.Spec, rerr)
+	}
+	return sub, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// CheckLogs reports a panic, a data race or a fatal error in any peer's
+// output.
+func (l *Lab) CheckLogs() error {
+	var errs []error
+	for _, p := range l.peers {
+		if p.Proc != nil {
+			if err := p.Proc.CheckLogs(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every peer (SIGTERM, then SIGKILL to its process group after
+// StopGrace), kills whatever is left in the lab's cgroups and namespaces,
+// removes them, and removes the data folder if the lab made it. It is
+// idempotent and safe to call from several goroutines; all wait for the
+// first call to finish.
+func (l *Lab) Close() error {
+	l.closeOnce.Do(func() {
+		if l.stopAfter != nil {
+			l.stopAfter()
+		}
+		var wg sync.WaitGroup
+		for _, p := range l.peers {
+			if p.Proc == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.Proc.Stop(l.cfg.StopGrace)
+			}()
+		}
+		wg.Wait()
+		var errs []error
+		if l.cg != nil {
+			if err := l.cg.remove(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := l.net.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		if l.ownDir {
+			if err := os.RemoveAll(l.cfg.Dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		l.closeErr = errors.Join(errs...)
+		if l.closeErr != nil {
+			l.log.Warn("lab cleanup", "err", l.closeErr)
+		} else {
+			l.log.Debug("lab removed")
+		}
+	})
+	return l.closeErr
+}

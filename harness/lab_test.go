@@ -1,0 +1,179 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// labBin builds p2pc once for the lab tests.
+func labBin(t *testing.T) string {
+	t.Helper()
+	if err := LabAvailable(); err != nil {
+		t.Skipf("no lab here: %v", err)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "p2pc")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := Build(ctx, root, bin, false); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func echoSpec(t *testing.T, dir string, tasks int) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "echo.yaml")
+	body := fmt.Sprintf("name: lab-echo\nplugin: %s\nparams: {sleep_ms: 20}\ntasks:\n  - range: {param: i, from: 0, to: %d}\ntimeout: 30s\n",
+		filepath.Join(root, "plugins", "echo"), tasks-1)
+	if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// labLeftovers lists the namespaces and cgroups named after lab.
+func labLeftovers(name string) []string {
+	var out []string
+	for _, d := range []string{"/run/netns", "/var/run/netns"} {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), name) {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	if ctl, err := findCPUControllerNoMount(); err == nil {
+		if _, err := os.Stat(filepath.Join(ctl.Root, name)); err == nil {
+			out = append(out, filepath.Join(ctl.Root, name))
+		}
+	}
+	return out
+}
+
+// TestLab runs a 2-peer echo job in each mode: in Bridge mode the
+// submitter finds the peers with mDNS across the bridge, in Loopback mode
+// it is given their addresses. One peer has a CPU quota. Afterwards
+// nothing of the lab may be left.
+func TestLab(t *testing.T) {
+	bin := labBin(t)
+	for _, tc := range []struct {
+		mode Mode
+		mdns bool
+	}{{Bridge, true}, {Loopback, false}} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			lab, err := NewLab(ctx, LabConfig{
+				Bin:   bin,
+				Mode:  tc.mode,
+				MDNS:  tc.mdns,
+				Peers: []PeerSpec{{Name: "a", Slots: 2}, {Name: "b", Slots: 2, CPU: 0.5}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := lab.Name()
+			defer func() {
+				if err := lab.Close(); err != nil {
+					t.Error(err)
+				}
+				if left := labLeftovers(name); len(left) > 0 {
+					t.Errorf("left behind after Close: %v", left)
+				}
+			}()
+			if len(labLeftovers(name)) == 0 {
+				t.Fatal("no namespace or cgroup of the lab found while it runs")
+			}
+			for _, p := range lab.Peers() {
+				if tc.mode == Bridge && !strings.HasPrefix(p.Addr, "10.213.") {
+					t.Errorf("peer %s listens on %s, want the lab subnet", p.Name, p.Addr)
+				}
+			}
+			spec := echoSpec(t, dir, 16)
+			sub, err := lab.Submit(ctx, SubmitOptions{Spec: spec, Out: filepath.Join(dir, "out"), SampleCPU: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sub.Report.Summary.Done != 16 {
+				t.Fatalf("done %d of 16", sub.Report.Summary.Done)
+			}
+			ran := map[string]int{}
+			for _, task := range sub.Report.Tasks {
+				ran[task.Peer]++
+			}
+			if ran["a"] == 0 || ran["b"] == 0 {
+				t.Errorf("both peers should take part: %v", ran)
+			}
+			if len(sub.CPU) == 0 {
+				t.Error("no CPU samples of the run process")
+			}
+			if err := lab.CheckLogs(); err != nil {
+				t.Error(err)
+			}
+			t.Logf("shares %v, run took %s", ran, sub.Wall.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestLabQuota checks that a peer's quota caps the CPU of what it runs:
+// a shell loop started in its cgroup, as the peer's plugins would be.
+func TestLabQuota(t *testing.T) {
+	if err := LabAvailable(); err != nil {
+		t.Skipf("no lab here: %v", err)
+	}
+	ctl, err := FindCPUController()
+	if err != nil {
+		t.Skipf("no cpu controller: %v", err)
+	}
+	cg, err := newCPUCgroups(ctl, fmt.Sprintf("%s%d-quota-test", LabPrefix, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cg.remove(); err != nil {
+			t.Error(err)
+		}
+	}()
+	procs, err := cg.add("spin", 0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start("/bin/sh", []string{"-c", `echo $$ > "$0" && exec sh -c 'while :; do :; done'`, procs}, Options{Name: "spin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	c0, err := ProcCPU(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const span = time.Second
+	time.Sleep(span)
+	c1, err := ProcCPU(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	used := float64(c1-c0) / float64(span)
+	if used > 0.35 || used < 0.1 {
+		t.Errorf("a 0.25-core quota let the loop use %.2f cores", used)
+	}
+	if _, d := cg.throttled("spin"); d == 0 {
+		t.Error("the cgroup was never throttled")
+	}
+	t.Logf("0.25-core quota: %.2f cores used", used)
+}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/p2pc/p2pc/internal/peerpb"
+)
+
+// Lie is fault injection for the tests of answer verification: a node
+// configured with it corrupts task outputs. Nobody sets it by accident:
+// it is a hidden `p2pc join` flag, and the node logs an error at start and
+// at every lie.
+type Lie struct {
+	// Rate is the probability that an output is corrupted (1: always).
+	Rate float64
+	// Collude: every colluding node corrupts an output the same way, so
+	// their wrong digests agree. Otherwise each liar's corruption carries
+	// its name.
+	Collude bool
+}
+
+// lie corrupts the staged output in dir with the configured probability.
+// The choice is a pure function of the node's name (or, colluding, of
+// nothing) and the task, so colluders lie about the same tasks.
+func (n *Node) lie(dir string, l *peerpb.Lease) error {
+	cfg := n.cfg.Lie
+	if cfg.Rate <= 0 {
+		return nil
+	}
+	who := n.cfg.Name
+	if cfg.Collude {
+		who = "collude"
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%s/%s", who, l.TaskId, l.Params)
+	if cfg.Rate < 1 && rand.New(rand.NewPCG(h.Sum64(), 1)).Float64() >= cfg.Rate {
+		return nil
+	}
+	var names []string
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			names = append(names, path)
+		}
+		return nil
+	})
+	sort.Strings(names)
+	target := filepath.Join(dir, "data")
+	if len(names) > 0 {
+		target = names[0]
+	}
+	old, _ := os.ReadFile(target)
+	sum := sha256.Sum256(append(old, who...))
+	if err := os.WriteFile(target, append(old, fmt.Sprintf("\nLIE %x\n", sum[:8])...), 0o644); err != nil {
+		return fmt.Errorf("lie: %w", err)
+	}
+	n.log.Error("FAULT INJECTION: returning a corrupted output", "task", l.TaskId, "collude", cfg.Collude)
+	return nil
+}

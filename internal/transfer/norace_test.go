@@ -1,0 +1,5 @@
+//go:build !race
+
+package transfer_test
+
+const raceEnabled = false

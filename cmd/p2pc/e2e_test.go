@@ -26,7 +26,13 @@ var (
 	dataDir  string // shared, so each plugin is built once
 )
 
+// TestMain runs the whole test binary inside a private network namespace
+// (when one can be made), so that the tests of discovery may use mDNS:
+// multicast never leaves through the machine's network card.
 func TestMain(m *testing.M) {
+	if os.Getenv(harness.NetnsEnv) != "1" && harness.NetnsAvailable() == nil {
+		os.Exit(harness.MainInNetns(m))
+	}
 	os.Exit(testMain(m))
 }
 

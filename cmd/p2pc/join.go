@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -44,7 +43,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	n, err := node.New(node.Config{
 		Name:          c.Name,
 		Slots:         slots,
-		DataDir:       filepath.Join(g.Data, "node"),
+		DataDir:       g.Data,
 		Listen:        c.Listen,
 		Advertise:     adv,
 		Version:       version,

@@ -306,3 +306,47 @@ tasks:
 		t.Logf("job %d: %s, shares %v", i, r.Finished.Sub(r.Started).Round(time.Millisecond), sharesOf(r))
 	}
 }
+
+// With mDNS alone (no --join), `p2pc run --local-slots 0` finds three
+// peers and the job runs on all of them, with the same image as a local
+// run. It needs the private network namespace TestMain makes.
+func TestMDNSSwarm(t *testing.T) {
+	harness.RequirePrivateNetns(t)
+	dir := t.TempDir()
+	var names []string
+	for i := range 3 {
+		p := startPeer(t, dir, fmt.Sprintf("md%d", i), 1)
+		names = append(names, p.name)
+	}
+	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(mandelbrotSpec, 48, 47))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "0")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	shares := sharesOf(rep)
+	for _, n := range names {
+		if shares[n] == 0 {
+			t.Errorf("peer %s ran no task: %v", n, shares)
+		}
+	}
+	local := filepath.Join(dir, "local")
+	if r := p2pc(t, "run", spec, "--out", local, "--no-mdns"); r.code != 0 {
+		t.Fatalf("local run: exit %d\n%s", r.code, r.stderr)
+	}
+	a, _ := os.ReadFile(filepath.Join(out, "mandelbrot.png"))
+	b, _ := os.ReadFile(filepath.Join(local, "mandelbrot.png"))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatalf("mDNS swarm PNG differs from the local one")
+	}
+	// `p2pc peers` lists the three of them.
+	pr := p2pc(t, "peers", "--wait", "1500ms")
+	for _, n := range names {
+		if !strings.Contains(pr.stdout, n) {
+			t.Errorf("p2pc peers does not list %s:\n%s%s", n, pr.stdout, pr.stderr)
+		}
+	}
+	t.Logf("shares %v", shares)
+}

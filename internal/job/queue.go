@@ -646,13 +646,17 @@ func (q *queue) excludeLocked(peer, why string) {
 	r.rep.Excluded = append(r.rep.Excluded, report.Exclusion{Peer: peer, Reason: why, Time: time.Now().UTC()})
 	r.log.Warn("peer excluded from the job", "peer", peer, "reason", why)
 	for _, l := range q.running {
-		if l.peer == peer {
-			select {
-			case <-l.revoked:
-			default:
-				close(l.revoked)
-			}
+		if l.peer != peer {
+			continue
 		}
+		revoke(l)
+		l.settled = true
+		delete(q.running, l.id)
+		q.tasks[l.task].running--
+		r.rep.Tasks[l.task].Attempts = append(r.rep.Tasks[l.task].Attempts, report.Attempt{
+			Peer: l.peer, Start: l.start, End: time.Now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
+		})
+		q.needLocked(l.task, 1)
 	}
 	for t := range q.tasks {
 		ts := &q.tasks[t]

@@ -123,8 +123,10 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 		return err
 	}
 	log := s.r.log.With("peer", peer.Name, "addr", peer.Addr)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The stream lives in ctx: whoever ends the session (the worker's own
+	// goroutines with a cause, the swarm, the job) ends the stream too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
 	stream, err := client.Work(ctx)
 	if err != nil {
@@ -149,7 +151,7 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
-	err = w.run(ctx)
+	err = w.run(ctx, cancel)
 	lost := s.q.lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
 	if lost > 0 {
 		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", err)
@@ -227,9 +229,7 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 	return reply
 }
 
-func (w *remoteWorker) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil)

@@ -104,7 +104,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("node: no data directory")
 	}
 	log := cfg.Logger.With("component", "node", "node", cfg.Name)
-	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "blocks"), blocks.DiskOptions{Logger: cfg.Logger})
+	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), blocks.DiskOptions{Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

@@ -403,7 +403,7 @@ func (s *session) cancelLease(ctx context.Context, id uint64) {
 	}
 	it.cancel()
 	if s.n.sched.unqueue(s, id) {
-		s.finish(ctx, it, &peerpb.Result{LeaseId: id, Outcome: report.OutcomeCanceled, Error: "canceled by the coordinator"})
+		s.finish(it, &peerpb.Result{LeaseId: id, Outcome: report.OutcomeCanceled, Error: "canceled by the coordinator"})
 	}
 }
 
@@ -412,20 +412,21 @@ func (s *session) handBack(it *queued, why string) {
 	s.n.mu.Lock()
 	s.n.stats.Handed++
 	s.n.mu.Unlock()
-	s.finish(it.ctx, it, &peerpb.Result{LeaseId: it.lease.LeaseId, Outcome: report.OutcomeLost, Error: why})
+	s.finish(it, &peerpb.Result{LeaseId: it.lease.LeaseId, Outcome: report.OutcomeLost, Error: why})
 }
 
-func (s *session) finish(ctx context.Context, it *queued, res *peerpb.Result) {
+func (s *session) finish(it *queued, res *peerpb.Result) {
 	s.mu.Lock()
 	delete(s.active, it.lease.LeaseId)
 	s.mu.Unlock()
 	it.cancel()
-	// Use the session's context: the lease's own may be canceled already.
+	// Not the lease's context: it may be canceled already, and the result
+	// must still go out. The sender drains the outbox while the session
+	// lives; give up after a while if it does not.
 	select {
 	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}:
 	case <-time.After(5 * time.Second):
 	}
-	_ = ctx
 }
 
 // exec runs one lease in a slot (called by the scheduler).
@@ -436,7 +437,7 @@ func (s *session) exec(it *queued) {
 	res := &peerpb.Result{LeaseId: l.LeaseId, StartedUnixNano: start.UnixNano()}
 	defer func() {
 		res.EndedUnixNano = time.Now().UnixNano()
-		s.finish(ctx, it, res)
+		s.finish(it, res)
 	}()
 	if ctx.Err() != nil {
 		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"

@@ -47,7 +47,7 @@ func (p *Plugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn
 	c := &Client{rpc: pluginpb.NewTaskClient(conn), calls: make(map[uint64]Host)}
 	id := broker.NextId()
 	go broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(opts...)
+		s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxCallMsg), grpc.MaxSendMsgSize(maxCallMsg))...)
 		pluginpb.RegisterHostServer(s, &hostServer{c: c})
 		return s
 	})
@@ -56,6 +56,10 @@ func (p *Plugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn
 	}
 	return c, nil
 }
+
+// maxCallMsg bounds a host callback message: the largest checkpoint plus
+// room for the envelope.
+const maxCallMsg = MaxCheckpointSize + 1<<20
 
 // ---- plugin side ----
 
@@ -275,7 +279,7 @@ func (h *remoteHost) Checkpoint(ctx context.Context, state []byte) error {
 	if len(state) > MaxCheckpointSize {
 		return fmt.Errorf("checkpoint: %d bytes over the %d limit", len(state), MaxCheckpointSize)
 	}
-	_, err := h.rpc.Checkpoint(ctx, &pluginpb.CheckpointRequest{CallId: h.callID, State: state})
+	_, err := h.rpc.Checkpoint(ctx, &pluginpb.CheckpointRequest{CallId: h.callID, State: state}, grpc.MaxCallSendMsgSize(maxCallMsg))
 	return fromStatus(err)
 }
 
@@ -283,7 +287,7 @@ func (h *remoteHost) Resume(ctx context.Context) ([]byte, bool, error) {
 	if h.rpc == nil {
 		return nil, false, ErrUnsupported
 	}
-	r, err := h.rpc.Resume(ctx, &pluginpb.ResumeRequest{CallId: h.callID})
+	r, err := h.rpc.Resume(ctx, &pluginpb.ResumeRequest{CallId: h.callID}, grpc.MaxCallRecvMsgSize(maxCallMsg))
 	if err != nil {
 		return nil, false, fromStatus(err)
 	}

@@ -8,7 +8,9 @@ const ProtocolVersion = 1
 
 // SDKProtocol is the revision of the plugin protocol this SDK speaks
 // within ProtocolVersion; it grows when RPCs or fields are added.
-const SDKProtocol = 1
+// Revision 2 added Verify and the Host calls Send, Recv, Load, Store,
+// CompareAndSwap, Checkpoint and Resume.
+const SDKProtocol = 2
 
 // PluginName is the name of the task plugin in go-plugin's plugin set.
 const PluginName = "task"

@@ -1,0 +1,128 @@
+// Package verify measures what answer verification costs on an honest
+// swarm: the same Mandelbrot job with no verification, with replicas 2 /
+// quorum 2, and with adaptive trust, on the same peers in one run.
+//
+//	go test ./benchmarks/verify -run '^$' -bench . -benchtime 1x -timeout 30m
+//
+// It starts real `p2pc join` peers on loopback (--no-mdns) and writes
+// results/verify/summary.md and results.json.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+const spec = `
+name: verify-bench
+plugin: %s/plugins/mandelbrot
+params: {width: 2048, height: 2048, max_iter: 600, bands: %d}
+tasks:
+  - range: {param: band, from: 0, to: %d}
+reduce: true
+%s
+`
+
+type row struct {
+	Mode     string  `json:"mode"`
+	Seconds  float64 `json:"seconds"`
+	Attempts int     `json:"attempts"`
+	Ratio    float64 `json:"ratio_to_unverified"`
+}
+
+func BenchmarkVerifyOverhead(b *testing.B) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "p2pc")
+	ctx := context.Background()
+	if err := harness.Build(ctx, root, bin, false); err != nil {
+		b.Fatal(err)
+	}
+	const peers, tasks = 4, 1024
+	var addrs []string
+	for i := range peers {
+		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, fmt.Sprint("p", i)), "join", "--listen", "127.0.0.1:0", "--no-mdns", "--slots", "1", "--name", fmt.Sprint("p", i)}, harness.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Stop(5 * time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, err := p.WaitOutput(wctx, regexp.MustCompile(`listening (\S+)`))
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		addrs = append(addrs, m[1])
+	}
+	modes := []struct{ name, verify string }{
+		{"unverified", ""},
+		{"replicas 2 / quorum 2", "verify: {replicas: 2, quorum: 2}"},
+		{"adaptive trust (replicas 2 / quorum 2)", "verify: {replicas: 2, quorum: 2, trust: adaptive}"},
+	}
+	var rows []row
+	for i, m := range modes {
+		path := filepath.Join(dir, fmt.Sprintf("job%d.yaml", i))
+		os.WriteFile(path, []byte(fmt.Sprintf(spec, root, tasks, tasks-1, m.verify)), 0o644)
+		out := filepath.Join(dir, fmt.Sprintf("out%d", i))
+		start := time.Now()
+		run, err := harness.Start(bin, []string{"--data", filepath.Join(dir, "sub"), "run", path, "--out", out, "--no-mdns", "--local-slots", "0", "--join", strings.Join(addrs, ",")}, harness.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		code, err := run.Wait(20 * time.Minute)
+		if err != nil || code != 0 {
+			b.Fatalf("%s: exit %d, %v\n%s", m.name, code, err, run.Stderr())
+		}
+		secs := time.Since(start).Seconds()
+		rep, err := report.Read(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		attempts := 0
+		for _, t := range rep.Tasks {
+			attempts += len(t.Attempts)
+		}
+		rows = append(rows, row{Mode: m.name, Seconds: secs, Attempts: attempts, Ratio: secs / rows0(rows, secs)})
+	}
+	b.ReportMetric(rows[1].Ratio, "x-replicas2")
+	b.ReportMetric(rows[2].Ratio, "x-adaptive")
+	writeResults(b, root, rows, peers, tasks)
+}
+
+func rows0(rows []row, self float64) float64 {
+	if len(rows) == 0 {
+		return self
+	}
+	return rows[0].Seconds
+}
+
+func writeResults(b *testing.B, root string, rows []row, peers, tasks int) {
+	out := filepath.Join(root, "results", "verify")
+	os.MkdirAll(out, 0o755)
+	data, _ := json.MarshalIndent(map[string]any{"peers": peers, "slots_per_peer": 1, "tasks": tasks, "date": time.Now().UTC(), "rows": rows}, "", "  ")
+	os.WriteFile(filepath.Join(out, "results.json"), append(data, '\n'), 0o644)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Verification overhead on an honest swarm\n\n")
+	fmt.Fprintf(&sb, "Mandelbrot 2048x2048, max_iter 600, %d tasks, %d peers x 1 slot on loopback (one 2-core machine), same run.\n", tasks, peers)
+	fmt.Fprintf(&sb, "Command: `go test ./benchmarks/verify -run '^$' -bench . -benchtime 1x -timeout 30m`\n\n")
+	fmt.Fprintf(&sb, "| mode | time (s) | attempts run | time vs unverified |\n| --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "| %s | %.2f | %d | %.2fx |\n", r.Mode, r.Seconds, r.Attempts, r.Ratio)
+	}
+	fmt.Fprintf(&sb, "\nAdaptive trust replicates every task until a peer has 10 valid results in a row, then with probability 1/streak (BOINC's adaptive replication); trust is per job, so the first ~10 results of each peer are always replicated.\n")
+	os.WriteFile(filepath.Join(out, "summary.md"), []byte(sb.String()), 0o644)
+	b.Logf("\n%s", sb.String())
+}

@@ -1,0 +1,175 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/p2pc/p2pc/internal/peerpb"
+)
+
+// startNode serves a node on loopback for the test's duration.
+func startNode(t *testing.T, slots int) (*Node, peerpb.PeerClient) {
+	t.Helper()
+	n, err := New(Config{Name: "n-" + t.Name(), Slots: slots, DataDir: t.TempDir(), ShutdownGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return n, peerpb.NewPeerClient(conn)
+}
+
+func goodHello() *peerpb.Hello {
+	return &peerpb.Hello{
+		Proto:           ProtocolVersion,
+		JobId:           strings.Repeat("ab", 32),
+		Coordinator:     "c",
+		CoordinatorAddr: "127.0.0.1:1",
+		Plugin:          &peerpb.FileRef{Name: "plugin", FileId: make([]byte, 32), Digest: make([]byte, 32)},
+		PluginOs:        "linux",
+		PluginArch:      "amd64",
+		TimeoutMs:       1000,
+	}
+}
+
+// work sends msgs on a fresh Work stream and returns the first answer.
+func work(t *testing.T, c peerpb.PeerClient, msgs ...*peerpb.ToPeer) (*peerpb.FromPeer, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.Work(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := s.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.Recv()
+}
+
+func TestInfo(t *testing.T) {
+	n, c := startNode(t, 3)
+	info, err := c.Info(context.Background(), &peerpb.InfoRequest{Proto: ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != n.Name() || info.Slots != 3 || info.FreeSlots != 3 || info.GrpcAddr != n.Addr() || info.Proto != ProtocolVersion {
+		t.Fatalf("info %+v", info)
+	}
+}
+
+func TestWorkRefusesBadHellos(t *testing.T) {
+	_, c := startNode(t, 1)
+	hello := func(edit func(h *peerpb.Hello)) *peerpb.ToPeer {
+		h := goodHello()
+		edit(h)
+		return &peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: h}}
+	}
+	tests := []struct {
+		name string
+		msg  *peerpb.ToPeer
+		want string
+	}{
+		{"protocol version", hello(func(h *peerpb.Hello) { h.Proto = 99 }), "protocol version 99"},
+		{"platform", hello(func(h *peerpb.Hello) { h.PluginOs, h.PluginArch = "plan9", "mips" }), "built for plan9/mips"},
+		{"job id", hello(func(h *peerpb.Hello) { h.JobId = "../../etc" }), "malformed job id"},
+		{"plugin ref", hello(func(h *peerpb.Hello) { h.Plugin.FileId = []byte{1} }), "malformed plugin"},
+		{"timeout", hello(func(h *peerpb.Hello) { h.TimeoutMs = -5 }), "timeout"},
+		{"input name", hello(func(h *peerpb.Hello) {
+			h.Inputs = []*peerpb.FileRef{{Name: "../x", FileId: make([]byte, 32)}}
+		}), "input"},
+		{"unreachable coordinator", hello(func(h *peerpb.Hello) {}), "cannot prepare the job"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := work(t, c, tt.msg)
+			if err != nil {
+				t.Fatalf("want a Refuse, got error %v", err)
+			}
+			r := got.GetRefuse()
+			if r == nil || !strings.Contains(r.Reason, tt.want) {
+				t.Fatalf("got %v, want a Refuse containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWorkRejectsMalformedStreams(t *testing.T) {
+	_, c := startNode(t, 1)
+	// A session must start with Hello.
+	_, err := work(t, c, &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: &peerpb.Lease{LeaseId: 1}}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("lease before hello: %v, want InvalidArgument", err)
+	}
+	// An empty message.
+	_, err = work(t, c, &peerpb.ToPeer{})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("empty message: %v, want InvalidArgument", err)
+	}
+}
+
+func TestZeroSlotNodeRefusesWork(t *testing.T) {
+	_, c := startNode(t, 0)
+	got, err := work(t, c, &peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: goodHello()}})
+	if err != nil || got.GetRefuse() == nil || !strings.Contains(got.GetRefuse().Reason, "0 slots") {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+// The scheduler shares slots between sessions: each is granted its fair
+// share plus a prefetch, and slot runners alternate between them.
+func TestSchedFairShare(t *testing.T) {
+	s := newSched(4)
+	mk := func() *session { return &session{kick: make(chan struct{}, 1)} }
+	a, b := mk(), mk()
+	a.ready, b.ready = true, true
+	s.add(a)
+	if got := a.credits.Load(); got != 6 { // 4 slots + prefetch 2
+		t.Fatalf("one session: %d credits, want 6", got)
+	}
+	s.add(b)
+	if got := b.credits.Load(); got != 3 { // share 2 + prefetch 1
+		t.Fatalf("second session: %d credits, want 3", got)
+	}
+	// Both sessions queue work; the runners take from both in turn.
+	for i := range 3 {
+		s.enqueue(a, &queued{lease: &peerpb.Lease{LeaseId: uint64(i)}})
+		s.enqueue(b, &queued{lease: &peerpb.Lease{LeaseId: uint64(10 + i)}})
+	}
+	var got []*session
+	s.mu.Lock()
+	for range 6 {
+		sess, item := s.pickLocked()
+		if item == nil {
+			break
+		}
+		got = append(got, sess)
+	}
+	s.mu.Unlock()
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("picks not round-robin: %v", got)
+		}
+	}
+}

@@ -23,6 +23,7 @@ type RunCmd struct {
 	LocalSlots int      `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
 	Join       []string `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
 	NoMDNS     bool     `name:"no-mdns" help:"Do not look for peers with mDNS."`
+	MinPeers   int      `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
 	Listen     string   `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
 	JSON       bool     `help:"Print report.json on stdout when the job ends."`
 	Force      bool     `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
@@ -49,6 +50,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return classifyJobErr(ctx.Err(), err)
 	}
+	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
+		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
+	}
 	sw, err := startSwarm(ctx, g, c)
 	if err != nil {
 		return err
@@ -57,11 +61,12 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
-		Slots:  slots,
-		Node:   sw.name,
-		Events: prog,
-		Logger: g.Logger,
-		Remote: sw.remote,
+		Slots:    slots,
+		Node:     sw.name,
+		Events:   prog,
+		Logger:   g.Logger,
+		Remote:   sw.remote,
+		MinPeers: c.MinPeers,
 	})
 	prog.Finish()
 	if rep != nil {

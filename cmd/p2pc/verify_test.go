@@ -46,7 +46,7 @@ func TestVerifyOneLiar(t *testing.T) {
 	honest := localDigests(t, spec, filepath.Join(dir, "local"))
 
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "5", "--join", addrs(peers))
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -93,7 +93,7 @@ func TestVerifyColludingLiars(t *testing.T) {
 	honest := localDigests(t, spec, filepath.Join(dir, "local"))
 
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "5", "--join", addrs(peers))
 	if r.code != 0 && r.code != exitTaskFailed {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}

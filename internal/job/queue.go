@@ -111,6 +111,9 @@ type queue struct {
 	nextID    uint64
 	durations []time.Duration // of successful attempts, for backup decisions
 	closed    bool
+	// open is closed once MinPeers peers have enrolled; leases wait for it.
+	open     chan struct{}
+	enrolled map[string]bool
 }
 
 func newQueue(r *runner, pending []int) *queue {
@@ -145,6 +148,11 @@ func newQueue(r *runner, pending []int) *queue {
 		trust:     map[string]*peerTrust{},
 		workers:   map[string]time.Time{},
 		remaining: len(pending),
+		open:      make(chan struct{}),
+		enrolled:  map[string]bool{},
+	}
+	if r.opts.MinPeers <= 0 {
+		close(q.open)
 	}
 	for _, t := range pending {
 		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum}
@@ -174,6 +182,11 @@ func (q *queue) trustOf(peer string) *peerTrust {
 // or errDrained when the job has nothing left, errExcluded when the peer
 // may not work for the job any more, or ctx's error.
 func (q *queue) next(ctx context.Context, peer string) (*lease, error) {
+	select {
+	case <-q.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	for {
 		q.mu.Lock()
 		if q.drainedLocked() {
@@ -792,11 +805,28 @@ func (q *queue) expire(limit time.Duration) {
 	}
 }
 
+// enrol notes a remote peer's enrolment and opens the queue once MinPeers
+// have enrolled.
+func (q *queue) enrol(peer string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.enrolled[peer] = true
+	if len(q.enrolled) == q.r.opts.MinPeers {
+		q.r.log.Info("enough peers enrolled; dispatching", "peers", len(q.enrolled))
+		close(q.open)
+	}
+}
+
 // close ends the queue: workers waiting in next get errDrained.
 func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
+	select {
+	case <-q.open:
+	default:
+		close(q.open)
+	}
 	for _, l := range q.running {
 		revoke(l)
 	}

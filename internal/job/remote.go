@@ -145,6 +145,7 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
+		s.q.enrol(peer.Name)
 	default:
 		return fmt.Errorf("enrol %s: unexpected first message %T", peer.Name, first.Msg)
 	}

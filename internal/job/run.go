@@ -46,6 +46,9 @@ type RunOptions struct {
 	JournalEvery time.Duration
 	// Remote, if set, farms tasks out to the swarm's peers too.
 	Remote *RemoteOptions
+	// MinPeers holds back every lease until this many remote peers have
+	// enrolled (0: start at once).
+	MinPeers int
 	// LeaseGrace is added to the task timeout to give the lease deadline
 	// after which a silent worker's lease is revoked (default 10s).
 	LeaseGrace time.Duration

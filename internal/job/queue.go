@@ -811,9 +811,13 @@ func (q *queue) enrol(peer string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.enrolled[peer] = true
-	if len(q.enrolled) == q.r.opts.MinPeers {
-		q.r.log.Info("enough peers enrolled; dispatching", "peers", len(q.enrolled))
-		close(q.open)
+	select {
+	case <-q.open:
+	default:
+		if len(q.enrolled) >= q.r.opts.MinPeers {
+			q.r.log.Info("enough peers enrolled; dispatching", "peers", len(q.enrolled))
+			close(q.open)
+		}
 	}
 }
 

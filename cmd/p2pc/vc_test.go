@@ -152,3 +152,70 @@ tasks:
 	}
 	t.Logf("killed %s; resumed on %s at step %d (%d checkpoints, %d partials in the report)", victim.name, last.Peer, o.ResumedAt, task.Checkpoints, len(task.Partials))
 }
+
+// Increments racing with a peer's death: the task that loses its peer
+// resumes from its checkpoint elsewhere and repeats the increments it made
+// since; the coordinator replays their recorded results instead of
+// applying them again. Every value 1..N is produced exactly once.
+func TestGlobalsExactlyOnceAcrossKill(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "x1", 1), startPeer(t, dir, "x2", 1), startPeer(t, dir, "x3", 1)}
+	const tasks, each = 2, 120
+	spec := writeSpec(t, dir, "x.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/vcprobe
+params: {increments: %d, checkpoint_every: 25, increment_ms: 20, partials: true}
+tasks:
+  - range: {param: index, from: 0, to: %d}
+`, each, tasks-1))
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--join", addrs(peers)}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill the peer of task 0000 once it has checkpointed at least twice.
+	var victim *peer
+	deadline := time.Now().Add(60 * time.Second)
+	for victim == nil {
+		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= 2 && len(rep.Tasks[0].Partials) > 0 {
+			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
+			for _, p := range peers {
+				if p.name == who {
+					victim = p
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			run.Kill()
+			t.Fatalf("no checkpoints in time\n%s", run.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	victim.proc.Kill()
+	code, err := run.Wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	rep := readReport(t, out)
+	var all []uint64
+	for _, task := range rep.Tasks {
+		all = append(all, probeOutput(t, out, task.ID).Increments...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	for i, v := range all {
+		if v != uint64(i+1) {
+			t.Fatalf("values are not exactly 1..%d (lost or applied twice): position %d holds %d; all: %v", tasks*each, i, v, all)
+		}
+	}
+	if len(all) != tasks*each {
+		t.Fatalf("%d values, want %d", len(all), tasks*each)
+	}
+	last := rep.Tasks[0].Attempts[len(rep.Tasks[0].Attempts)-1]
+	o := probeOutput(t, out, rep.Tasks[0].ID)
+	if !last.Resumed || o.ResumedAt == 0 {
+		t.Fatalf("task 0000 was not resumed: attempts %+v, resumed at %d", rep.Tasks[0].Attempts, o.ResumedAt)
+	}
+	t.Logf("killed %s; task 0000 resumed on %s at increment %d; %d values, exactly 1..%d", victim.name, last.Peer, o.ResumedAt, len(all), len(all))
+}

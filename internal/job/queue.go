@@ -49,6 +49,7 @@ type lease struct {
 	// and whether it resumed from a checkpoint.
 	consumed uint64
 	resumed  bool
+	pos      int // position in the task's op log
 }
 
 // vote is a replica's successful result.

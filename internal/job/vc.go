@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -33,7 +34,9 @@ type vcState struct {
 	globals map[string]sdk.Global
 	mail    map[string]*mailbox
 	ckpt    map[string]checkpoint
+	ops     map[string][]opRecord
 	store   func(ctx context.Context, data []byte) error // keeps checkpoints as blocks, if set
+	log     *slog.Logger
 }
 
 type mailbox struct {
@@ -44,8 +47,32 @@ type mailbox struct {
 type checkpoint struct {
 	state []byte
 	seq   uint64 // messages consumed when it was taken
+	pos   int    // length of the task's op log when it was taken
 	at    time.Time
 }
+
+// opRecord is one shared-state operation a task made, with its result.
+//
+// Every task has a log of them from its start. An attempt replays the log
+// from its starting point (the beginning, or its checkpoint's position):
+// while it repeats what an earlier attempt (or a concurrent replica) did,
+// it gets the recorded results and nothing is applied again; past the end
+// of the log its operations are applied and appended. So an update that
+// raced with a peer's death is applied exactly once, and a resumed task
+// sees the same results as the attempt it replaces, as long as the task
+// is deterministic given its Host call results. An attempt that asks for
+// something else than the log holds has diverged: the rest of the log is
+// dropped (its effects stay) and the attempt goes on live.
+type opRecord struct {
+	op, key string
+	ok      bool
+	g       sdk.Global
+	err     string
+}
+
+// maxOpLog bounds a task's op log; beyond it operations are applied
+// without being recorded (and would be applied again by a resumed task).
+const maxOpLog = 1 << 20
 
 func newVC(taskIDs []string) *vcState {
 	v := &vcState{
@@ -53,6 +80,8 @@ func newVC(taskIDs []string) *vcState {
 		globals: map[string]sdk.Global{},
 		mail:    map[string]*mailbox{},
 		ckpt:    map[string]checkpoint{},
+		ops:     map[string][]opRecord{},
+		log:     slog.Default(),
 	}
 	for _, id := range taskIDs {
 		v.tasks[id] = true
@@ -69,12 +98,55 @@ func (v *vcState) box(id string) *mailbox {
 	return b
 }
 
-func (v *vcState) send(from, to string, data []byte) error {
+// do runs one shared-state operation of l through the task's op log:
+// replayed if an earlier attempt already made it, else applied (under the
+// lock) and recorded.
+func (v *vcState) do(l *lease, op, key string, apply func() opRecord) opRecord {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	log := v.ops[l.taskID]
+	if l.pos < len(log) {
+		if r := log[l.pos]; r.op == op && r.key == key {
+			l.pos++
+			return r
+		}
+		v.log.Warn("task diverged from its earlier attempt; replay stops", "task", l.taskID, "at", l.pos, "want", log[l.pos].op+" "+log[l.pos].key, "got", op+" "+key)
+		v.ops[l.taskID] = log[:l.pos:l.pos]
+	}
+	r := apply()
+	r.op, r.key = op, key
+	if len(v.ops[l.taskID]) < maxOpLog {
+		v.ops[l.taskID] = append(v.ops[l.taskID], r)
+		l.pos++
+	}
+	return r
+}
+
+func (r opRecord) error() error {
+	if r.err == "" {
+		return nil
+	}
+	return errors.New(r.err)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (v *vcState) send(l *lease, to string, data []byte) error {
 	if len(data) > sdk.MaxMessageSize {
 		return fmt.Errorf("send to %s: message of %d bytes over the %d limit", to, len(data), sdk.MaxMessageSize)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	return v.do(l, "send", to, func() opRecord {
+		return opRecord{err: errString(v.deliverLocked(l.taskID, to, data))}
+	}).error()
+}
+
+// deliverLocked appends a message to the recipient's mailbox.
+func (v *vcState) deliverLocked(from, to string, data []byte) error {
 	if !v.tasks[to] {
 		return fmt.Errorf("send to %s: no such task in this job", to)
 	}
@@ -111,30 +183,39 @@ func (v *vcState) recv(ctx context.Context, l *lease) (sdk.Message, error) {
 	}
 }
 
-func (v *vcState) load(key string) (sdk.Global, error) {
+func (v *vcState) load(l *lease, key string) (sdk.Global, error) {
 	if err := checkKey(key); err != nil {
 		return sdk.Global{}, err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.globals[key], nil
+	r := v.do(l, "load", key, func() opRecord { return opRecord{g: v.globals[key]} })
+	return r.g, r.error()
 }
 
-func (v *vcState) storeGlobal(key string, value []byte) (sdk.Global, error) {
-	_, g, err := v.cas(key, 0, value, true)
+func (v *vcState) storeGlobal(l *lease, key string, value []byte) (sdk.Global, error) {
+	_, g, err := v.cas(l, key, 0, value, true)
 	return g, err
 }
 
 // cas sets key to value if it is at version (or always, with force).
-func (v *vcState) cas(key string, version uint64, value []byte, force bool) (bool, sdk.Global, error) {
+func (v *vcState) cas(l *lease, key string, version uint64, value []byte, force bool) (bool, sdk.Global, error) {
 	if err := checkKey(key); err != nil {
 		return false, sdk.Global{}, err
 	}
 	if len(value) > sdk.MaxGlobalSize {
 		return false, sdk.Global{}, fmt.Errorf("global %s: value of %d bytes over the %d limit", key, len(value), sdk.MaxGlobalSize)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	op := "cas"
+	if force {
+		op = "store"
+	}
+	r := v.do(l, op, key, func() opRecord {
+		ok, g, err := v.casLocked(key, version, value, force)
+		return opRecord{ok: ok, g: g, err: errString(err)}
+	})
+	return r.ok, r.g, r.error()
+}
+
+func (v *vcState) casLocked(key string, version uint64, value []byte, force bool) (bool, sdk.Global, error) {
 	cur, exists := v.globals[key]
 	if !force && cur.Version != version {
 		return false, cur, nil
@@ -171,7 +252,7 @@ func (v *vcState) checkpoint(ctx context.Context, l *lease, state []byte) error 
 		return errors.New("checkpoint: lease revoked")
 	default:
 	}
-	v.ckpt[l.taskID] = checkpoint{state: state, seq: l.consumed, at: time.Now()}
+	v.ckpt[l.taskID] = checkpoint{state: state, seq: l.consumed, pos: l.pos, at: time.Now()}
 	return nil
 }
 
@@ -191,7 +272,7 @@ func (v *vcState) resume(l *lease) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	l.consumed = c.seq
+	l.consumed, l.pos = c.seq, c.pos
 	l.resumed = true
 	return c.state, true
 }
@@ -217,21 +298,21 @@ func (h *leaseHost) Partial(_ context.Context, data []byte) error {
 }
 
 func (h *leaseHost) Send(_ context.Context, to string, data []byte) error {
-	return h.r.vc.send(h.l.taskID, to, data)
+	return h.r.vc.send(h.l, to, data)
 }
 
 func (h *leaseHost) Recv(ctx context.Context) (sdk.Message, error) { return h.r.vc.recv(ctx, h.l) }
 
 func (h *leaseHost) Load(_ context.Context, key string) (sdk.Global, error) {
-	return h.r.vc.load(key)
+	return h.r.vc.load(h.l, key)
 }
 
 func (h *leaseHost) Store(_ context.Context, key string, value []byte) (sdk.Global, error) {
-	return h.r.vc.storeGlobal(key, value)
+	return h.r.vc.storeGlobal(h.l, key, value)
 }
 
 func (h *leaseHost) CompareAndSwap(_ context.Context, key string, version uint64, value []byte) (bool, sdk.Global, error) {
-	return h.r.vc.cas(key, version, value, false)
+	return h.r.vc.cas(h.l, key, version, value, false)
 }
 
 func (h *leaseHost) Checkpoint(ctx context.Context, state []byte) error {

@@ -7,6 +7,9 @@
 //
 //	increments  int     sdk.Update the global "counter" (+1) this many times;
 //	                    the output lists the value each increment produced
+//	checkpoint_every int  checkpoint the increments done so far every this
+//	                    many increments, and resume from the latest
+//	increment_ms int    wait this long before each increment
 //	ring        int     the number of tasks in a ring: send "from <task>" to
 //	                    task (index+1) % ring, where index is this task's
 //	                    index param, and wait for one message

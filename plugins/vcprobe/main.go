@@ -12,12 +12,17 @@ import (
 )
 
 type params struct {
-	Increments int  `json:"increments"`
-	Ring       int  `json:"ring"`
-	Index      int  `json:"index"`
-	Steps      int  `json:"steps"`
-	StepMS     int  `json:"step_ms"`
-	Partials   bool `json:"partials"`
+	Increments int `json:"increments"`
+	// CheckpointEvery > 0 checkpoints the increments done so far every
+	// that many increments (and resumes from there), IncrementMS waits
+	// between increments.
+	CheckpointEvery int  `json:"checkpoint_every"`
+	IncrementMS     int  `json:"increment_ms"`
+	Ring            int  `json:"ring"`
+	Index           int  `json:"index"`
+	Steps           int  `json:"steps"`
+	StepMS          int  `json:"step_ms"`
+	Partials        bool `json:"partials"`
 }
 
 type output struct {
@@ -37,7 +42,22 @@ func (probe) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Res
 		return nil, err
 	}
 	var out output
-	for range p.Increments {
+	if p.CheckpointEvery > 0 {
+		if state, ok, err := host.Resume(ctx); err == nil && ok {
+			if err := json.Unmarshal(state, &out.Increments); err != nil {
+				return nil, fmt.Errorf("resume: %w", err)
+			}
+			out.ResumedAt = len(out.Increments)
+		}
+	}
+	for i := len(out.Increments); i < p.Increments; i++ {
+		if p.IncrementMS > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(p.IncrementMS) * time.Millisecond):
+			}
+		}
 		g, err := sdk.Update(ctx, host, "counter", func(cur []byte) ([]byte, error) {
 			var n uint64
 			if len(cur) == 8 {
@@ -49,6 +69,15 @@ func (probe) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Res
 			return nil, fmt.Errorf("increment: %w", err)
 		}
 		out.Increments = append(out.Increments, binary.BigEndian.Uint64(g.Value))
+		if p.CheckpointEvery > 0 && (i+1)%p.CheckpointEvery == 0 {
+			state, _ := json.Marshal(out.Increments)
+			if err := host.Checkpoint(ctx, state); err != nil {
+				return nil, fmt.Errorf("checkpoint: %w", err)
+			}
+			if p.Partials {
+				host.Partial(ctx, []byte(fmt.Sprintf(`{"increments":%d}`, i+1)))
+			}
+		}
 	}
 	if p.Ring > 1 {
 		to := fmt.Sprintf("%04d", (p.Index+1)%p.Ring)

@@ -26,7 +26,7 @@ import (
 const spec = `
 name: verify-bench
 plugin: %s/plugins/mandelbrot
-params: {width: 2048, height: 2048, max_iter: 600, bands: %d}
+params: {width: 2048, height: 4096, max_iter: 3000, bands: %d}
 tasks:
   - range: {param: band, from: 0, to: %d}
 reduce: true
@@ -116,7 +116,7 @@ func writeResults(b *testing.B, root string, rows []row, peers, tasks int) {
 	os.WriteFile(filepath.Join(out, "results.json"), append(data, '\n'), 0o644)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Verification overhead on an honest swarm\n\n")
-	fmt.Fprintf(&sb, "Mandelbrot 2048x2048, max_iter 600, %d tasks, %d peers x 1 slot on loopback (one 2-core machine), same run.\n", tasks, peers)
+	fmt.Fprintf(&sb, "Mandelbrot 2048x4096, max_iter 3000, %d tasks, %d peers x 1 slot on loopback (one 2-core machine), same run.\n", tasks, peers)
 	fmt.Fprintf(&sb, "Command: `go test ./benchmarks/verify -run '^$' -bench . -benchtime 1x -timeout 30m`\n\n")
 	fmt.Fprintf(&sb, "| mode | time (s) | attempts run | time vs unverified |\n| --- | --- | --- | --- |\n")
 	for _, r := range rows {

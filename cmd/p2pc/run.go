@@ -61,12 +61,13 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
-		Slots:    slots,
-		Node:     sw.name,
-		Events:   prog,
-		Logger:   g.Logger,
-		Remote:   sw.remote,
-		MinPeers: c.MinPeers,
+		Slots:     slots,
+		Node:      sw.name,
+		Events:    prog,
+		Logger:    g.Logger,
+		Remote:    sw.remote,
+		MinPeers:  c.MinPeers,
+		TrustFile: filepath.Join(g.Data, "trust.json"),
 	})
 	prog.Finish()
 	if rep != nil {

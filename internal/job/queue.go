@@ -2,11 +2,13 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -158,7 +160,65 @@ func newQueue(r *runner, pending []int) *queue {
 	for _, t := range pending {
 		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum}
 	}
+	if v.Trust == spec.TrustAdaptive {
+		q.loadTrust()
+	}
 	return q
+}
+
+// savedTrust is a peer's record in the trust file: adaptive replication
+// remembers, across jobs, how many valid results in a row each peer gave
+// (BOINC keeps host reliability the same way). Exclusions are per job.
+type savedTrust struct {
+	Streak  int       `json:"streak"`
+	Valid   int       `json:"valid"`
+	Invalid int       `json:"invalid"`
+	Updated time.Time `json:"updated"`
+}
+
+func (q *queue) loadTrust() {
+	path := q.r.opts.TrustFile
+	if path == "" {
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var saved map[string]savedTrust
+	if err := json.Unmarshal(data, &saved); err != nil {
+		q.r.log.Warn("ignoring unreadable trust file", "path", path, "err", err)
+		return
+	}
+	for peer, s := range saved {
+		q.trust[peer] = &peerTrust{streak: s.Streak}
+	}
+}
+
+// saveTrust writes the peers' streaks back (atomically).
+func (q *queue) saveTrust() {
+	path := q.r.opts.TrustFile
+	if path == "" || q.verify.Trust != spec.TrustAdaptive {
+		return
+	}
+	saved := map[string]savedTrust{}
+	if data, err := os.ReadFile(path); err == nil {
+		json.Unmarshal(data, &saved)
+	}
+	q.mu.Lock()
+	for peer, t := range q.trust {
+		s := saved[peer]
+		s.Streak, s.Valid, s.Invalid, s.Updated = t.streak, s.Valid+t.valid, s.Invalid+t.invalid, time.Now().UTC()
+		if t.excluded {
+			s.Streak = 0
+		}
+		saved[peer] = s
+	}
+	q.mu.Unlock()
+	data, _ := json.MarshalIndent(saved, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		err = report.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	}
 }
 
 func (q *queue) verifying() bool { return q.verify.Replicas > 1 || q.r.verifier }

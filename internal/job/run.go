@@ -46,6 +46,9 @@ type RunOptions struct {
 	JournalEvery time.Duration
 	// Remote, if set, farms tasks out to the swarm's peers too.
 	Remote *RemoteOptions
+	// TrustFile keeps peers' trust across jobs (adaptive replication);
+	// empty: trust lives for one job only.
+	TrustFile string
 	// MinPeers holds back every lease until this many remote peers have
 	// enrolled (0: start at once).
 	MinPeers int

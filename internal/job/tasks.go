@@ -75,6 +75,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	q.close()
 	stop()
 	wg.Wait()
+	q.saveTrust()
 	if q.verifying() {
 		peers := q.peerReport()
 		r.mu.Lock()

@@ -31,7 +31,7 @@ proto:
 
 # Render the Mandelbrot demo job on this machine.
 demo:
-    go run ./cmd/p2pc run examples/mandelbrot.yaml
+    go run ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
 
 # Run the Go benchmarks (plugin host round trip, block store).
 bench:

@@ -137,6 +137,13 @@
 // checkpoints switches them off; other failed checkpoints are retried at
 // the next interval.
 //
+// An island's job-global operations depend only on its generation count
+// and on what its earlier Loads returned, so it is deterministic given
+// its Host results, as p2pc's coordinator expects: an island started
+// again (from its checkpoint or from scratch) replays the coordinator's
+// log of its operations, gets the immigrants the lost attempt got, and
+// publishes nothing twice; past the end of the log it migrates live.
+//
 // # Output
 //
 // The task's inline data ("data") is JSON: instance, cities, island,

@@ -367,20 +367,21 @@ func TestMigrateUnit(t *testing.T) {
 		islands[0].step(ctx)
 	}
 	a, b := islands[0], islands[1]
-	if err := a.migrate(ctx, job.Host("a")); err != nil { // nothing from 1 yet
+	ha, hb := job.Host("a"), job.Host("b")
+	if err := a.migrate(ctx, ha); err != nil { // nothing from 1 yet
 		t.Fatal(err)
 	}
 	if a.migrantsIn != 0 {
 		t.Errorf("island 0 took %d immigrants from an island that never published", a.migrantsIn)
 	}
-	if err := b.migrate(ctx, job.Host("b")); err != nil {
+	if err := b.migrate(ctx, hb); err != nil {
 		t.Fatal(err)
 	}
 	if b.migrantsIn == 0 || !same(b.best(), a.best()) {
 		t.Errorf("island 1 took %d immigrants; its best %d, island 0's %d", b.migrantsIn, b.best().length, a.best().length)
 	}
 	before := b.migrantsIn
-	if err := b.migrate(ctx, job.Host("b")); err != nil {
+	if err := b.migrate(ctx, hb); err != nil {
 		t.Fatal(err)
 	}
 	if b.migrantsIn != before {

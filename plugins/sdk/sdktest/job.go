@@ -31,10 +31,21 @@ import (
 //   - Checkpoint keeps the task's latest state, which Resume returns.
 //
 // Each call of Host starts a new incarnation of the task, as when a
-// coordinator restarts a task whose peer died: the task's messages are
-// delivered again from the one after its latest checkpoint (those
-// received before it are not), and the Host of the previous incarnation
-// fails every later call but Progress and Partial with ErrSuperseded.
+// coordinator starts a task again after its peer died, and the Host of
+// the previous incarnation fails every later call but Progress and
+// Partial with ErrSuperseded. As in p2pc's coordinator, the new
+// incarnation starts from the beginning: its messages are delivered again
+// from the first, and its shared-state operations (Send, Load, Store,
+// CompareAndSwap) replay the task's op log: as long as it makes the same
+// operation (kind and key) as the earlier incarnation did at that point,
+// it gets the recorded result and nothing is applied again; an operation
+// past the end of the log, or a different one (the task diverged: the
+// rest of the log is dropped), is applied and recorded. A Resume that
+// finds a checkpoint moves both positions to where they were at that
+// checkpoint: messages received before it are not delivered again, and
+// the replay goes on from the operations made after it. So a task that is
+// deterministic given its Host results neither loses nor repeats an
+// update across restarts.
 //
 // Like a remote host, every call fails once its context is done, and
 // sizes over sdk.MaxMessageSize, sdk.MaxGlobalSize and
@@ -64,8 +75,20 @@ type taskState struct {
 	acked int           // next as of the latest checkpoint
 	wake  chan struct{} // closed (and replaced) when a message arrives
 
+	ops     []opRecord // the task's shared-state operations, in order
+	pos     int        // the live incarnation's position in ops
+	ckptPos int        // pos as of the latest checkpoint
+
 	saved      bool
 	checkpoint []byte
+}
+
+// opRecord is one shared-state operation of a task and its result.
+type opRecord struct {
+	op, key string
+	swapped bool
+	g       sdk.Global
+	err     error
 }
 
 // NewJob returns an empty job with ID "sdktest".
@@ -95,8 +118,31 @@ func (j *Job) host(taskID string) *jobHost {
 	defer j.mu.Unlock()
 	ts := j.task(taskID)
 	ts.epoch++
-	ts.next = ts.acked
+	ts.next, ts.pos = 0, 0
 	return &jobHost{job: j, id: taskID, epoch: ts.epoch}
+}
+
+// do makes one shared-state operation of task ts through its op log:
+// replayed if an earlier incarnation made it at this point, else applied
+// and recorded. Call with j.mu held.
+func (ts *taskState) do(op, key string, apply func() opRecord) opRecord {
+	ts.pos = min(ts.pos, len(ts.ops)) // a resume past a log cut short
+	if ts.pos < len(ts.ops) {
+		if r := ts.ops[ts.pos]; r.op == op && r.key == key {
+			ts.pos++
+			return r
+		}
+		ts.ops = ts.ops[:ts.pos:ts.pos] // diverged: go on live
+	}
+	r := apply()
+	r.op, r.key = op, key
+	ts.ops = append(ts.ops, r)
+	ts.pos++
+	return r
+}
+
+func (r opRecord) global() sdk.Global {
+	return sdk.Global{Version: r.g.Version, Value: bytes.Clone(r.g.Value)}
 }
 
 // Global returns the current value of a job-global variable (Version 0
@@ -245,15 +291,18 @@ func (h *jobHost) Send(ctx context.Context, to string, data []byte) error {
 	case len(data) > sdk.MaxMessageSize:
 		return fmt.Errorf("sdktest: send to %s: message of %d bytes over the %d limit", to, len(data), sdk.MaxMessageSize)
 	}
-	if _, err := h.lock(ctx); err != nil {
+	me, err := h.lock(ctx)
+	if err != nil {
 		return err
 	}
 	defer h.job.mu.Unlock()
-	ts := h.job.task(to)
-	ts.msgs = append(ts.msgs, sdk.Message{From: h.id, Data: bytes.Clone(data), Seq: uint64(len(ts.msgs) + 1)})
-	close(ts.wake)
-	ts.wake = make(chan struct{})
-	return nil
+	return me.do("send", to, func() opRecord {
+		ts := h.job.task(to)
+		ts.msgs = append(ts.msgs, sdk.Message{From: h.id, Data: bytes.Clone(data), Seq: uint64(len(ts.msgs) + 1)})
+		close(ts.wake)
+		ts.wake = make(chan struct{})
+		return opRecord{}
+	}).err
 }
 
 func (h *jobHost) Recv(ctx context.Context) (sdk.Message, error) {
@@ -280,44 +329,56 @@ func (h *jobHost) Recv(ctx context.Context) (sdk.Message, error) {
 }
 
 func (h *jobHost) Load(ctx context.Context, key string) (sdk.Global, error) {
-	if _, err := h.lock(ctx); err != nil {
+	if err := checkGlobal(key, nil); err != nil {
+		return sdk.Global{}, fmt.Errorf("sdktest: load: %w", err)
+	}
+	ts, err := h.lock(ctx)
+	if err != nil {
 		return sdk.Global{}, err
 	}
 	defer h.job.mu.Unlock()
-	g := h.job.globals[key]
-	return sdk.Global{Version: g.Version, Value: bytes.Clone(g.Value)}, nil
+	r := ts.do("load", key, func() opRecord { return opRecord{g: h.job.globals[key]} })
+	return r.global(), nil
 }
 
 func (h *jobHost) Store(ctx context.Context, key string, value []byte) (sdk.Global, error) {
 	if err := checkGlobal(key, value); err != nil {
 		return sdk.Global{}, fmt.Errorf("sdktest: store: %w", err)
 	}
-	if _, err := h.lock(ctx); err != nil {
+	ts, err := h.lock(ctx)
+	if err != nil {
 		return sdk.Global{}, err
 	}
 	j := h.job
 	defer j.mu.Unlock()
-	g := sdk.Global{Version: j.globals[key].Version + 1, Value: bytes.Clone(value)}
-	j.globals[key] = g
-	return sdk.Global{Version: g.Version, Value: bytes.Clone(value)}, nil
+	r := ts.do("store", key, func() opRecord {
+		g := sdk.Global{Version: j.globals[key].Version + 1, Value: bytes.Clone(value)}
+		j.globals[key] = g
+		return opRecord{swapped: true, g: g}
+	})
+	return r.global(), nil
 }
 
 func (h *jobHost) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (bool, sdk.Global, error) {
 	if err := checkGlobal(key, value); err != nil {
 		return false, sdk.Global{}, fmt.Errorf("sdktest: compare-and-swap: %w", err)
 	}
-	if _, err := h.lock(ctx); err != nil {
+	ts, err := h.lock(ctx)
+	if err != nil {
 		return false, sdk.Global{}, err
 	}
 	j := h.job
 	defer j.mu.Unlock()
-	cur := j.globals[key]
-	swapped := cur.Version == version
-	if swapped {
+	r := ts.do("cas", key, func() opRecord {
+		cur := j.globals[key]
+		if cur.Version != version {
+			return opRecord{g: cur}
+		}
 		cur = sdk.Global{Version: cur.Version + 1, Value: bytes.Clone(value)}
 		j.globals[key] = cur
-	}
-	return swapped, sdk.Global{Version: cur.Version, Value: bytes.Clone(cur.Value)}, nil
+		return opRecord{swapped: true, g: cur}
+	})
+	return r.swapped, r.global(), nil
 }
 
 // maxKeyLen is the longest key p2pc's coordinator accepts.
@@ -342,7 +403,7 @@ func (h *jobHost) Checkpoint(ctx context.Context, state []byte) error {
 		return err
 	}
 	defer h.job.mu.Unlock()
-	ts.saved, ts.checkpoint, ts.acked = true, bytes.Clone(state), ts.next
+	ts.saved, ts.checkpoint, ts.acked, ts.ckptPos = true, bytes.Clone(state), ts.next, ts.pos
 	return nil
 }
 
@@ -355,5 +416,6 @@ func (h *jobHost) Resume(ctx context.Context) ([]byte, bool, error) {
 	if !ts.saved {
 		return nil, false, nil
 	}
+	ts.next, ts.pos = ts.acked, ts.ckptPos
 	return bytes.Clone(ts.checkpoint), true, nil
 }

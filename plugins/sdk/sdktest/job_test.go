@@ -235,6 +235,68 @@ func TestJobCheckpointResume(t *testing.T) {
 	if err := second.Checkpoint(ctx, make([]byte, sdk.MaxCheckpointSize+1)); err == nil {
 		t.Error("oversized checkpoint: no error")
 	}
+
+	// An incarnation that does not resume starts from scratch: every
+	// message again.
+	third := j.Host("t")
+	if ms := recvN(t, third, 4); string(ms[0].Data) != "0" || ms[0].Seq != 1 {
+		t.Errorf("without resume the first message is %q (Seq %d)", ms[0].Data, ms[0].Seq)
+	}
+}
+
+// TestJobOpLog: a task started again replays its shared-state operations:
+// it gets the recorded results, nothing is applied twice, and what it
+// does beyond (or differently from) the log is applied.
+func TestJobOpLog(t *testing.T) {
+	ctx := context.Background()
+	j := NewJob()
+	first := j.Host("t")
+	first.Store(ctx, "a", []byte("1"))
+	first.Send(ctx, "u", []byte("hello"))
+	if err := first.Checkpoint(ctx, []byte("after 2 ops")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sdk.Update(ctx, first, "n", func(cur []byte) ([]byte, error) { return append(cur, 'x'), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Load(ctx, "a")
+
+	// From the start: the same operations replay.
+	again := j.Host("t")
+	if g, _ := again.Store(ctx, "a", []byte("1")); g.Version != 1 {
+		t.Errorf("replayed store = %+v, want the recorded version 1", g)
+	}
+	again.Send(ctx, "u", []byte("hello"))
+	if g := j.Global("a"); g.Version != 1 {
+		t.Errorf("a replayed store was applied again: %+v", g)
+	}
+	u := j.Host("u")
+	if ms := recvN(t, u, 1); string(ms[0].Data) != "hello" {
+		t.Fatal(ms)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if m, err := u.Recv(short); err == nil {
+		t.Errorf("a replayed send was delivered again: %+v", m)
+	}
+
+	// From the checkpoint: the update after it replays, once.
+	resumed := j.Host("t")
+	if _, ok, _ := resumed.Resume(ctx); !ok {
+		t.Fatal("no checkpoint")
+	}
+	g, err := sdk.Update(ctx, resumed, "n", func(cur []byte) ([]byte, error) { return append(cur, 'x'), nil })
+	if err != nil || string(g.Value) != "x" || j.Global("n").Version != 1 {
+		t.Errorf("update after resume = %+v, %v; variable %+v", g, err, j.Global("n"))
+	}
+	// Diverging: a store where the log has a load is applied live.
+	if g, _ := resumed.Store(ctx, "a", []byte("2")); g.Version != 2 || j.Global("a").Version != 2 {
+		t.Errorf("diverged store = %+v", g)
+	}
+	if g, _ := resumed.Load(ctx, "a"); string(g.Value) != "2" {
+		t.Errorf("load after divergence = %+v", g)
+	}
 }
 
 func TestJobCanceledCalls(t *testing.T) {

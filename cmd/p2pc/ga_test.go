@@ -20,7 +20,7 @@ params:
   city_seed: 3
   islands: 3
   population: 48
-  generations: 600
+  generations: 5000
   migrate_every: 20
   migrants: 2
   topology: ring

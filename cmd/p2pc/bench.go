@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cheggaaa/pb/v3"
+	"github.com/cheggaaa/pb/v3/termutil"
 	"github.com/mattn/go-isatty"
 
 	"github.com/p2pc/p2pc/harness/bench"
@@ -131,6 +132,9 @@ func (p *benchProgress) Phase(name string, total int) bench.Phase {
 		tmpl := `{{string . "name"}} {{counters . }} {{bar . }} {{etime . }} {{string . "what"}}`
 		p.bar = pb.New(total).SetTemplateString(tmpl).SetWriter(p.w).Set("name", name).Set("what", "starting").
 			SetRefreshRate(500 * time.Millisecond)
+		if w, err := termutil.TerminalWidth(); err != nil || w <= 0 {
+			p.bar.SetWidth(100) // a terminal that does not say its width
+		}
 		p.bar.Start()
 		ph.bar = p.bar
 	}

@@ -68,23 +68,7 @@ func TestGAIslandSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victim *peer
-	deadline := time.Now().Add(2 * time.Minute)
-	for victim == nil {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= 2 && len(rep.Tasks[0].Partials) > 0 {
-			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
-			for _, p := range peers {
-				if p.name == who {
-					victim = p
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			run.Kill()
-			t.Fatalf("island 0 made no checkpoints in time\n%s", run.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	victim := runningPeer(t, run, out, peers, 2)
 	victim.proc.Kill()
 	code, err := run.Wait(3 * time.Minute)
 	if err != nil {

@@ -115,23 +115,7 @@ tasks:
 		t.Fatal(err)
 	}
 	// Wait for a few checkpoints, then kill the peer running the task.
-	var victim *peer
-	deadline := time.Now().Add(60 * time.Second)
-	for victim == nil {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= 5 && len(rep.Tasks[0].Partials) > 0 {
-			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
-			for _, p := range peers {
-				if p.name == who {
-					victim = p
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			run.Kill()
-			t.Fatalf("no checkpoints in time\n%s", run.Stderr())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	victim := runningPeer(t, run, out, peers, 5)
 	victim.proc.Kill()
 	code, err := run.Wait(2 * time.Minute)
 	if err != nil {
@@ -173,23 +157,7 @@ tasks:
 		t.Fatal(err)
 	}
 	// Kill the peer of task 0000 once it has checkpointed at least twice.
-	var victim *peer
-	deadline := time.Now().Add(60 * time.Second)
-	for victim == nil {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= 2 && len(rep.Tasks[0].Partials) > 0 {
-			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
-			for _, p := range peers {
-				if p.name == who {
-					victim = p
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			run.Kill()
-			t.Fatalf("no checkpoints in time\n%s", run.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	victim := runningPeer(t, run, out, peers, 2)
 	victim.proc.Kill()
 	code, err := run.Wait(2 * time.Minute)
 	if err != nil {
@@ -218,4 +186,27 @@ tasks:
 		t.Fatalf("task 0000 was not resumed: attempts %+v, resumed at %d", rep.Tasks[0].Attempts, o.ResumedAt)
 	}
 	t.Logf("killed %s; task 0000 resumed on %s at increment %d; %d values, exactly 1..%d", victim.name, last.Peer, o.ResumedAt, len(all), len(all))
+}
+
+// runningPeer waits until task 0 of the job writing to out has saved at
+// least n checkpoints and emitted a partial result, and returns the peer
+// that emitted it: the one running the task.
+func runningPeer(t *testing.T, run *harness.Proc, out string, peers []*peer, n int) *peer {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= n && len(rep.Tasks[0].Partials) > 0 {
+			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
+			for _, p := range peers {
+				if p.name == who {
+					return p
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			run.Kill()
+			t.Fatalf("task 0 made no %d checkpoints in time\n%s", n, run.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

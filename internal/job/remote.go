@@ -487,12 +487,25 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 			}
 		}
 	}
-	digest, files, err := outputs.Digest(stage)
-	if err != nil {
+	var digest string
+	var files []string
+	if inlineOnly(res.Outputs) {
+		// The bytes are at hand: digest them without reading them back.
+		var data []byte
+		if len(res.Outputs) == 1 {
+			data, files = res.Outputs[0].Data, []string{sdk.DataFile}
+		}
+		digest = outputs.DigestInline(data)
+	} else if digest, files, err = outputs.Digest(stage); err != nil {
 		return "", nil, err
 	}
 	if got := fmt.Sprintf("%x", res.Digest); got != digest {
 		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, files hash to %.12s", got, digest)
 	}
 	return digest, files, nil
+}
+
+// inlineOnly: the output is nothing, or just the inline data file.
+func inlineOnly(outs []*peerpb.Output) bool {
+	return len(outs) == 0 || (len(outs) == 1 && outs[0].Name == sdk.DataFile && len(outs[0].FileId) == 0)
 }

@@ -128,3 +128,14 @@ func Classify(ctx context.Context, err error) string {
 		return report.OutcomeCrashed
 	}
 }
+
+// DigestInline returns what Digest would return for an output made of the
+// inline data alone (the file "data", or no file at all when data is
+// nil), without touching the disk.
+func DigestInline(data []byte) string {
+	h := sha256.New()
+	if data != nil {
+		fmt.Fprintf(h, "%x %d %s\n", sha256.Sum256(data), len(data), sdk.DataFile)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

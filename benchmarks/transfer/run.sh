@@ -43,7 +43,7 @@ SKIP_SINGLE=${SKIP_SINGLE:-}
 NL=$'\n'
 
 [[ $(id -u) == 0 ]] || { echo "run.sh: needs root (network namespaces, tc)" >&2; exit 1; }
-for tool in go rsync ip tc cmp awk; do
+for tool in go rsync ip tc cmp awk /usr/bin/time; do
 	command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
 done
 
@@ -93,6 +93,9 @@ wait_listening() {
 
 # json_field FILE KEY: a top-level number from a stats JSON file.
 json_field() { awk -v k="\"$2\":" '$1 == k {gsub(/,/, "", $2); print $2; exit}' "$1"; }
+# proc_cpu PID: CPU seconds used by PID and its reaped children so far.
+TCK=$(getconf CLK_TCK)
+proc_cpu() { awk -v t="$TCK" '{printf "%.2f", ($14 + $15 + $16 + $17) / t}' "/proc/$1/stat"; }
 
 if [[ -n ${P2PC_BIN:-} ]]; then
 	BIN=$P2PC_BIN # a prebuilt binary
@@ -111,6 +114,12 @@ machine() {
 		"$(go env GOVERSION)" "$(rsync --version | awk 'NR==1 {print $3}')" "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
 MACHINE=$(machine)
+CMDLINE=$(
+	for v in SIZE_MIB RUNS MSIZE_MIB MRUNS CAP FAST_CAP SOURCES SKIP_SINGLE SKIP_MULTI NO_TMPFS B_STORAGE P2PC_BIN GET_FLAGS QUICK; do
+		[[ -n ${!v:-} ]] && printf '%s=%q ' "$v" "${!v}"
+	done
+	echo benchmarks/transfer/run.sh
+)
 
 # ---------------------------------------------------------------- (a) ----
 # single_source LABEL DIR: the source store, the files and the destination
@@ -156,45 +165,68 @@ single_source() {
 	[[ -n $port ]] || { echo "run.sh: rsync daemon did not start" >&2; return 1; }
 	log "(a/$label) p2pc serves $addr, rsync daemon on 127.0.0.1:$port"
 
-	local -A times=()
+	local -A times=() cpu=()
 	local tools=(p2pc_get_output p2pc_get_output_fetch_phase p2pc_get_store_only rsync rsync_fsync) t0 t1 i
-	timed() { # timed NAME CMD...: run CMD, append its wall time to times[NAME]
-		local name=$1
-		shift
+	local ratios=() ratios_fsync=()
+	# timed NAME SERVERPID CMD...: run CMD, append its wall time to
+	# times[NAME] and the CPU seconds it cost, its own (user + system) and
+	# the server's (p2pc serve, or the rsync daemon's reaped children), to
+	# cpu[NAME].
+	timed() {
+		local name=$1 spid=$2 s0 s1
+		shift 2
 		rm -rf "$dir/a-dst" "$dir/a.out"
 		sync
+		s0=$(proc_cpu "$spid")
 		t0=$(now)
-		if ! "$@"; then
+		if ! /usr/bin/time -f "%U %S" -o "$WORK/a-time" "$@"; then
 			echo "run.sh: $name failed: $*" >&2
 			return 1
 		fi
 		t1=$(now)
+		sleep 0.3 # let the rsync daemon reap its child
+		s1=$(proc_cpu "$spid")
 		times[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b-a}') "
+		cpu[$name]+="$(awk -v a="$s0" -v b="$s1" 'END {printf "%.2f+%.2f", $1+$2, b-a}' "$WORK/a-time") "
 	}
+	last() { echo ${times[$1]} | awk '{print $NF}'; }
 	for i in $(seq "$RUNS"); do
-		timed p2pc_get_output "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" -o "$dir/a.out" \
+		timed p2pc_get_output "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" -o "$dir/a.out" \
 			--stats-json "$WORK/a-stats.json" 2>"$WORK/a-get.err" || { cat "$WORK/a-get.err" >&2; return 1; }
 		cmp -s "$file" "$dir/a.out" || { echo "run.sh: p2pc output differs" >&2; return 1; }
 		times[p2pc_get_output_fetch_phase]+="$(awk -v ns="$(json_field "$WORK/a-stats.json" duration_ns)" 'BEGIN {print ns/1e9}') "
-		timed p2pc_get_store_only "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" 2>"$WORK/a-get.err" ||
+		timed p2pc_get_store_only "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" 2>"$WORK/a-get.err" ||
 			{ cat "$WORK/a-get.err" >&2; return 1; }
-		timed rsync rsync --whole-file --no-compress "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
+		timed rsync "${pids[1]}" rsync --whole-file --no-compress "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
 		cmp -s "$file" "$dir/a.out" || { echo "run.sh: rsync output differs" >&2; return 1; }
-		timed rsync_fsync rsync --whole-file --no-compress --fsync "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
+		timed rsync_fsync "${pids[1]}" rsync --whole-file --no-compress --fsync "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
 		rm -rf "$dir/a-dst" "$dir/a.out"
-		log "(a/$label) run $i:$(for k in "${tools[@]}"; do printf ' %s=%ss' "$k" "$(echo ${times[$k]} | awk '{print $NF}')"; done)"
+		ratios+=("$(awk -v p="$(last p2pc_get_output)" -v r="$(last rsync)" 'BEGIN {printf "%.3f", r/p}')")
+		ratios_fsync+=("$(awk -v p="$(last p2pc_get_output)" -v r="$(last rsync_fsync)" 'BEGIN {printf "%.3f", r/p}')")
+		log "(a/$label) run $i:$(for k in "${tools[@]}"; do printf ' %s=%ss' "$k" "$(last "$k")"; done) rsync/p2pc=${ratios[-1]} rsync_fsync/p2pc=${ratios_fsync[-1]} load=$(cut -d' ' -f1 /proc/loadavg)"
 	done
 
-	local k med sec=() meds=() rate=()
+	local k med sec=() meds=() rate=() cpus=() cpumed=() c
 	for k in "${tools[@]}"; do
 		med=$(printf '%s\n' ${times[$k]} | median)
 		sec+=("\"$k\": [$(echo ${times[$k]} | tr ' ' ',')]")
 		meds+=("\"$k\": $med")
 		rate+=("\"$k\": $(mibps "$SIZE_MIB" "$med")")
 		eval "med_$k=$med"
+		[[ -n ${cpu[$k]:-} ]] || continue
+		cpus+=("\"$k\": [$(for c in ${cpu[$k]}; do printf '{"client": %s, "server": %s},' "${c%+*}" "${c#*+}"; done | sed 's/,$//')]")
+		# medians of the client's and the server's CPU seconds
+		c="$(for c in ${cpu[$k]}; do echo "${c%+*}"; done | median)+$(for c in ${cpu[$k]}; do echo "${c#*+}"; done | median)"
+		cpumed+=("\"$k\": {\"client\": ${c%+*}, \"server\": ${c#*+}}")
+		eval "cpu_$k=$c"
 	done
-	SINGLE_JSON+="${SINGLE_JSON:+, }{\"storage\": \"$label\", \"dir\": \"$dir\", \"seconds\": {$(IFS=,; echo "${sec[*]}")}, \"median_seconds\": {$(IFS=,; echo "${meds[*]}")}, \"median_mib_per_s\": {$(IFS=,; echo "${rate[*]}")}}"
-	SINGLE_ROWS+="${SINGLE_ROWS:+$NL}| $label | $med_p2pc_get_output ($(mibps "$SIZE_MIB" "$med_p2pc_get_output") MiB/s) | $med_p2pc_get_store_only ($(mibps "$SIZE_MIB" "$med_p2pc_get_store_only") MiB/s) | $med_rsync ($(mibps "$SIZE_MIB" "$med_rsync") MiB/s) | $med_rsync_fsync ($(mibps "$SIZE_MIB" "$med_rsync_fsync") MiB/s) | $(awk -v p="$med_p2pc_get_output" -v r="$med_rsync" 'BEGIN {printf "%.2f", r/p}') |"
+	local rmed rfmed
+	rmed=$(printf '%s\n' "${ratios[@]}" | median)
+	rfmed=$(printf '%s\n' "${ratios_fsync[@]}" | median)
+	SINGLE_JSON+="${SINGLE_JSON:+, }{\"storage\": \"$label\", \"dir\": \"$dir\", \"seconds\": {$(IFS=,; echo "${sec[*]}")}, \"median_seconds\": {$(IFS=,; echo "${meds[*]}")}, \"median_mib_per_s\": {$(IFS=,; echo "${rate[*]}")}, \"cpu_seconds\": {$(IFS=,; echo "${cpus[*]}")}, \"median_cpu_seconds\": {$(IFS=,; echo "${cpumed[*]}")}, \"rsync_over_p2pc_per_run\": [$(IFS=,; echo "${ratios[*]}")], \"rsync_fsync_over_p2pc_per_run\": [$(IFS=,; echo "${ratios_fsync[*]}")]}"
+	SINGLE_ROWS+="${SINGLE_ROWS:+$NL}| $label | $med_p2pc_get_output ($(mibps "$SIZE_MIB" "$med_p2pc_get_output") MiB/s) | $med_p2pc_get_store_only ($(mibps "$SIZE_MIB" "$med_p2pc_get_store_only") MiB/s) | $med_rsync ($(mibps "$SIZE_MIB" "$med_rsync") MiB/s) | $med_rsync_fsync ($(mibps "$SIZE_MIB" "$med_rsync_fsync") MiB/s) | $rmed | $rfmed |"
+	cpurow() { local c=$1; awk -v c="${c%+*}" -v s="${c#*+}" 'BEGIN {printf "%.2f + %.2f = %.2f", c, s, c + s}'; }
+	CPU_ROWS+="${CPU_ROWS:+$NL}| $label | $(cpurow "$cpu_p2pc_get_output") | $(cpurow "$cpu_p2pc_get_store_only") | $(cpurow "$cpu_rsync") | $(cpurow "$cpu_rsync_fsync") |"
 
 	kill "${pids[@]}" 2>/dev/null || true
 	wait "${pids[@]}" 2>/dev/null || true
@@ -218,8 +250,9 @@ single_all() {
 		  "loadavg_end": "$(cut -d' ' -f1-3 /proc/loadavg)"
 		}
 	EOF
-	printf '\n(a) single source, %d MiB, median seconds of %d runs\n| storage | p2pc get -o | p2pc get (store only) | rsync | rsync --fsync | rsync time / p2pc get -o time |\n%s\n' \
+	printf '\n(a) single source, %d MiB, median seconds of %d runs\n| storage | p2pc get -o | p2pc get (store only) | rsync | rsync --fsync | rsync / p2pc | rsync --fsync / p2pc |\n%s\n' \
 		"$SIZE_MIB" "$RUNS" "$SINGLE_ROWS"
+	printf '\nCPU seconds, client + server (medians)\n%s\n' "$CPU_ROWS"
 }
 
 # ---------------------------------------------------------------- (b) ----
@@ -397,7 +430,7 @@ multi_source() {
 		"$MSIZE_MIB" "$CAP" "$MRUNS" "$MULTI_ROWS" "$rs" "$(mibps "$MSIZE_MIB" "$rs")" "$FAST_ROW"
 }
 
-SINGLE_ROWS="" SINGLE_JSON="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B="" FAST_ROW="" B_STORAGE=${B_STORAGE:-tmpfs}
+SINGLE_ROWS="" SINGLE_JSON="" CPU_ROWS="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B="" FAST_ROW="" B_STORAGE=${B_STORAGE:-tmpfs}
 [[ -n $SKIP_SINGLE ]] || single_all
 [[ -n $SKIP_MULTI ]] || multi_source
 
@@ -409,13 +442,21 @@ SINGLE_ROWS="" SINGLE_JSON="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B="" FAST_ROW
 	if [[ -n $SINGLE_ROWS ]]; then
 		echo "## (a) Single source on loopback: ${SIZE_MIB} MiB, median of ${RUNS} runs"
 		echo
-		echo "| storage | p2pc blocks get -o | p2pc blocks get (store only) | rsync | rsync --fsync | rsync time / p2pc get -o time |"
-		echo "| --- | --- | --- | --- | --- | --- |"
+		echo "| storage | p2pc blocks get -o | p2pc blocks get (store only) | rsync | rsync --fsync | rsync / p2pc get -o | rsync --fsync / p2pc get -o |"
+		echo "| --- | --- | --- | --- | --- | --- | --- |"
 		echo "$SINGLE_ROWS"
 		echo
-		echo "p2pc makes every block durable in its store (temp file, fsync, rename, fsync dir) and fsyncs the output file; plain rsync fsyncs nothing. On tmpfs fsync is free, so that row compares the transfer paths alone."
+		echo "Seconds, median of ${RUNS} runs (MiB/s from the median). The two ratio columns are medians of the per-run ratios: the four commands of a run are timed back to back, so each ratio compares them under the same load. Before each command the destination is removed and \`sync\` run; plain rsync's output is still being written back when it exits (outside its time), while p2pc's output, like rsync --fsync's, is durable when it exits."
 		echo
-		echo "On loopback p2pc is CPU-bound where rsync is not: every 1 MiB block is hashed with SHA-256 three times (the source's store verifies it on read, the fetcher on receipt, the local store again on Put) and written twice (block store and output file). A CPU profile of the same path in process (\`P2PC_BENCH_TRANSFER=1 go test -bench FetchDisk ./benchmarks/transfer/\`) puts about 40% of the time in SHA-256 and 30% in file I/O system calls. Over a real link the network is the bottleneck again: see the 1 Gbit/s row below."
+		echo "CPU seconds, client + server (median of each), for the same runs:"
+		echo
+		echo "| storage | p2pc blocks get -o | p2pc blocks get (store only) | rsync | rsync --fsync |"
+		echo "| --- | --- | --- | --- | --- |"
+		echo "$CPU_ROWS"
+		echo
+		echo "What p2pc does per block: the source's store reads it and checks it against the CRC32C recorded with it (quarantining it if damaged), the server hands it to gRPC without copying; the fetcher hashes it once with SHA-256 against its ID on receipt, and nothing hashes it again. \`get -o\` writes each byte once: the block goes to its offsets in a file assembled inside the store (direct I/O on a disk), which, complete, is fsynced, becomes the store's copy of the file and is hard-linked to the output (temporary name, rename, fsync of the directory). \`get\` without -o writes block files in batches of 32 MiB, each batch made durable in one pass (fsync of the files, rename, fsync of the directories) before its blocks count as fetched. See internal/blocks/doc.go and internal/transfer/doc.go."
+		echo
+		echo "Where the CPU goes (\`p2pc --cpuprofile\`): on the fetching side, SHA-256 of every block is about half; reading the socket, gRPC's HTTP/2 framing (16 KiB frames) and the write of the output most of the rest. rsync --whole-file hashes with xxh3 and moves data with read/write on a plain socket. On a 2-core machine shared with other jobs the command that needs less CPU finishes first; over a real link the network is the bottleneck again: see the 1 Gbit/s row below."
 		echo
 	fi
 	if [[ -n $MULTI_ROWS ]]; then
@@ -436,6 +477,8 @@ SINGLE_ROWS="" SINGLE_JSON="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B="" FAST_ROW
 			echo
 		fi
 	fi
-	echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the machine has $(nproc) cores and is shared)."
+	echo "Command: \`$CMDLINE\`."
+	echo
+	echo "Load average at the start: $(echo "$MACHINE" | sed 's/.*"loadavg_start": "\([^"]*\)".*/\1/'); at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the machine has $(nproc) cores and is shared)."
 } >"$OUT/summary.md"
 log "wrote $OUT/summary.md"

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,7 +54,9 @@ type DiskOptions struct {
 // and its directory fsynced, so a crash at any point leaves either no block
 // or a complete one; temporary files left by a crash are removed by
 // OpenDisk. Every Get re-hashes the block; one that no longer matches its
-// ID is moved to quarantine/ and reported as ErrCorrupt.
+// ID is moved to quarantine/ and reported as ErrCorrupt. Batch makes many
+// blocks durable in one pass; a file can also be held in one piece (see
+// Partial and the package documentation, "Whole files").
 //
 // One process owns a store directory at a time (an flock on dir/lock).
 type DiskStore struct {
@@ -76,9 +80,19 @@ type DiskStore struct {
 	overLog   time.Time  // last "over the cap" warning
 	closed    bool
 	closeOnce sync.Once
+
+	objs  map[ID]*object  // whole files held in files/, by file ID; guarded by mu
+	inObj map[ID]*object  // block ID -> a whole file that holds it; guarded by mu
+	parts map[string]bool // partial files open; guarded by mu
+
+	noXattr atomic.Bool // the file system refused a user extended attribute: record no CRC32C
 }
 
-var _ ownStore = (*DiskStore)(nil)
+var (
+	_ ownStore       = (*DiskStore)(nil)
+	_ VerifiedPutter = (*DiskStore)(nil)
+	_ BlockReader    = (*DiskStore)(nil)
+)
 
 // OpenDisk opens (creating if needed) the store in dir, takes its lock,
 // removes temporary files a crash left behind, loads the pins and counts
@@ -106,6 +120,9 @@ func OpenDisk(dir string, opts DiskOptions) (*DiskStore, error) {
 		maxBytes: opts.MaxBytes,
 		pins:     make(map[string]map[ID]struct{}),
 		pinned:   make(map[ID]int),
+		objs:     make(map[ID]*object),
+		inObj:    make(map[ID]*object),
+		parts:    make(map[string]bool),
 	}
 	if err := d.open(); err != nil {
 		d.Close()
@@ -123,7 +140,7 @@ func (d *DiskStore) open() error {
 	if err := lockFile(lf); err != nil {
 		return err
 	}
-	for _, name := range []string{blocksDir, quarantineDir, pinsDir} {
+	for _, name := range []string{blocksDir, quarantineDir, pinsDir, filesDir} {
 		if err := mkdirExist(d.root, name); err != nil {
 			return err
 		}
@@ -172,6 +189,11 @@ func (d *DiskStore) open() error {
 	}
 	d.pruneQuarantine()
 	n, err := d.loadPins()
+	if err != nil {
+		return err
+	}
+	removed += n
+	n, err = d.loadObjects()
 	if err != nil {
 		return err
 	}
@@ -226,6 +248,9 @@ func (d *DiskStore) Has(ctx context.Context, id ID) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("has block %s: %w", id.Short(), err)
 	}
+	if d.objectOf(id) != nil {
+		return true, nil
+	}
 	fi, err := d.root.Lstat(blockPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -243,56 +268,116 @@ func (d *DiskStore) Get(ctx context.Context, id ID) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get block %s: %w", id.Short(), err)
 	}
-	data, fi, err := d.read(id, true)
+	data, err := d.read(id, nil, checkSHA)
+	if errors.Is(err, ErrNotFound) {
+		data, err = d.readObject(id, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get block %s: %w", id.Short(), err)
 	}
-	d.touch(blockPath(id), fi)
 	return data, nil
 }
 
-// read opens, reads (if keep; otherwise only hashes) and verifies id,
-// quarantining it on a mismatch.
-func (d *DiskStore) read(id ID, keep bool) ([]byte, fs.FileInfo, error) {
+// ReadBlock reads id into buf (reallocated if too small; the result
+// aliases buf when it fits) and checks it against the CRC32C recorded
+// when the block was written, falling back to SHA-256 against id for a
+// block that has none (written by an older version, or on a file system
+// without user extended attributes). A block that fails the CRC32C is
+// re-hashed before anything is decided: it is quarantined and reported as
+// ErrCorrupt only if its SHA-256 does not match id either.
+//
+// This is the read path of a block server, which sends what it reads to a
+// peer that verifies the SHA-256 on receipt. The CRC32C catches what
+// re-hashing on read is there to catch, accidental damage on disk (bit
+// rot, a stray write, a torn file): such a block is still quarantined when
+// read instead of served. A corruption that slipped past a 32-bit CRC
+// (odds 2^-32 per damaged block) would be caught by the receiver's
+// SHA-256, which rejects the block: the cost of that case is a refused
+// block, never a wrong one. Get and Verify always re-hash with SHA-256.
+func (d *DiskStore) ReadBlock(ctx context.Context, id ID, buf []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read block %s: %w", id.Short(), err)
+	}
+	data, err := d.read(id, buf, checkCRC)
+	if errors.Is(err, ErrNotFound) {
+		data, err = d.readObject(id, buf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read block %s: %w", id.Short(), err)
+	}
+	return data, nil
+}
+
+// How read checks a block.
+const (
+	checkSHA   = iota // re-hash and compare with the ID (Get)
+	checkCRC          // compare with the recorded CRC32C, else as checkSHA (ReadBlock)
+	checkScrub        // re-hash without keeping the bytes (Verify)
+)
+
+// read opens id, reads it into buf (grown if needed; with checkScrub it
+// only hashes it), checks it as mode says and marks it recently used. A
+// block that fails is quarantined and reported as ErrCorrupt.
+func (d *DiskStore) read(id ID, buf []byte, mode int) ([]byte, error) {
 	p := blockPath(id)
 	f, err := d.root.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, ErrNotFound
+		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s is not a regular file", p)
+		return nil, fmt.Errorf("%s is not a regular file", p)
 	}
 	if fi.Size() > MaxBlockSize {
 		d.quarantine(id, fi, fmt.Sprintf("%d bytes, larger than MaxBlockSize", fi.Size()))
-		return nil, nil, fmt.Errorf("%d bytes on disk: %w", fi.Size(), ErrCorrupt)
+		return nil, fmt.Errorf("%d bytes on disk: %w", fi.Size(), ErrCorrupt)
 	}
-	h := sha256.New()
 	var data []byte
-	if keep {
-		// Read one byte more than stat promised, to notice a file that grew.
-		data = make([]byte, fi.Size()+1)
-		n, err := io.ReadFull(f, data)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			return nil, nil, err
+	if mode == checkScrub {
+		h := sha256.New()
+		if _, err := io.Copy(h, io.LimitReader(f, MaxBlockSize+1)); err != nil {
+			return nil, err
 		}
-		data = data[:n]
-		h.Write(data)
-	} else if _, err := io.Copy(h, io.LimitReader(f, MaxBlockSize+1)); err != nil {
-		return nil, nil, err
+		if got := ID(h.Sum(nil)); got != id {
+			d.quarantine(id, fi, "content hashes to "+got.Short())
+			return nil, fmt.Errorf("content hashes to %s: %w", got.Short(), ErrCorrupt)
+		}
+		return nil, nil
 	}
-	if got := ID(h.Sum(nil)); got != id {
-		d.quarantine(id, fi, "content hashes to "+got.Short())
-		return nil, nil, fmt.Errorf("content hashes to %s: %w", got.Short(), ErrCorrupt)
+	// Read one byte more than stat promised, to notice a file that grew.
+	if n := int(fi.Size()) + 1; cap(buf) < n {
+		buf = make([]byte, n)
 	}
-	return data, fi, nil
+	buf = buf[:fi.Size()+1]
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	data = buf[:n]
+	ok := false
+	if mode == checkCRC {
+		if sum, has := getCRC(f); has {
+			ok = crc32.Checksum(data, castagnoli) == sum
+			if !ok {
+				d.log.Warn("block fails its CRC32C; re-hashing it", "id", id)
+			}
+		}
+	}
+	if !ok {
+		if got := Sum(data); got != id {
+			d.quarantine(id, fi, "content hashes to "+got.Short())
+			return nil, fmt.Errorf("content hashes to %s: %w", got.Short(), ErrCorrupt)
+		}
+	}
+	d.touch(p, fi)
+	return data, nil
 }
 
 // quarantine moves the block file described by fi out of blocks/, unless
@@ -340,21 +425,20 @@ func (d *DiskStore) Put(ctx context.Context, id ID, data []byte) error {
 	if err := CheckBlock(id, data); err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
-	return d.putHashed(ctx, id, data)
+	return d.PutVerified(ctx, trusted(id, data))
 }
 
-// putHashed is Put without re-hashing data: the caller has just computed
-// id from it.
-func (d *DiskStore) putHashed(ctx context.Context, id ID, data []byte) error {
+// PutVerified is Put without re-hashing: v was checked against its ID by
+// Verify (on receipt from a peer) or by this package.
+func (d *DiskStore) PutVerified(ctx context.Context, v Verified) error {
+	id, data := v.id, v.data
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put block %s: %w", id.Short(), err)
 	}
 	if len(data) > MaxBlockSize {
 		return fmt.Errorf("put block %s: %d bytes: %w", id.Short(), len(data), ErrTooLarge)
 	}
-	p := blockPath(id)
-	if fi, err := d.root.Lstat(p); err == nil && fi.Mode().IsRegular() {
-		d.touch(p, fi)
+	if d.held(id) {
 		return nil
 	}
 	if err := d.makeRoom(ctx, int64(len(data))); err != nil {
@@ -366,58 +450,130 @@ func (d *DiskStore) putHashed(ctx context.Context, id ID, data []byte) error {
 	return nil
 }
 
-func (d *DiskStore) writeBlock(id ID, data []byte) (err error) {
+func (d *DiskStore) putHashed(ctx context.Context, id ID, data []byte) error {
+	return d.PutVerified(ctx, trusted(id, data))
+}
+
+// held reports whether the store holds id, in a block file (marked
+// recently used) or a whole file: a Put of a block already held writes
+// nothing.
+func (d *DiskStore) held(id ID) bool {
+	return d.objectOf(id) != nil || d.hasBlockFile(id)
+}
+
+// hasBlockFile reports whether id's block file exists, marking it
+// recently used if so.
+func (d *DiskStore) hasBlockFile(id ID) bool {
 	p := blockPath(id)
-	dir := fanout(id[0])
-	tmp, f, err := createTemp(d.root, dir, id.String())
-	if err != nil {
-		return fmt.Errorf("create temp file: %w", err)
+	fi, err := d.root.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			if rerr := d.root.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				d.log.Error("cannot remove temp file", "path", tmp, "err", rerr)
-			}
-		}
-	}()
+	d.touch(p, fi)
+	return true
+}
+
+// castagnoli is the CRC32C table (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errNoXattr: the file system does not support user extended attributes.
+var errNoXattr = errors.New("user extended attributes not supported")
+
+// writeTemp writes data to a new temporary file in id's block directory,
+// records its CRC32C (see ReadBlock), makes it read-only and starts its
+// write-back. It returns the file still open and not yet fsynced; on error
+// it leaves nothing behind.
+func (d *DiskStore) writeTemp(id ID, data []byte) (string, *os.File, error) {
+	// Writable until the CRC32C is recorded: setting a user extended
+	// attribute needs write permission on the file, not just the descriptor.
+	tmp, f, err := createTemp(d.root, fanout(id[0]), id.String(), 0o644)
+	if err != nil {
+		return "", nil, fmt.Errorf("create temp file: %w", err)
+	}
+	fail := func(err error) (string, *os.File, error) {
+		f.Close()
+		d.removeTemp(tmp)
+		return "", nil, err
+	}
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write: %w", err)
+		return fail(fmt.Errorf("write: %w", err))
+	}
+	if !d.noXattr.Load() {
+		// Without the attribute, reads of the block fall back to SHA-256:
+		// slower, never weaker. So a failure here is not the Put's.
+		if err := setCRC(f, crc32.Checksum(data, castagnoli)); errors.Is(err, errNoXattr) {
+			d.noXattr.Store(true)
+			d.log.Info("file system has no user extended attributes: blocks are read back with SHA-256 only")
+		} else if err != nil {
+			d.log.Debug("cannot record crc32c", "path", tmp, "err", err)
+		}
+	}
+	if err := f.Chmod(0o444); err != nil {
+		return fail(fmt.Errorf("chmod: %w", err))
+	}
+	startWriteback(f)
+	return tmp, f, nil
+}
+
+func (d *DiskStore) removeTemp(tmp string) {
+	if err := d.root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Error("cannot remove temp file", "path", tmp, "err", err)
+	}
+}
+
+// writeBlock makes one block durable: temp file, fsync, rename, fsync of
+// the directory.
+func (d *DiskStore) writeBlock(id ID, data []byte) error {
+	tmp, f, err := d.writeTemp(id, data)
+	if err != nil {
+		return err
 	}
 	if err := f.Sync(); err != nil {
+		f.Close()
+		d.removeTemp(tmp)
 		return fmt.Errorf("fsync: %w", err)
 	}
 	if err := f.Close(); err != nil {
+		d.removeTemp(tmp)
 		return fmt.Errorf("close: %w", err)
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return errors.New("store closed")
+	renamed, err := d.install(id, tmp, int64(len(data)))
+	if err != nil || !renamed {
+		return err
 	}
-	if fi, lerr := d.root.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
-		// A concurrent Put of the same block won the race.
-		d.mu.Unlock()
-		if rerr := d.root.Remove(tmp); rerr != nil {
-			d.log.Error("cannot remove temp file", "path", tmp, "err", rerr)
-		}
-		return nil
-	}
-	if err := d.root.Rename(tmp, p); err != nil {
-		d.mu.Unlock()
-		return fmt.Errorf("rename: %w", err)
-	}
-	d.nblocks++
-	d.nbytes += int64(len(data))
-	if d.pinned[id] == 0 {
-		d.gen++
-	}
-	d.mu.Unlock()
 	// The rename is only durable once the directory is.
-	if err := syncDir(d.root, dir); err != nil {
+	if err := syncDir(d.root, fanout(id[0])); err != nil {
 		return fmt.Errorf("fsync directory: %w", err)
 	}
 	return nil
+}
+
+// install renames the durable temporary file tmp to id's block name,
+// unless a concurrent Put got there first (then tmp is removed and
+// renamed is false). The caller fsyncs the directory afterwards. On error
+// tmp is removed.
+func (d *DiskStore) install(id ID, tmp string, size int64) (renamed bool, err error) {
+	p := blockPath(id)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		d.removeTemp(tmp)
+		return false, errors.New("store closed")
+	}
+	if fi, lerr := d.root.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
+		d.removeTemp(tmp)
+		return false, nil
+	}
+	if err := d.root.Rename(tmp, p); err != nil {
+		d.removeTemp(tmp)
+		return false, fmt.Errorf("rename: %w", err)
+	}
+	d.nblocks++
+	d.nbytes += size
+	if d.pinned[id] == 0 {
+		d.gen++
+	}
+	return true, nil
 }
 
 // Delete removes id.
@@ -426,9 +582,16 @@ func (d *DiskStore) Delete(ctx context.Context, id ID) error {
 		return fmt.Errorf("delete block %s: %w", id.Short(), err)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.removeLocked(id, nil); err != nil {
+	err := d.removeLocked(id, nil)
+	d.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("delete block %s: %w", id.Short(), err)
+	}
+	// A block held in whole files: keep their other blocks, as block files.
+	for o := d.objectOf(id); o != nil; o = d.objectOf(id) {
+		if err := d.explode(ctx, o, id); err != nil {
+			return fmt.Errorf("delete block %s: %w", id.Short(), err)
+		}
 	}
 	return nil
 }
@@ -460,9 +623,35 @@ func (d *DiskStore) removeLocked(id ID, want fs.FileInfo) error {
 
 var errChanged = errors.New("block changed since it was listed")
 
-// List calls fn for every block held. fn may call other methods of d.
+// List calls fn for every block held, block files first, then the blocks
+// held only in whole files. fn may call other methods of d.
 func (d *DiskStore) List(ctx context.Context, fn func(id ID, size int64) error) error {
-	return d.list(ctx, func(id ID, fi fs.FileInfo) error { return fn(id, fi.Size()) })
+	err := d.list(ctx, func(id ID, fi fs.FileInfo) error { return fn(id, fi.Size()) })
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		id   ID
+		size int64
+	}
+	var rest []entry
+	d.mu.Lock()
+	for id, o := range d.inObj {
+		rest = append(rest, entry{id, int64(o.m.BlockLen(o.first[id]))})
+	}
+	d.mu.Unlock()
+	for _, e := range rest {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("list blocks: %w", err)
+		}
+		if fi, err := d.root.Lstat(blockPath(e.id)); err == nil && fi.Mode().IsRegular() {
+			continue // listed already
+		}
+		if err := fn(e.id, e.size); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *DiskStore) list(ctx context.Context, fn func(id ID, fi fs.FileInfo) error) error {
@@ -498,7 +687,9 @@ func (d *DiskStore) list(ctx context.Context, fn func(id ID, fi fs.FileInfo) err
 	return nil
 }
 
-// Usage returns how many blocks the store holds and their total length.
+// Usage returns how many blocks the store holds and their total length:
+// block files, plus the distinct blocks of each whole file and its length
+// (a block held both ways counts twice, as it takes the space twice).
 func (d *DiskStore) Usage() (blocks int, bytes int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -528,13 +719,13 @@ func parseBlockName(first byte, name string) (ID, bool) {
 	return id, true
 }
 
-// createTemp creates dir/.tmp-<stem>-<random> exclusively.
-func createTemp(root *os.Root, dir, stem string) (string, *os.File, error) {
+// createTemp creates dir/.tmp-<stem>-<random> exclusively, with mode perm.
+func createTemp(root *os.Root, dir, stem string, perm os.FileMode) (string, *os.File, error) {
 	for range 10 {
 		var r [8]byte
 		rand.Read(r[:])
 		name := dir + "/" + tmpPrefix + stem + "-" + hex.EncodeToString(r[:])
-		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

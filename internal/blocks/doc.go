@@ -17,6 +17,14 @@
 // an error, every method honours a done context, and no store keeps the
 // caller's slices.
 //
+// A block is verified against its ID exactly once on its way in. Verify
+// hashes it and returns a Verified; PutVerified (VerifiedPutter, which
+// MemStore and DiskStore implement) then stores it without hashing again.
+// A block fetched from a peer is hashed once, on receipt, and nowhere else
+// on the receiving side; Put, for bytes of unknown origin, still hashes.
+// BlockReader.ReadBlock reads a block into the caller's buffer, for a
+// server that reuses its buffers.
+//
 // # Files
 //
 // PutFile cuts a stream into blocks of a chosen size (DefaultBlockSize,
@@ -25,7 +33,9 @@
 // length), then stores the manifest and returns its ID: the file ID.
 // ReadManifest, Missing, WriteFile and ExportFile go the other way;
 // ExportFile writes atomically (temporary file in the destination's
-// directory, fsync, chmod, rename, fsync of the directory).
+// directory, fsync, chmod, rename, fsync of the directory). PutFile writes
+// into a DiskStore through a Batch, committing every 32 MiB and before it
+// stores the manifest.
 //
 // # Manifest wire format
 //
@@ -61,6 +71,15 @@
 //	dir/quarantine/<id>.<ns>    a block that failed verification, moved aside
 //	                            at <ns> Unix nanoseconds; pruned after 7 days
 //	dir/quarantine/pin-<name>.<ns>  an unreadable pin file
+//	dir/quarantine/file-<id>.<ns>   a whole file that failed verification
+//	dir/files/<file id>         a whole file held in one piece (see below)
+//	dir/files/.part-<file id>   a whole file being written; kept across a
+//	                            crash for the next attempt to resume from
+//
+// A block file carries, in the extended attribute user.p2pc.crc32c, the
+// CRC32C of its bytes (4 bytes, big-endian), recorded before the file is
+// named; see "Verification on read". On a file system without user
+// extended attributes there is none.
 //
 // # Crash consistency
 //
@@ -77,10 +96,81 @@
 // is quarantined and reported as ErrCorrupt rather than returned; Verify
 // checks the whole store, for a node to run at start-up in the background.
 //
-// The tests kill a real child process with SIGKILL while it writes blocks
-// and pins, then check that every block the reopened store lists verifies
-// and that every block whose Put had returned is there. That covers
-// process crashes; power loss rests on the fsyncs.
+// Batch makes many blocks durable in one pass instead of two fsyncs per
+// block: Put writes each block to its temporary file (and starts its
+// write-back), Commit fsyncs all of them concurrently (so that the file
+// system commits its journal once for the lot), then renames each to its
+// name, then fsyncs each directory that received a name, and only then
+// returns. The rule, applied twice:
+//
+//   - a block's name is created only after its bytes are durable, so a
+//     crash leaves complete blocks and temporary files, nothing between;
+//   - whoever records state that describes a block of a batch (progress,
+//     a block counted as fetched, a manifest taken as complete, an output
+//     file renamed into place) does so only after Commit has returned, when
+//     the names are durable too.
+//
+// Blocks written but not committed are lost in a crash; a fetch redoes at
+// most one batch. PutFile and the fetcher of internal/transfer write
+// through batches of 32 MiB.
+//
+// The tests kill real child processes with SIGKILL while they write blocks
+// and pins, and while they put and commit batches, then check that every
+// block the reopened store lists verifies, that every block whose Put or
+// Commit had returned is there, and that no temporary file survives the
+// reopen. That covers process crashes; power loss rests on the fsyncs.
+//
+// # Verification on read
+//
+// Get and Verify re-hash every block they read with SHA-256. ReadBlock,
+// the read path of a block server, checks the CRC32C recorded with the
+// block instead (a tenth of the cost, with the CPU instruction), and
+// re-hashes with SHA-256 only when there is no CRC32C or it does not
+// match, quarantining the block only if the SHA-256 fails too. What
+// re-hashing on read is for is catching accidental damage on disk (bit
+// rot, a stray write, a torn file) before the block is served; a CRC32C
+// catches that, and still gets the block quarantined when read. A damaged
+// block that slipped past the CRC32C (odds of 2^-32) would reach a peer
+// that verifies the SHA-256 on receipt and refuses it: the cost of that
+// case is a refused block and a banned server for one fetch, never a
+// wrong block accepted. The CRC32C is computed from bytes that were just
+// verified (or hashed by PutFile) and set on the temporary file before it
+// is fsynced and named, so it is as crash-consistent as the block.
+//
+// # Whole files
+//
+// A DiskStore can also hold a file's blocks in one piece, files/<file ID>
+// (the manifest staying a block file), instead of one block file each:
+// that is how FetchFile (internal/transfer) writes a fetched file once
+// rather than twice (block files, then the output). The file is assembled
+// in files/.part-<file ID> (a Partial): each block goes to its offsets
+// there as it arrives, verified on receipt, by direct I/O where the file
+// system allows it. Install fsyncs it, renames it to files/<file ID> and
+// fsyncs files/: from then on the store holds its blocks (Has, Get,
+// ReadBlock, List, Verify, Usage, GC, pins all see them). LinkFile then
+// makes the destination a hard link to it, created under a temporary name
+// and renamed into place, its directory fsynced: the output is atomic as
+// ExportFile's is, and written once.
+//
+// The partial file survives a crash. It is never trusted: the next
+// OpenPartial of the same file hashes each block it holds (skipping
+// holes) and only the blocks that match are taken as in place, so a fetch
+// resumes where it stopped. OpenDisk removes partial files left for more
+// than seven days, and GC removes the ones no fetch is using when it runs
+// short of its target.
+//
+// The store and the destination share the bytes. The store reads them as
+// it reads any block, hashing each one, so a change made through the
+// destination (an edit in place) is caught: the whole file is moved to
+// quarantine (the destination itself is left alone) and its blocks are no
+// longer held. Removing or replacing the destination (an editor's rename,
+// a new fetch) does not affect the store. A whole file is garbage as a
+// unit: GC removes it, and its manifest with it, when no pin holds the
+// file or any of its blocks; its mtime, shared with the destination, is
+// not touched on read. Delete of one of its blocks rewrites the others as
+// block files first. A whole file whose manifest is missing at open (it
+// cannot be read without one) is removed, one whose length is wrong is
+// quarantined.
 //
 // # Pins and garbage collection
 //

@@ -16,6 +16,10 @@ import (
 // holds at most putWorkers+1 blocks in memory.
 const putWorkers = 4
 
+// putBatchBytes is how many bytes of blocks PutFile writes into a
+// DiskStore before committing them (see Batch).
+const putBatchBytes = 32 << 20
+
 // PutFile cuts r into blocks of blockSize bytes (0 means DefaultBlockSize),
 // stores each block and then the manifest in s, and returns the manifest
 // and the file's ID (the manifest block's ID). It streams: at most a few
@@ -32,7 +36,22 @@ func PutFile(ctx context.Context, s Store, r io.Reader, blockSize int) (*Manifes
 	maxBlocks := (MaxManifestSize - manifestLen(0, MaxFileSize, MaxBlockSize) - binary.MaxVarintLen64) / IDSize
 
 	put := s.Put
-	if own, ok := s.(ownStore); ok {
+	var batch *Batch
+	if d, ok := s.(*DiskStore); ok {
+		// Blocks go to disk in batches, one durability pass each; the
+		// manifest is written only once every batch is committed.
+		batch = d.NewBatch()
+		put = func(ctx context.Context, id ID, data []byte) error {
+			if err := batch.Put(ctx, trusted(id, data)); err != nil {
+				return err
+			}
+			if batch.Bytes() >= putBatchBytes {
+				_, err := batch.Commit()
+				return err
+			}
+			return nil
+		}
+	} else if own, ok := s.(ownStore); ok {
 		put = own.putHashed
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -97,11 +116,19 @@ func PutFile(ctx context.Context, s Store, r io.Reader, blockSize int) (*Manifes
 			}
 		}
 	}()
-	if err := g.Wait(); err != nil {
-		return nil, ID{}, fmt.Errorf("put file: %w", err)
+	err := g.Wait()
+	if err == nil {
+		err = readErr
 	}
-	if readErr != nil {
-		return nil, ID{}, fmt.Errorf("put file: %w", readErr)
+	if batch != nil {
+		if err != nil {
+			batch.Abort()
+		} else {
+			_, err = batch.Commit()
+		}
+	}
+	if err != nil {
+		return nil, ID{}, fmt.Errorf("put file: %w", err)
 	}
 	m := &Manifest{Size: size, BlockSize: blockSize, Blocks: make([]ID, len(ids))}
 	for i, p := range ids {

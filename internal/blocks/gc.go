@@ -154,7 +154,7 @@ func (d *DiskStore) writePin(name string, set map[ID]struct{}) (err error) {
 		buf.WriteString(id.String())
 		buf.WriteByte('\n')
 	}
-	tmp, f, err := createTemp(d.root, pinsDir, name)
+	tmp, f, err := createTemp(d.root, pinsDir, name, 0o444)
 	if err != nil {
 		return err
 	}
@@ -255,9 +255,13 @@ func (d *DiskStore) GC(ctx context.Context, maxBytes int64) (GCStats, error) {
 	return d.gcLocked(ctx, maxBytes)
 }
 
+// gcEntry is something GC may remove: a block file, a whole file (obj
+// set) or a partial file no fetch is using (part set).
 type gcEntry struct {
-	id ID
-	fi fs.FileInfo
+	id   ID
+	fi   fs.FileInfo
+	obj  *object
+	part string
 }
 
 func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, error) {
@@ -265,15 +269,41 @@ func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, erro
 	d.mu.Lock()
 	startGen := d.gen
 	d.exhausted = false
+	objs := make([]*object, 0, len(d.objs))
+	for _, o := range d.objs {
+		objs = append(objs, o)
+	}
 	d.mu.Unlock()
 	var cands []gcEntry
 	err := d.list(ctx, func(id ID, fi fs.FileInfo) error {
 		st.Scanned++
-		cands = append(cands, gcEntry{id, fi})
+		cands = append(cands, gcEntry{id: id, fi: fi})
 		return nil
 	})
 	if err != nil {
 		return st, fmt.Errorf("gc: %w", err)
+	}
+	for _, o := range objs {
+		if fi, err := d.root.Lstat(objectPath(o.id)); err == nil {
+			st.Scanned += len(o.first)
+			cands = append(cands, gcEntry{id: o.id, fi: fi, obj: o})
+		}
+	}
+	// Partial files take space without holding blocks: they go when GC
+	// runs short of its target (all of them for GC(0)), oldest first.
+	var partBytes int64
+	ents, err := readDir(d.root, filesDir)
+	if err != nil {
+		return st, fmt.Errorf("gc: %w", err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), partPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			cands = append(cands, gcEntry{fi: fi, part: filesDir + "/" + e.Name()})
+			partBytes += fi.Size()
+		}
 	}
 	slices.SortFunc(cands, func(a, b gcEntry) int { return a.fi.ModTime().Compare(b.fi.ModTime()) })
 	for _, c := range cands {
@@ -281,22 +311,52 @@ func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, erro
 			return st, fmt.Errorf("gc: %w", err)
 		}
 		d.mu.Lock()
-		if d.nbytes <= maxBytes {
+		if d.nbytes+partBytes <= maxBytes {
 			d.mu.Unlock()
 			break
 		}
-		if d.pinned[c.id] > 0 {
-			d.mu.Unlock()
-			continue
+		var err error
+		switch {
+		case c.part != "":
+			if d.parts[c.part] {
+				d.mu.Unlock()
+				continue // a fetch is writing it
+			}
+			partBytes -= c.fi.Size()
+			err = d.root.Remove(c.part)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		case c.obj != nil:
+			if d.pinnedFileLocked(c.obj) {
+				d.mu.Unlock()
+				continue
+			}
+			err = d.removeObjectFileLocked(c.obj, c.fi)
+			if err == nil && d.objs[c.obj.id] == nil {
+				// Its manifest, kept while the whole file was there.
+				if fi, lerr := d.root.Lstat(blockPath(c.obj.id)); lerr == nil && d.removeLocked(c.obj.id, nil) == nil {
+					st.Removed++
+					st.RemovedBytes += fi.Size()
+				}
+			}
+		default:
+			if d.pinned[c.id] > 0 || d.objs[c.id] != nil { // a whole file's manifest goes with it
+				d.mu.Unlock()
+				continue
+			}
+			err = d.removeLocked(c.id, c.fi)
 		}
-		err := d.removeLocked(c.id, c.fi)
 		d.mu.Unlock()
 		switch {
 		case errors.Is(err, errChanged):
 			// Used or replaced since the scan: now among the most recent.
 		case err != nil:
-			return st, fmt.Errorf("gc: remove block %s: %w", c.id.Short(), err)
-		default:
+			return st, fmt.Errorf("gc: remove %s: %w", c.fi.Name(), err)
+		case c.obj != nil:
+			st.Removed += len(c.obj.first)
+			st.RemovedBytes += c.fi.Size()
+		case c.part == "":
 			st.Removed++
 			st.RemovedBytes += c.fi.Size()
 		}
@@ -304,7 +364,8 @@ func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, erro
 	d.mu.Lock()
 	st.Blocks, st.Bytes = d.nblocks, d.nbytes
 	for _, c := range cands {
-		if d.pinned[c.id] > 0 {
+		if c.obj != nil && d.objs[c.obj.id] == c.obj && d.pinnedFileLocked(c.obj) ||
+			c.obj == nil && c.part == "" && d.pinned[c.id] > 0 {
 			st.PinnedBytes += c.fi.Size()
 		}
 	}
@@ -321,6 +382,20 @@ func (d *DiskStore) gcLocked(ctx context.Context, maxBytes int64) (GCStats, erro
 		d.log.Info("gc", "removed", st.Removed, "removed_bytes", st.RemovedBytes, "bytes", st.Bytes)
 	}
 	return st, nil
+}
+
+// pinnedFileLocked reports whether a pin holds the whole file o: its file
+// ID or any of its blocks. d.mu must be held.
+func (d *DiskStore) pinnedFileLocked(o *object) bool {
+	if d.pinned[o.id] > 0 {
+		return true
+	}
+	for id := range o.first {
+		if d.pinned[id] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // makeRoom runs GC before a Put of n bytes that would take the store over
@@ -367,12 +442,13 @@ func (d *DiskStore) makeRoom(ctx context.Context, n int64) error {
 }
 
 // Verify re-hashes every block, quarantining those that no longer match
-// their ID. It does not stop at a corrupt block; it stops at an I/O error
-// or when ctx is done.
+// their ID (a whole file with a bad block is quarantined as a whole). It
+// does not stop at a corrupt block; it stops at an I/O error or when ctx
+// is done.
 func (d *DiskStore) Verify(ctx context.Context) (VerifyStats, error) {
 	var st VerifyStats
 	err := d.list(ctx, func(id ID, fi fs.FileInfo) error {
-		_, _, err := d.read(id, false)
+		_, err := d.read(id, nil, checkScrub)
 		switch {
 		case errors.Is(err, ErrCorrupt):
 			st.Corrupt = append(st.Corrupt, id)
@@ -388,6 +464,36 @@ func (d *DiskStore) Verify(ctx context.Context) (VerifyStats, error) {
 	})
 	if err != nil {
 		return st, fmt.Errorf("verify: %w", err)
+	}
+	d.mu.Lock()
+	objs := make([]*object, 0, len(d.objs))
+	for _, o := range d.objs {
+		objs = append(objs, o)
+	}
+	d.mu.Unlock()
+	var buf []byte
+objects:
+	for _, o := range objs {
+		// Every position, not only each distinct block's first: the bytes
+		// are also the FetchFile destination's.
+		for i, id := range o.m.Blocks {
+			if err := ctx.Err(); err != nil {
+				return st, fmt.Errorf("verify: %w", err)
+			}
+			b, err := d.readObjectBlock(o, id, i, buf)
+			switch {
+			case errors.Is(err, ErrCorrupt):
+				st.Corrupt = append(st.Corrupt, id)
+				continue objects
+			case errors.Is(err, ErrNotFound):
+				continue objects
+			case err != nil:
+				return st, fmt.Errorf("verify: whole file %s: %w", o.id.Short(), err)
+			}
+			buf = b
+		}
+		st.Blocks += len(o.first)
+		st.Bytes += o.m.Size
 	}
 	return st, nil
 }

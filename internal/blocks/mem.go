@@ -15,7 +15,11 @@ type MemStore struct {
 	bytes  int64
 }
 
-var _ ownStore = (*MemStore)(nil)
+var (
+	_ ownStore       = (*MemStore)(nil)
+	_ VerifiedPutter = (*MemStore)(nil)
+	_ BlockReader    = (*MemStore)(nil)
+)
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore { return &MemStore{blocks: make(map[ID][]byte)} }
@@ -54,6 +58,29 @@ func (s *MemStore) Put(ctx context.Context, id ID, data []byte) error {
 		return fmt.Errorf("put: %w", err)
 	}
 	return s.putHashed(ctx, id, data)
+}
+
+// PutVerified is Put without re-hashing: v was checked against its ID.
+func (s *MemStore) PutVerified(ctx context.Context, v Verified) error {
+	return s.putHashed(ctx, v.id, v.data)
+}
+
+// ReadBlock copies id into buf (reallocated if too small) and returns it.
+// A MemStore's blocks never leave memory, so there is nothing to check.
+func (s *MemStore) ReadBlock(ctx context.Context, id ID, buf []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read block %s: %w", id.Short(), err)
+	}
+	s.mu.RLock()
+	data, ok := s.blocks[id]
+	if ok {
+		buf = append(buf[:0], data...)
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("read block %s: %w", id.Short(), ErrNotFound)
+	}
+	return buf, nil
 }
 
 // putHashed is Put without re-hashing data: the caller has just computed

@@ -47,6 +47,15 @@ func CheckBlock(id ID, data []byte) error {
 	return nil
 }
 
+// BlockReader is implemented by stores that can read a block into a
+// caller's buffer (MemStore, DiskStore), so that a server reuses its
+// buffers instead of allocating one per block. ReadBlock reports
+// ErrNotFound and ErrCorrupt as Get does; see DiskStore.ReadBlock for the
+// check it makes.
+type BlockReader interface {
+	ReadBlock(ctx context.Context, id ID, buf []byte) ([]byte, error)
+}
+
 // ownStore is implemented by this package's stores (MemStore, DiskStore).
 // Their Get verifies every block, and putHashed skips the hash Put would
 // compute, for callers such as PutFile that have just computed id from

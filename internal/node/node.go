@@ -126,12 +126,12 @@ func New(cfg Config) (*Node, error) {
 		jobs:  map[string]int{},
 	}
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
-	n.grpc = grpc.NewServer(
+	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
-	)
+	)...)
 	transfer.NewServer(store, cfg.Blocks).Register(n.grpc)
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
 	return n, nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/grpc"
+
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/transfer/transferpb"
 )
@@ -30,40 +32,51 @@ func Have(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID) ([]bo
 }
 
 // getStream reads the answers to a Get of ids, in order, calling fn for
-// each: data is nil when the peer answered NOT_FOUND. It checks that every
+// each: b is nil when the peer answered NOT_FOUND. It checks that every
 // answer names the ID asked at its position and that the stream answers
 // every ID; it does not verify the data (fn does, against what it
 // expects). An error from fn stops the read and is returned as is.
-func getStream(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID, fn func(i int, data []byte) error) error {
-	stream, err := c.Get(ctx, &transferpb.GetRequest{Version: ProtocolVersion, Ids: rawIDs(ids)})
+//
+// The answers are decoded by blockCodec into pooled buffers. fn may keep b
+// (returning keep true), and must then call b.release() once done with
+// b.data; otherwise getStream releases b when fn returns.
+func getStream(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID, fn func(i int, b *rxBlock) (keep bool, err error)) error {
+	stream, err := c.Get(ctx, &transferpb.GetRequest{Version: ProtocolVersion, Ids: rawIDs(ids)}, grpc.ForceCodecV2(blockCodec{}))
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
 	for i := range ids {
-		msg, err := stream.Recv()
+		b := new(rxBlock)
+		err := stream.RecvMsg(b)
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("get: %w: stream ended after %d of %d blocks", ErrProtocol, i, len(ids))
 		}
 		if err != nil {
 			return fmt.Errorf("get: %w", err)
 		}
-		if err := checkBlockMessage(msg, ids[i]); err != nil {
+		if err := checkBlock(b.id, b.status, b.data, ids[i]); err != nil {
+			b.release()
 			return fmt.Errorf("get: %w", err)
 		}
-		var data []byte
-		if msg.GetStatus() == transferpb.Block_OK {
-			data = msg.GetData()
-			if data == nil {
-				data = []byte{} // an empty block, not a missing one
-			}
+		if b.status != transferpb.Block_OK {
+			b.release()
+			b = nil
+		} else if b.data == nil {
+			b.data = []byte{} // an empty block, not a missing one
 		}
-		if err := fn(i, data); err != nil {
+		keep, err := fn(i, b)
+		if b != nil && !keep {
+			b.release()
+		}
+		if err != nil {
 			return err
 		}
 	}
 	// Drain: a well-behaved server ends the stream here.
-	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+	var extra rxBlock
+	if err := stream.RecvMsg(&extra); !errors.Is(err, io.EOF) {
 		if err == nil {
+			extra.release()
 			return fmt.Errorf("get: %w: more answers than ids asked", ErrProtocol)
 		}
 		return fmt.Errorf("get: %w", err)
@@ -72,27 +85,34 @@ func getStream(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID, 
 }
 
 // checkBlockMessage checks a received Block's envelope against the ID
-// expected at its position: the echoed ID, a known status, no data with
-// NOT_FOUND, and a length within MaxBlockSize. It does not hash the data.
+// expected at its position; see checkBlock.
 func checkBlockMessage(msg *transferpb.Block, want blocks.ID) error {
-	id, err := blocks.IDFromBytes(msg.GetId())
+	return checkBlock(msg.GetId(), msg.GetStatus(), msg.GetData(), want)
+}
+
+// checkBlock checks the envelope of a received Block (its id, status and
+// data fields) against the ID expected at its position: the echoed ID, a
+// known status, no data with NOT_FOUND, and a length within MaxBlockSize.
+// It does not hash the data.
+func checkBlock(rawID []byte, st transferpb.Block_Status, data []byte, want blocks.ID) error {
+	id, err := blocks.IDFromBytes(rawID)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
 	if id != want {
 		return fmt.Errorf("%w: answer for %s where %s was asked", ErrProtocol, id.Short(), want.Short())
 	}
-	switch msg.GetStatus() {
+	switch st {
 	case transferpb.Block_OK:
-		if len(msg.GetData()) > blocks.MaxBlockSize {
-			return fmt.Errorf("block %s: %d bytes: %w", id.Short(), len(msg.GetData()), blocks.ErrTooLarge)
+		if len(data) > blocks.MaxBlockSize {
+			return fmt.Errorf("block %s: %d bytes: %w", id.Short(), len(data), blocks.ErrTooLarge)
 		}
 	case transferpb.Block_NOT_FOUND:
-		if len(msg.GetData()) != 0 {
-			return fmt.Errorf("%w: not-found answer for %s carries %d bytes", ErrProtocol, id.Short(), len(msg.GetData()))
+		if len(data) != 0 {
+			return fmt.Errorf("%w: not-found answer for %s carries %d bytes", ErrProtocol, id.Short(), len(data))
 		}
 	default:
-		return fmt.Errorf("%w: unknown status %d for %s", ErrProtocol, msg.GetStatus(), id.Short())
+		return fmt.Errorf("%w: unknown status %d for %s", ErrProtocol, st, id.Short())
 	}
 	return nil
 }

@@ -33,8 +33,25 @@
 //     on hostile input (FuzzBlockMessage).
 //
 // The receiver trusts nothing it is sent: every block is checked against
-// the length the manifest gives and against its ID (blocks.CheckBlock)
-// before it is stored.
+// the length the manifest gives and against its ID (blocks.Verify) before
+// it is stored. That is the one hash of the block on the receiving side:
+// the store takes the Verified block without hashing it again
+// (blocks.PutVerified, blocks.Batch). The sending side checks what it
+// reads from its disk store against the CRC32C recorded with the block
+// (blocks.DiskStore.ReadBlock, which quarantines a damaged block); see
+// package blocks, "Verification on read", for why that is enough there.
+//
+// # Encoding
+//
+// The messages are the protobuf encoding of transferpb, unchanged on the
+// wire; blockCodec only avoids copies. A client decodes each Block into a
+// pooled buffer, copying the received bytes once, and places the data
+// field on a 4 KiB boundary so that a file written with direct I/O takes
+// it as it is. A server built with GRPCServerOptions sends a block's data
+// from the buffer it read it into, without copying it into a marshalled
+// message; the buffer returns to the pool once gRPC has written it. A
+// server built without those options (any grpc.Server) encodes the same
+// bytes through gRPC's own codec.
 //
 // # Fetching
 //
@@ -67,12 +84,32 @@
 // fetch fails with ErrNoHolder when no live peer is left, or when it has
 // made no progress for GiveUp with nothing in flight.
 //
-// A peer's slot is freed as soon as its answer is in; the verified blocks
-// are then written by the same worker, so Concurrency bounds requests and
-// store writes together and a store that fsyncs every block does not idle
-// the network. Fetcher.FetchFile also assembles the file at a destination
-// as the blocks land (no read-back pass) and renames it into place once
-// complete and fsynced.
+// A peer's slot is freed as soon as its answer is in; the worker then
+// verifies the blocks and writes them, so Concurrency bounds requests and
+// writes together and neither the hashing nor the disk idles the network.
+// A block that fails verification bans its sender and goes back to the
+// pool.
+//
+// Into a blocks.DiskStore, fetched blocks go through a blocks.Batch: each
+// is written to a temporary file as it arrives, and every CommitBytes
+// (32 MiB) or CommitInterval (1s) the batch is made durable in one pass.
+// Following the store's rule (state after data), a block counts as
+// fetched, in the stats and the progress, only once its batch is
+// committed; a fetch that is killed loses at most its uncommitted batch,
+// and the next one fetches only what the store lacks.
+//
+// Fetcher.FetchFile also writes the file to a destination, atomically. When
+// the store is a blocks.DiskStore on the destination's file system it
+// writes every byte once: each block, verified, goes straight to its
+// offsets in a partial file inside the store (by direct I/O where the file
+// system takes it), which, complete, is fsynced, becomes a whole file of
+// the store, and is hard-linked to the destination (temporary name,
+// rename, fsync of the directory). The store then holds the file's blocks
+// through it; a killed FetchFile leaves the partial file, whose blocks the
+// next one re-verifies and reuses. Elsewhere (another store, another file
+// system) the blocks go to the store as Fetch stores them and to a
+// temporary file next to the destination as they land, fsynced and renamed
+// into place once complete.
 //
 // FetchStats reports, per peer, the blocks and bytes it served, its
 // requests, failures, timeouts and bad answers, and whether it was banned

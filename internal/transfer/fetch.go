@@ -67,6 +67,15 @@ type FetchOptions struct {
 	// BatchBytes is the most block bytes asked in one Get (1 MiB): files
 	// cut into small blocks are fetched several blocks per request.
 	BatchBytes int
+	// CommitBytes is how many bytes of fetched blocks a store that batches
+	// (blocks.DiskStore) writes before making them durable in one pass
+	// (32 MiB): see blocks.Batch. Blocks count as fetched, and progress
+	// is reported, once committed. A fetch that is killed re-fetches at
+	// most about this much.
+	CommitBytes int
+	// CommitInterval is the longest fetched blocks wait to be committed
+	// (1s), for slow transfers that take long to fill CommitBytes.
+	CommitInterval time.Duration
 	// Logger receives the fetcher's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -92,6 +101,12 @@ func (o FetchOptions) withDefaults() FetchOptions {
 	}
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 1 << 20
+	}
+	if o.CommitBytes <= 0 {
+		o.CommitBytes = 32 << 20
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -199,9 +214,14 @@ type fetch struct {
 
 	peers   []*peerState // fixed after run starts; fields guarded by mu
 	units   []unit       // distinct blocks still missing at the start
+	unitOf  map[blocks.ID]int
 	m       *blocks.Manifest
-	heldIdx []int    // manifest positions of the blocks held at the start
-	out     *os.File // FetchFile's destination (temporary name), or nil
+	heldIdx []int         // manifest positions of the blocks held at the start
+	out     *os.File      // FetchFile's destination (temporary name), or nil
+	batch   *blocks.Batch // blocks written but not yet committed, if the store batches
+	inPlace *blocks.DiskStore
+	part    *blocks.Partial // with inPlace: the file being assembled in the store
+	fromPos map[blocks.ID]int
 
 	mu           sync.Mutex
 	pending      []int // indices into units not yet done
@@ -212,12 +232,15 @@ type fetch struct {
 	stats        FetchStats
 }
 
-// unit is one distinct missing block.
+// unit is one distinct missing block. It is pending until a peer's copy
+// has been verified and written (to the store, to FetchFile's output),
+// then done once the store has committed it.
 type unit struct {
 	id      blocks.ID
 	size    int
 	idx     []int // its positions in the manifest
 	busy    bool
+	written bool
 	done    bool
 	holders []int // peers known to hold it
 }
@@ -261,10 +284,16 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 		return err
 	}
 	r.m = m
+	if r.inPlace != nil {
+		if r.part, err = r.inPlace.OpenPartial(ctx, file, m); err != nil {
+			return fmt.Errorf("write file: %w", err)
+		}
+		r.out = r.part.File()
+	}
 	if err := r.plan(ctx, m); err != nil {
 		return err
 	}
-	if r.out != nil {
+	if r.out != nil && r.part == nil {
 		if err := r.out.Truncate(m.Size); err != nil {
 			return fmt.Errorf("write file: %w", err)
 		}
@@ -277,13 +306,18 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 	}
 	r.log.Info("fetching", "blocks", r.stats.Blocks, "present", r.stats.Present, "missing", len(r.units), "peers", len(r.peers))
 
+	if b, ok := r.store.(interface{ NewBatch() *blocks.Batch }); ok && r.part == nil {
+		r.batch = b.NewBatch()
+	}
 	r.mu.Lock()
 	r.changed = make(chan struct{})
 	r.lastProgress = time.Now()
 	r.mu.Unlock()
 	r.refresh(ctx)
 
-	workers, wctx := errgroup.WithContext(ctx)
+	cctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	workers, wctx := errgroup.WithContext(cctx)
 	workers.SetLimit(r.opts.Concurrency)
 	refreshCtx, stopRefresh := context.WithCancel(wctx)
 	var bg errgroup.Group
@@ -299,13 +333,81 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 			}
 		}
 	})
+	stopCommits := make(chan struct{})
+	if r.batch != nil {
+		bg.Go(func() error {
+			t := time.NewTicker(r.opts.CommitInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopCommits:
+					return nil
+				case <-t.C:
+					if err := r.commit(true); err != nil {
+						fail(err)
+						return nil
+					}
+				}
+			}
+		})
+	}
 	for range r.opts.Concurrency {
 		workers.Go(func() error { return r.worker(wctx) })
 	}
 	err = workers.Wait()
 	stopRefresh()
-	_ = bg.Wait() // the refresher only logs
-	return err
+	close(stopCommits)
+	_ = bg.Wait() // the refresher only logs; the committer reports through fail
+	if cause := context.Cause(cctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	if err == nil {
+		err = r.commit(true)
+	}
+	if err != nil {
+		if r.batch != nil {
+			r.batch.Abort()
+		}
+		return err
+	}
+	return nil
+}
+
+// commit makes the blocks written so far durable in the store (if it
+// batches), then counts them as fetched: state after data. Without force
+// it commits only once CommitBytes are waiting.
+func (r *fetch) commit(force bool) error {
+	if r.batch == nil {
+		return nil
+	}
+	if !force && r.batch.Bytes() < int64(r.opts.CommitBytes) {
+		return nil
+	}
+	ids, err := r.batch.Commit()
+	if err != nil {
+		return fmt.Errorf("store blocks: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var n int64
+	r.mu.Lock()
+	for _, id := range ids {
+		u, ok := r.unitOf[id]
+		if !ok || r.units[u].done {
+			continue
+		}
+		un := &r.units[u]
+		un.done = true
+		r.stats.Fetched++
+		r.stats.FetchedBytes += int64(un.size)
+		n += int64(un.size) * int64(len(un.idx))
+	}
+	r.mu.Unlock()
+	if r.prog != nil && n > 0 {
+		r.prog.Add(n)
+	}
+	return nil
 }
 
 // manifest returns the file's manifest, from the local store or else from
@@ -364,24 +466,24 @@ func (r *fetch) manifestFrom(ctx context.Context, p *peerState, file blocks.ID) 
 	defer cancel()
 	var m *blocks.Manifest
 	var notManifest, local error
-	err := getStream(rctx, p.client, []blocks.ID{file}, func(_ int, data []byte) error {
-		if data == nil {
-			return fmt.Errorf("manifest %s: %w", file.Short(), blocks.ErrNotFound)
+	err := getStream(rctx, p.client, []blocks.ID{file}, func(_ int, b *rxBlock) (bool, error) {
+		if b == nil {
+			return false, fmt.Errorf("manifest %s: %w", file.Short(), blocks.ErrNotFound)
 		}
-		if err := blocks.CheckBlock(file, data); err != nil {
-			return fmt.Errorf("%w: %w", errBadBlock, err)
+		v, err := blocks.Verify(file, b.data)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errBadBlock, err)
 		}
-		var err error
-		if m, err = blocks.DecodeManifest(data); err != nil {
+		if m, err = blocks.DecodeManifest(b.data); err != nil {
 			// The bytes hash to the ID asked: the ID itself is wrong.
 			notManifest = fmt.Errorf("manifest %s: %w: %w", file.Short(), ErrNotManifest, err)
-			return notManifest
+			return false, notManifest
 		}
-		if err := r.store.Put(ctx, file, data); err != nil {
+		if err := blocks.PutVerified(ctx, r.store, v); err != nil {
 			local = fmt.Errorf("store manifest %s: %w", file.Short(), err)
-			return local
+			return false, local
 		}
-		return nil
+		return false, nil
 	})
 	if notManifest != nil {
 		return nil, notManifest
@@ -404,13 +506,29 @@ func (r *fetch) manifestFrom(ctx context.Context, p *peerState, file blocks.ID) 
 	return m, nil
 }
 
-// plan works out which distinct blocks of m are missing locally.
+// plan works out which distinct blocks of m are missing locally: not
+// held by the store and, when assembling in place, not found verified in
+// the partial file at some position (a block in place at one position is
+// copied to the others, as is a block the store holds).
 func (r *fetch) plan(ctx context.Context, m *blocks.Manifest) error {
 	index := make(map[blocks.ID]int, len(m.Blocks)) // missing: unit index
 	held := make(map[blocks.ID]bool)
+	if r.part != nil {
+		r.fromPos = make(map[blocks.ID]int)
+		for i, id := range m.Blocks {
+			if _, ok := r.fromPos[id]; !ok && r.part.InPlace(i) {
+				r.fromPos[id] = i
+				held[id] = true
+			}
+		}
+	}
 	var present int64
 	for i, id := range m.Blocks {
 		size := m.BlockLen(i)
+		if r.part != nil && r.part.InPlace(i) {
+			present += int64(size)
+			continue
+		}
 		if u, ok := index[id]; ok {
 			r.units[u].idx = append(r.units[u].idx, i)
 			continue
@@ -433,6 +551,7 @@ func (r *fetch) plan(ctx context.Context, m *blocks.Manifest) error {
 		index[id] = len(r.units)
 		r.units = append(r.units, unit{id: id, size: size, idx: []int{i}})
 	}
+	r.unitOf = index
 	r.mu.Lock()
 	r.stats.Size = m.Size
 	r.stats.Blocks = len(held) + len(r.units)
@@ -511,7 +630,7 @@ func (r *fetch) refresh(ctx context.Context) {
 			}
 			learned := 0
 			for i, u := range q.units {
-				if has[i] && !q.p.has[u] && !r.units[u].done {
+				if has[i] && !q.p.has[u] && !r.units[u].written {
 					q.p.has[u] = true
 					r.units[u].holders = append(r.units[u].holders, q.p.idx)
 					learned++
@@ -664,43 +783,49 @@ func (r *fetch) pick(now time.Time) (*job, time.Time) {
 }
 
 // do sends one job's request and handles the answers. The peer's slot is
-// freed as soon as the answers are in, before the verified blocks are
-// written, so that a slow disk (a store fsyncs every block) does not idle
-// the network: Concurrency bounds the requests and the writes together,
-// PerPeer only the requests. Only a local failure (the store, the output
-// file) is returned: peer trouble is dealt with here.
+// freed as soon as the answers are in; each block is then verified (hashed)
+// once, and written, outside it, so that neither the hashing nor a slow
+// disk idles the network: Concurrency bounds the requests and the writes
+// together, PerPeer only the requests. The store trusts that one check. A
+// block that fails it bans the peer and goes back to the pool; the others
+// are kept, each verified on its own. Only a local failure (the store,
+// the output file) is returned: peer trouble is dealt with here.
 func (r *fetch) do(ctx context.Context, j *job) error {
 	p := j.peer
 	ids := make([]blocks.ID, len(j.units))
 	for i, u := range j.units {
 		ids[i] = r.units[u].id
 	}
-	type verified struct {
-		u    int
-		data []byte
+	type received struct {
+		u int
+		b *rxBlock
 	}
-	var got []verified
+	var got []received
 	rctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
 	answered := 0
-	err := getStream(rctx, p.client, ids, func(i int, data []byte) error {
+	err := getStream(rctx, p.client, ids, func(i int, b *rxBlock) (bool, error) {
 		u := j.units[i]
 		un := &r.units[u] // id and size are immutable
-		if data == nil {
+		if b == nil {
 			r.notFound(p, u)
 			answered++
-			return nil
+			return false, nil
 		}
-		if len(data) != un.size {
-			return fmt.Errorf("%w: block %s: %d bytes, manifest says %d", errBadBlock, un.id.Short(), len(data), un.size)
+		if len(b.data) != un.size {
+			return false, fmt.Errorf("%w: block %s: %d bytes, manifest says %d", errBadBlock, un.id.Short(), len(b.data), un.size)
 		}
-		if err := blocks.CheckBlock(un.id, data); err != nil {
-			return fmt.Errorf("%w: %w", errBadBlock, err)
-		}
-		got = append(got, verified{u, data})
+		got = append(got, received{u, b})
 		answered++
-		return nil
+		return true, nil
 	})
+	defer func() {
+		for _, g := range got {
+			if g.b != nil {
+				g.b.release()
+			}
+		}
+	}()
 
 	r.mu.Lock()
 	for _, u := range j.units[answered:] {
@@ -722,40 +847,70 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 		return ctx.Err()
 	}
 
-	// Blocks verified before a failure are good: keep them.
-	for _, g := range got {
+	for k := range got {
+		g := &got[k]
 		un := &r.units[g.u]
-		if err := r.store.Put(ctx, un.id, g.data); err != nil {
+		v, err := blocks.Verify(un.id, g.b.data)
+		if err != nil {
+			r.mu.Lock()
+			r.penalise(rctx, p, fmt.Errorf("%w: %w", errBadBlock, err))
+			un.busy = false
+			r.signal()
+			r.mu.Unlock()
+			continue
+		}
+		if err := r.put(ctx, v); err != nil {
 			return fmt.Errorf("store block %s: %w", un.id.Short(), err)
 		}
-		if err := r.writeOut(un.idx, g.data); err != nil {
+		if err := r.writeOut(un.idx, v.Data()); err != nil {
 			return err
 		}
-		r.done(p, g.u)
+		g.b.release()
+		g.b = nil
+		r.written(p, g.u)
 	}
-	return nil
+	return r.commit(false)
 }
 
-// done records that p delivered unit u. Called without mu.
-func (r *fetch) done(p *peerState, u int) {
+// put stores a verified block: into the fetch's batch (committed later)
+// or straight into a store that does not batch. A file assembled in place
+// becomes the store's copy at the end (blocks.Partial.Install).
+func (r *fetch) put(ctx context.Context, v blocks.Verified) error {
+	if r.part != nil {
+		return nil
+	}
+	if r.batch != nil {
+		return r.batch.Put(ctx, v)
+	}
+	return blocks.PutVerified(ctx, r.store, v)
+}
+
+// written records that p delivered unit u and that it has been written:
+// it is no longer pending. Without a batch it is also done. Called
+// without mu.
+func (r *fetch) written(p *peerState, u int) {
 	r.mu.Lock()
 	un := &r.units[u]
-	un.done = true
+	un.written = true
 	un.busy = false
 	// Swap-remove u from pending.
 	i, last := r.pos[u], len(r.pending)-1
 	r.pending[i] = r.pending[last]
 	r.pos[r.pending[i]] = i
 	r.pending = r.pending[:last]
-	r.stats.Fetched++
-	r.stats.FetchedBytes += int64(un.size)
 	p.stats.Blocks++
 	p.stats.Bytes += int64(un.size)
 	r.lastProgress = time.Now()
-	n := int64(un.size) * int64(len(un.idx))
+	var n int64
+	if r.batch == nil {
+		un.done = true
+		r.stats.Fetched++
+		r.stats.FetchedBytes += int64(un.size)
+		n = int64(un.size) * int64(len(un.idx))
+	}
 	r.signal()
 	r.mu.Unlock()
-	if r.prog != nil {
+	if r.prog != nil && n > 0 {
 		r.prog.Add(n)
 	}
 }

@@ -339,13 +339,13 @@ func TestProcesses(t *testing.T) {
 		}
 	})
 
-	t.Run("killed and resumed", func(t *testing.T) {
-		data, out := filepath.Join(dir, "g3"), filepath.Join(dir, "out3")
-		stats1, stats2 := filepath.Join(dir, "stats3a.json"), filepath.Join(dir, "stats3b.json")
-		get := startProc(t, "get (to be killed)", io.Discard, bin, "--data", data, "blocks", "get", id,
-			"--from", from(), "-o", out, "--stats-json", stats1)
+	// killAfter starts a get, waits until progress(data) reaches 48 MiB,
+	// SIGKILLs it and returns what progress(data) was then.
+	killAfter := func(t *testing.T, data string, progress func(string) int, args ...string) int {
+		t.Helper()
+		get := startProc(t, "get (to be killed)", io.Discard, bin, append([]string{"--data", data, "blocks", "get", id, "--from", from()}, args...)...)
 		deadline := time.Now().Add(2 * time.Minute)
-		for countBlocks(data) < 48 {
+		for progress(data) < 48 {
 			if time.Now().After(deadline) {
 				t.Fatalf("fetch made no progress; stderr:\n%s", get.stderr)
 			}
@@ -356,21 +356,10 @@ func TestProcesses(t *testing.T) {
 			}
 		}
 		get.kill()
-		held := countBlocks(data)
-		if held >= 257 {
-			t.Fatalf("kill landed after the fetch (%d blocks held)", held)
-		}
-		if _, err := os.Stat(out); err == nil {
-			t.Fatal("output written by a killed fetch")
-		}
-		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats2)
-		sameFile(t, src, out)
-		st := readStats(t, stats2)
-		t.Logf("killed with %d blocks on disk (manifest included); second run: %d present, %d fetched", held, st.Present, st.Fetched)
-		// held counts the manifest block, st.Present does not.
-		if st.Present != held-1 || st.Fetched != st.Blocks-st.Present || st.Fetched == 0 {
-			t.Errorf("second run refetched held blocks: %d on disk, stats %+v", held, st)
-		}
+		return progress(data)
+	}
+	checkServed := func(t *testing.T, st *transfer.FetchStats) {
+		t.Helper()
 		served := 0
 		for _, ps := range st.Peers {
 			served += ps.Blocks
@@ -378,5 +367,92 @@ func TestProcesses(t *testing.T) {
 		if served != st.Fetched {
 			t.Errorf("sources served %d blocks, fetched %d", served, st.Fetched)
 		}
+	}
+
+	// With -o on the store's file system the file is assembled in place,
+	// in a partial file in the store, and no block file is written: a
+	// killed fetch leaves the partial file, and the next one verifies
+	// what it holds and fetches only the rest.
+	t.Run("killed and resumed", func(t *testing.T) {
+		data, out := filepath.Join(dir, "g3"), filepath.Join(dir, "out3")
+		stats2 := filepath.Join(dir, "stats3b.json")
+		held := killAfter(t, data, partialMiB, "-o", out)
+		if held >= 256 {
+			t.Fatalf("kill landed after the fetch (%d MiB in place)", held)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatal("output written by a killed fetch")
+		}
+		if n := countBlocks(data); n != 1 {
+			t.Errorf("%d block files in the store, want only the manifest's", n)
+		}
+		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats2)
+		sameFile(t, src, out)
+		st := readStats(t, stats2)
+		t.Logf("killed with %d MiB in the partial file; second run: %d present, %d fetched", held, st.Present, st.Fetched)
+		// Blocks being written at the kill may be torn: at most one per
+		// request in flight (16).
+		if st.Present < held-16 || st.Present == 0 || st.Fetched != st.Blocks-st.Present || st.Fetched == 0 {
+			t.Errorf("second run did not resume: %d MiB in place at the kill, stats %+v", held, st)
+		}
+		checkServed(t, st)
+		if v := run(t, bin, "--data", data, "blocks", "verify"); !strings.Contains(v, "257 blocks ok") {
+			t.Errorf("verify: %q", v)
+		}
+		if parts, _ := filepath.Glob(filepath.Join(data, "store", "files", ".part-*")); len(parts) != 0 {
+			t.Errorf("partial files left: %v", parts)
+		}
 	})
+
+	// Without -o the blocks go to the store in batches: a killed fetch
+	// leaves the batches it committed, and the next one fetches the rest.
+	t.Run("killed and resumed, store only", func(t *testing.T) {
+		data := filepath.Join(dir, "g4")
+		stats2 := filepath.Join(dir, "stats4b.json")
+		held := killAfter(t, data, countBlocks)
+		if held >= 257 {
+			t.Fatalf("kill landed after the fetch (%d blocks held)", held)
+		}
+		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "--stats-json", stats2)
+		st := readStats(t, stats2)
+		t.Logf("killed with %d blocks on disk (manifest included); second run: %d present, %d fetched", held, st.Present, st.Fetched)
+		// held counts the manifest block, st.Present does not.
+		if st.Present != held-1 || st.Fetched != st.Blocks-st.Present || st.Fetched == 0 {
+			t.Errorf("second run refetched held blocks: %d on disk, stats %+v", held, st)
+		}
+		checkServed(t, st)
+		if v := run(t, bin, "--data", data, "blocks", "verify"); !strings.Contains(v, "257 blocks ok") {
+			t.Errorf("verify: %q", v)
+		}
+	})
+}
+
+// partialMiB returns how many MiB of data a data directory's partial
+// files hold: written ranges, found with SEEK_DATA and SEEK_HOLE (the
+// files are sparse, or preallocated with unwritten extents, which count
+// as holes).
+func partialMiB(data string) int {
+	const seekData, seekHole = 3, 4
+	parts, _ := filepath.Glob(filepath.Join(data, "store", "files", ".part-*"))
+	var n int64
+	for _, p := range parts {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		for off := int64(0); ; {
+			start, err := f.Seek(off, seekData)
+			if err != nil {
+				break
+			}
+			end, err := f.Seek(start, seekHole)
+			if err != nil {
+				break
+			}
+			n += end - start
+			off = end
+		}
+		f.Close()
+	}
+	return int(n >> 20)
 }

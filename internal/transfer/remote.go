@@ -50,15 +50,15 @@ func (r *RemoteStore) Has(ctx context.Context, id blocks.ID) (bool, error) {
 // came back is not the block.
 func (r *RemoteStore) Get(ctx context.Context, id blocks.ID) ([]byte, error) {
 	var out []byte
-	err := getStream(ctx, r.client, []blocks.ID{id}, func(_ int, data []byte) error {
-		if data == nil {
-			return fmt.Errorf("block %s: %w", id.Short(), blocks.ErrNotFound)
+	err := getStream(ctx, r.client, []blocks.ID{id}, func(_ int, b *rxBlock) (bool, error) {
+		if b == nil {
+			return false, fmt.Errorf("block %s: %w", id.Short(), blocks.ErrNotFound)
 		}
-		if err := blocks.CheckBlock(id, data); err != nil {
-			return err
+		if err := blocks.CheckBlock(id, b.data); err != nil {
+			return false, err
 		}
-		out = data
-		return nil
+		out = append([]byte(nil), b.data...) // b's buffer goes back to the pool
+		return false, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w", r.target, ctxErr(ctx, err))

@@ -48,6 +48,9 @@ func GRPCServerOptions() []grpc.ServerOption {
 		grpc.WriteBufferSize(ioBuffer),
 		grpc.ReadBufferSize(ioBuffer),
 		grpc.MaxConcurrentStreams(256),
+		// Block messages are encoded without copying their data; every
+		// other message as gRPC's proto codec does (see blockCodec).
+		grpc.ForceServerCodecV2(blockCodec{}),
 	}
 }
 

@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -79,6 +80,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// heavy skips a benchmark whose iteration is a whole job when the
+// requested iteration count would take far too long (`just bench` asks
+// 2000x of every benchmark for the micro-benchmarks).
+func heavy(b *testing.B) {
+	b.Helper()
+	if f := flag.Lookup("test.benchtime"); f != nil {
+		if n, err := strconv.Atoi(strings.TrimSuffix(f.Value.String(), "x")); err == nil && n > 50 {
+			b.Skipf("one iteration is a whole p2pc job: -benchtime %s would take hours; use -benchtime 5x", f.Value)
+		}
+	}
+}
+
 var listenRe = regexp.MustCompile(`listening (\S+) name (\S+)`)
 
 // swarm starts peers x slots `p2pc join` processes on loopback.
@@ -90,7 +103,8 @@ func swarm(b *testing.B, bin string, peers, slots int) []string {
 	for i := range peers {
 		name := fmt.Sprintf("peer%02d", i+1)
 		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, name), "join", "--name", name,
-			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"}, harness.Options{Name: name})
+			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"},
+			harness.Options{Name: name, Env: []string{"TMPDIR=" + dir}}) // plugin pools' folders go with dir
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -224,6 +238,7 @@ func reportLatency(b *testing.B, all []time.Duration) {
 func BenchmarkDispatchLatency(b *testing.B) {
 	for _, c := range []struct{ peers, slots, tasks int }{{10, 20, 200}, {1, 1, 200}} {
 		b.Run(fmt.Sprintf("peers=%d/slots=%d/tasks=%d", c.peers, c.slots, c.tasks), func(b *testing.B) {
+			heavy(b)
 			bin, echo := binaries(b)
 			addrs := swarm(b, bin, c.peers, c.slots)
 			data := b.TempDir()
@@ -253,6 +268,7 @@ func BenchmarkDispatchLatency(b *testing.B) {
 // >= 5000 tasks/s.
 func BenchmarkTinyTaskThroughput(b *testing.B) {
 	const peers, slots, tasks = 16, 32, 2048
+	heavy(b)
 	bin, echo := binaries(b)
 	addrs := swarm(b, bin, peers, slots)
 	data := b.TempDir()

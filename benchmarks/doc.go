@@ -1,11 +1,22 @@
 // Package benchmarks holds p2pc's performance measurements: Go benchmarks
-// that drive the real plugins through the real plugin host, and (in
-// subfolders) the job specs, input generators and comparator scripts of
-// the seed papers' experiments.
+// that drive the real plugins through the real plugin host and real p2pc
+// processes, and the inputs of `p2pc bench` (docs/bench.md):
 //
-// Run them with `just bench`, or:
+//   - bench.yaml: the heterogeneous setups (cores of CPU quota per peer)
+//     and every suite's parameters, full and --quick;
+//   - comparators/dask_tasks.py: the Dask LocalCluster comparator of the
+//     tracker and latency suites (Debian's python3-distributed);
+//   - transfer/: the block transfer benchmark (run.sh), which the bench's
+//     transfer suite runs.
 //
-//	go test ./benchmarks -run '^$' -bench . -benchtime 2000x -count 3
+// dispatch_test.go measures dispatch latency and tiny-task throughput
+// with real `p2pc join` processes on 127.0.0.1 (issue 4):
+//
+//	go test ./benchmarks -run '^$' -bench 'DispatchLatency|TinyTaskThroughput' -benchtime 5x
+//
+// The other benchmarks run with `just bench`, or:
+//
+//	go test ./benchmarks -run '^$' -bench Echo -benchtime 2000x -count 3
 //
 // Figures measured on the project's machines are recorded in results/.
 package benchmarks

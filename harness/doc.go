@@ -3,6 +3,18 @@
 // stops them (the whole process group, also when the test or benchmark
 // dies), and scans their logs for panics and data races.
 //
-// End-to-end tests and `p2pc bench` use it, so that what is tested and
-// measured is the program users run, on real sockets, never a mock.
+// Labs (lab.go) are small LANs on one machine for benchmarks and
+// end-to-end tests: network namespaces joined by a bridge (or one
+// namespace on loopback), a `p2pc join` per peer under a CFS CPU quota
+// (cgroup v1 or v2), and `p2pc run` in a namespace of its own. Everything
+// a lab makes is named LabPrefix+"<owner pid>-..." and removed when it
+// closes; a new lab removes what crashed runs left behind. Labs need
+// root; LabAvailable says whether this process can build them.
+//
+// Private network namespaces for tests that multicast (netns.go):
+// MainInNetns re-executes a test binary inside one.
+//
+// End-to-end tests and `p2pc bench` (package harness/bench) use it, so
+// that what is tested and measured is the program users run, on real
+// sockets, never a mock.
 package harness

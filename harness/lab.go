@@ -88,6 +88,9 @@ type PeerSpec struct {
 	CPU float64
 	// GOMAXPROCS for its p2pc process (default: ceil(CPU) when CPU > 0).
 	GOMAXPROCS int
+	// CPUs pins it (and its plugin processes) to these CPUs, a taskset
+	// list like "0" or "0-1" ("": any CPU).
+	CPUs string
 	// Rate caps what it sends (tc tbf rate, like "100mbit"; Bridge only).
 	Rate string
 	// Args are extra `p2pc join` flags.
@@ -111,6 +114,10 @@ type LabConfig struct {
 	Env []string
 	// StartTimeout bounds the wait for each peer to listen (default 30s).
 	StartTimeout time.Duration
+	// Priority runs every process of the lab (peers, submitter, commands)
+	// in a cgroup of the highest CPU weight, so that other work on a shared
+	// machine disturbs a measurement less. Quotas still cap the peers.
+	Priority bool
 	// StopGrace is how long Close lets a peer shut down after SIGTERM
 	// before it kills the peer's process group (default 5s).
 	StopGrace time.Duration
@@ -202,6 +209,9 @@ func NewLab(ctx context.Context, cfg LabConfig) (*Lab, error) {
 		l.ownDir = true
 	}
 	l.stopAfter = context.AfterFunc(ctx, func() { _ = l.Close() })
+	if err := os.Mkdir(l.tmpDir(), 0o755); err != nil {
+		return nil, errors.Join(fmt.Errorf("new lab: %w", err), l.Close())
+	}
 	if err := l.build(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("new lab: %w", err), l.Close())
 	}
@@ -244,7 +254,7 @@ func (l *Lab) build(ctx context.Context) error {
 	for _, p := range l.cfg.Peers {
 		throttled = throttled || p.CPU > 0
 	}
-	if throttled {
+	if throttled || l.cfg.Priority {
 		ctl, err := FindCPUController()
 		if err != nil {
 			return err
@@ -252,7 +262,12 @@ func (l *Lab) build(ctx context.Context) error {
 		if l.cg, err = newCPUCgroups(ctl, l.name); err != nil {
 			return err
 		}
-		l.log.Debug("cpu quotas", "controller", ctl.String())
+		if l.cfg.Priority {
+			if err := l.cg.prioritise(); err != nil {
+				return err
+			}
+		}
+		l.log.Debug("cpu quotas", "controller", ctl.String(), "priority", l.cfg.Priority)
 	}
 	switch l.cfg.Mode {
 	case Loopback:
@@ -308,6 +323,15 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := l.waitListening(ctx); err != nil {
+		return err
+	}
+	l.log.Info("lab up", "mode", l.cfg.Mode.String(), "peers", len(l.peers))
+	return nil
+}
+
+// waitListening waits until every peer printed its address.
+func (l *Lab) waitListening(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)
 	defer cancel()
 	for _, p := range l.peers {
@@ -317,7 +341,39 @@ func (l *Lab) build(ctx context.Context) error {
 		}
 		p.Addr = m[1]
 	}
-	l.log.Info("lab up", "mode", l.cfg.Mode.String(), "peers", len(l.peers))
+	return nil
+}
+
+// RestartPeers stops every peer and starts it again in the same
+// namespace, cgroup and data folder (its plugins stay cached; its plugin
+// processes do not stay warm). Restarted peers know nothing of each other
+// until a submitter introduces them again. Their addresses change: read
+// them again with Peers or PeerAddrs. Not safe while a job runs.
+func (l *Lab) RestartPeers(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, p := range l.peers {
+		if p.Proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Proc.Stop(l.cfg.StopGrace)
+		}()
+	}
+	wg.Wait()
+	for _, p := range l.peers {
+		if err := p.Proc.CheckLogs(); err != nil {
+			return fmt.Errorf("restart peers: %w", err)
+		}
+		p.Proc, p.Addr = nil, ""
+		if err := l.startPeer(p); err != nil {
+			return fmt.Errorf("restart peers: %w", err)
+		}
+	}
+	if err := l.waitListening(ctx); err != nil {
+		return fmt.Errorf("restart peers: %w", err)
+	}
 	return nil
 }
 
@@ -330,19 +386,28 @@ func (l *Lab) startPeer(p *LabPeer) error {
 	}
 	args = append(args, s.Args...)
 	argv := l.net.netnsCommandArgs(p.Netns, args...)
-	env := append([]string{}, l.cfg.Env...)
+	if s.CPUs != "" {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			return fmt.Errorf("peer %s: pinning to CPUs %s needs taskset (Debian package util-linux): %w", p.Name, s.CPUs, err)
+		}
+		argv = append([]string{taskset, "-c", s.CPUs}, argv...)
+	}
+	env := append([]string{"TMPDIR=" + l.tmpDir()}, l.cfg.Env...)
 	if s.GOMAXPROCS > 0 {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(s.GOMAXPROCS))
 	}
-	if s.CPU > 0 {
+	if l.cg != nil {
 		procs, err := l.cg.add(p.Name, s.CPU)
 		if err != nil {
 			return err
 		}
-		p.cg = p.Name
+		if s.CPU > 0 {
+			p.cg = p.Name
+		}
 		// Join the cgroup before becoming p2pc, so that every thread
 		// and every plugin process it starts is under the quota.
-		argv = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, procs}, argv...)
+		argv = inCgroup(procs, argv)
 	}
 	proc, err := Start(argv[0], argv[1:], Options{Name: p.Name, Env: env, Dir: l.cfg.Dir})
 	if err != nil {
@@ -351,6 +416,31 @@ func (l *Lab) startPeer(p *LabPeer) error {
 	p.Proc = proc
 	return nil
 }
+
+// inCgroup prefixes argv with a shell that moves itself into the cgroup
+// whose cgroup.procs file is procs, then becomes argv.
+func inCgroup(procs string, argv []string) []string {
+	return append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, procs}, argv...)
+}
+
+// joinCgroup wraps argv into the lab's child cgroup name (no quota), if
+// the lab has cgroups.
+func (l *Lab) joinCgroup(name string, argv []string) ([]string, error) {
+	if l.cg == nil {
+		return argv, nil
+	}
+	procs, err := l.cg.add(name, 0)
+	if err != nil {
+		return nil, err
+	}
+	return inCgroup(procs, argv), nil
+}
+
+// tmpDir is the TMPDIR of the lab's processes: /tmp/<lab name>, short
+// (plugins listen on unix sockets there, whose paths must stay under 108
+// bytes), made by NewLab, removed by Close, and by a later lab if the
+// owner crashed.
+func (l *Lab) tmpDir() string { return filepath.Join(os.TempDir(), l.name) }
 
 // Name is the lab's name (the prefix of its namespaces and cgroups).
 func (l *Lab) Name() string { return l.name }
@@ -390,13 +480,17 @@ func (l *Lab) Throttled() map[string]time.Duration {
 }
 
 // Command returns a command that runs args inside the submitter's
-// namespace (for comparators and tools that must see the lab's network).
-func (l *Lab) Command(ctx context.Context, args ...string) *exec.Cmd {
-	argv := l.net.netnsCommandArgs(l.subNS, args...)
+// namespace (for comparators and tools that must see the lab's network),
+// and in the lab's cgroup if it has one (without a quota).
+func (l *Lab) Command(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	argv, err := l.joinCgroup("commands", l.net.netnsCommandArgs(l.subNS, args...))
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	return cmd
+	return cmd, nil
 }
 
 // SubmitOptions configure Submit.
@@ -455,8 +549,11 @@ func (l *Lab) Submit(ctx context.Context, o SubmitOptions) (*Submission, error) 
 		args = append(args, "--no-mdns", "--join", strings.Join(o.Join, ","))
 	}
 	args = append(args, o.Args...)
-	argv := l.net.netnsCommandArgs(l.subNS, args...)
-	env := append(append([]string{}, l.cfg.Env...), o.Env...)
+	argv, err := l.joinCgroup("submitter", l.net.netnsCommandArgs(l.subNS, args...))
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", o.Spec, err)
+	}
+	env := append(append([]string{"TMPDIR=" + l.tmpDir()}, l.cfg.Env...), o.Env...)
 	started := time.Now()
 	proc, err := Start(argv[0], argv[1:], Options{Name: "p2pc run", Env: env, Dir: l.cfg.Dir})
 	if err != nil {
@@ -558,6 +655,9 @@ func (l *Lab) Close() error {
 			}
 		}
 		if err := l.net.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(filepath.Join(os.TempDir(), l.name)); err != nil {
 			errs = append(errs, err)
 		}
 		if l.ownDir {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -210,17 +211,21 @@ func (o *netOps) netnsCommandArgs(ns string, args ...string) []string {
 	return append([]string{o.ip, "netns", "exec", ns}, args...)
 }
 
+// labNameRe matches the names of lab objects: LabPrefix, the owner's PID,
+// the lab's number, and optionally more.
+var labNameRe = regexp.MustCompile(`^` + regexp.QuoteMeta(LabPrefix) + `([0-9]+)-[0-9]+(-.*)?$`)
+
 // ownerAlive reports whether the lab object named name (LabPrefix +
-// "<pid>-...") belongs to a process that is still running.
+// "<pid>-<n>...") belongs to a process that is still running. A name that
+// is not a lab object's counts as alive: it is never touched.
 func ownerAlive(name string) bool {
-	rest, ok := strings.CutPrefix(name, LabPrefix)
-	if !ok {
+	m := labNameRe.FindStringSubmatch(name)
+	if m == nil {
 		return true
 	}
-	pidStr, _, _ := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidStr)
+	pid, err := strconv.Atoi(m[1])
 	if err != nil || pid <= 0 {
-		return false
+		return true
 	}
 	if pid == os.Getpid() {
 		return true
@@ -256,6 +261,18 @@ func CleanStaleLabs() ([]string, error) {
 			continue
 		}
 		removed = append(removed, "netns "+name)
+	}
+	// Lab TMPDIRs (and lab folders made by NewLab) of dead owners.
+	tmp, _ := os.ReadDir(os.TempDir())
+	for _, e := range tmp {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), LabPrefix) || ownerAlive(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(os.TempDir(), e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "folder "+filepath.Join(os.TempDir(), e.Name()))
 	}
 	cg, err := cgroupRemoveStale()
 	removed = append(removed, cg...)

@@ -70,14 +70,43 @@ func SampleCPU(ctx context.Context, pid int, interval time.Duration) []CPUSample
 
 // Busy turns cumulative samples into the busy fraction of each interval:
 // CPU time used over wall time passed (1.0 = one core busy all along).
-func Busy(s []CPUSample) (at []time.Duration, busy []float64) {
+// Samples closer than minGap to the previous one used are merged into the
+// next interval (a late ticker fires twice in a row, and 10 ms of CPU
+// over a millisecond is no measurement).
+func Busy(s []CPUSample, minGap time.Duration) (at []time.Duration, busy []float64) {
+	last := 0
 	for i := 1; i < len(s); i++ {
-		dt := s[i].At - s[i-1].At
-		if dt <= 0 {
+		dt := s[i].At - s[last].At
+		if dt <= 0 || dt < minGap {
 			continue
 		}
 		at = append(at, s[i].At)
-		busy = append(busy, float64(s[i].CPU-s[i-1].CPU)/float64(dt))
+		busy = append(busy, float64(s[i].CPU-s[last].CPU)/float64(dt))
+		last = i
 	}
 	return at, busy
+}
+
+// MachineCPU reads the CPU time all cores spent busy since boot (user,
+// nice, system, irq, softirq, steal from /proc/stat): the difference of
+// two readings is what the whole machine used in between.
+func MachineCPU() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read machine cpu time: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("read machine cpu time: malformed /proc/stat")
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system irq softirq steal
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read machine cpu time: %w", err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * clockTick, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ func TestSummarise(t *testing.T) {
 	}
 	if r := Rolling([]float64{2, 4, 6, 8}, 2); r[0] != 2 || r[1] != 3 || r[3] != 7 {
 		t.Errorf("rolling %v", r)
+	}
+	if r := Rolling([]float64{2, math.NaN(), 6, 8, 10}, 2); r[0] != 2 || !math.IsNaN(r[1]) || r[2] != 6 || r[3] != 7 || r[4] != 9 {
+		t.Errorf("rolling across a gap %v", r)
 	}
 }
 
@@ -211,5 +215,24 @@ func TestBenchQuick(t *testing.T) {
 	wellFormed(t, string(svg))
 	if !strings.Contains(string(b), "efficiency") {
 		t.Errorf("no table printed:\n%s", b)
+	}
+}
+
+func TestPackCPUs(t *testing.T) {
+	for _, c := range []struct {
+		caps []float64
+		ok   bool
+		want []int
+	}{
+		{[]float64{0.9, 0.6}, true, []int{0, 1}},
+		{[]float64{0.8, 0.5, 0.4}, true, []int{0, 1, 1}},
+		{[]float64{0.6, 0.5, 0.4, 0.3}, true, []int{0, 1, 1, 0}},
+		{[]float64{0.9, 0.9, 0.9}, false, nil},
+		{[]float64{1.5}, false, nil},
+	} {
+		got, ok := PackCPUs(c.caps, 2, 0.95)
+		if ok != c.ok || (ok && !slices.Equal(got, c.want)) {
+			t.Errorf("PackCPUs(%v) = %v %v, want %v %v", c.caps, got, ok, c.want, c.ok)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/p2pc/p2pc/harness"
 )
 
 // Comparators: GNU parallel and a Dask LocalCluster (Debian's parallel
@@ -24,11 +26,14 @@ type parallelResult struct {
 	TotalS  float64 `json:"total_s"`
 	Rate    float64 `json:"tasks_per_s"`
 	Command string  `json:"command"`
+	// MachineCPUS is the CPU time the whole machine used meanwhile.
+	MachineCPUS float64 `json:"machine_cpu_s"`
 }
 
 // runParallel times `parallel -j jobs echo hello {}` over tasks
-// arguments: Preon's job was a shell script running `echo hello`.
-func runParallel(ctx context.Context, tasks, jobs int) (*parallelResult, error) {
+// arguments (Preon's job was a shell script running `echo hello`), in a
+// lab's namespace and cgroup like p2pc's processes.
+func (e *Env) runParallel(ctx context.Context, tasks, jobs int) (*parallelResult, error) {
 	bin, err := exec.LookPath("parallel")
 	if err != nil {
 		return nil, fmt.Errorf("%w: GNU parallel is not installed (Debian package parallel)", errSkip)
@@ -39,26 +44,37 @@ func runParallel(ctx context.Context, tasks, jobs int) (*parallelResult, error) 
 	for i := range tasks {
 		fmt.Fprintln(&in, i)
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	lab, err := e.NewLab(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("parallel: %w", err)
+	}
+	defer lab.Close()
+	cmd, err := lab.Command(ctx, append([]string{bin}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("parallel: %w", err)
+	}
 	cmd.Stdin = &in
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	m0, _ := harness.MachineCPU()
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("parallel: %w: %s", err, errb.String())
 	}
 	took := time.Since(start)
+	m1, _ := harness.MachineCPU()
 	if n := strings.Count(out.String(), "hello"); n != tasks {
 		return nil, fmt.Errorf("parallel: %d of %d tasks answered", n, tasks)
 	}
 	return &parallelResult{
-		Version: firstLine(string(ver)),
-		Jobs:    jobs,
-		Tasks:   tasks,
-		TotalS:  took.Seconds(),
-		Rate:    float64(tasks) / took.Seconds(),
-		Command: fmt.Sprintf("seq 0 %d | parallel %s", tasks-1, strings.Join(args, " ")),
-	}, nil
+		Version:     firstLine(string(ver)),
+		Jobs:        jobs,
+		Tasks:       tasks,
+		TotalS:      took.Seconds(),
+		Rate:        float64(tasks) / took.Seconds(),
+		Command:     fmt.Sprintf("seq 0 %d | parallel %s", tasks-1, strings.Join(args, " ")),
+		MachineCPUS: (m1 - m0).Seconds(),
+	}, lab.Close()
 }
 
 // daskResult is what benchmarks/comparators/dask_tasks.py prints.
@@ -98,8 +114,11 @@ func (e *Env) runDask(ctx context.Context, tasks, workers, threads, runs int) (*
 		return nil, fmt.Errorf("dask: %w", err)
 	}
 	defer lab.Close()
-	cmd := lab.Command(ctx, daskPython, script, "--tasks", strconv.Itoa(tasks), "--workers", strconv.Itoa(workers),
+	cmd, err := lab.Command(ctx, daskPython, script, "--tasks", strconv.Itoa(tasks), "--workers", strconv.Itoa(workers),
 		"--threads", strconv.Itoa(threads), "--runs", strconv.Itoa(runs))
+	if err != nil {
+		return nil, fmt.Errorf("dask: %w", err)
+	}
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

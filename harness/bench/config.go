@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,6 +30,9 @@ type Config struct {
 	Setups map[int][]float64 `yaml:"setups"`
 	// Mode is the labs' default mode: bridge (default) or loopback.
 	Mode string `yaml:"mode"`
+	// Pin (default true) pins the peers of a setup to CPUs so that the
+	// capacities on each core add up to at most 0.95 (see PackCPUs).
+	Pin *bool `yaml:"pin"`
 	// Suites holds each suite's parameters: a full section and a quick
 	// one whose keys override the full ones under --quick.
 	Suites map[string]SuiteConfig `yaml:"suites"`
@@ -122,6 +126,41 @@ func (c *Config) validate(cores int) error {
 		errs = append(errs, fmt.Errorf("mode %q: want bridge or loopback", c.Mode))
 	}
 	return errors.Join(errs...)
+}
+
+// Pinned says whether setups' peers are pinned to CPUs (default true).
+func (c *Config) Pinned() bool { return c.Pin == nil || *c.Pin }
+
+// PackCPUs assigns each capacity (cores, at most 1 each) a CPU out of
+// ncpu so that the capacities on one CPU add up to at most limit: first
+// fit, largest first. Single-threaded peers that share a core are not
+// given their quotas by the scheduler's per-core fairness (a 0.8-core peer
+// sharing a core with a 0.5-core one gets about half of it); packed this
+// way every peer gets its capacity, as on separate machines. ok is false
+// when they do not fit (the peers then float).
+func PackCPUs(caps []float64, ncpu int, limit float64) (cpus []int, ok bool) {
+	order := make([]int, len(caps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(caps[b], caps[a]) })
+	load := make([]float64, ncpu)
+	cpus = make([]int, len(caps))
+	for _, i := range order {
+		placed := false
+		for c := range load {
+			if caps[i] <= 1 && load[c]+caps[i] <= limit+1e-9 {
+				load[c] += caps[i]
+				cpus[i] = c
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return nil, false
+		}
+	}
+	return cpus, true
 }
 
 // SelectSetups returns the named setups, in the order given.

@@ -7,7 +7,7 @@
 //
 //   - mandelbrot: Preon 4.1's Mandelbrot farm (256 tasks) on Fenech &
 //     Vella's heterogeneous setups: every peer alone (R_Mi), then the
-//     setup together (R_H); S_H, S_H,max and efficiency.
+//     setup together (R_H), ABBA; S_H, S_H,max and efficiency.
 //   - tracker: Preon 4.2, 2048 echo tasks on 16 peers x 32 slots; total
 //     time, tasks/s and the coordinator's busy fraction over time, beside
 //     GNU parallel and a Dask LocalCluster.
@@ -24,8 +24,9 @@
 //
 // Capacities: each peer of a setup runs under a CFS quota (cgroup v1
 // cpu.cfs_quota_us with a 10 ms period, or v2 cpu.max) that covers its
-// plugin processes; the setups of benchmarks/bench.yaml must add up to
-// fewer cores than the machine has. Rates are tasks per second over a
+// plugin processes, pinned to a core with others whose capacities add up
+// to at most 0.95 (PackCPUs); the setups of benchmarks/bench.yaml must add
+// up to fewer cores than the machine has. Rates are tasks per second over a
 // job's makespan, from the first lease the coordinator issued to the last
 // result (report.json), after a warm-up job.
 package bench

@@ -103,7 +103,8 @@ func (e *Env) Benchmarks(rel string) string { return filepath.Join(e.Root, "benc
 // later lab that way.
 func (e *Env) NewLab(ctx context.Context, peers []harness.PeerSpec) (*harness.Lab, error) {
 	// Labs are torn down often: a short grace after SIGTERM, then kill.
-	cfg := harness.LabConfig{Bin: e.Bin, Peers: peers, Mode: e.Mode(), Logger: e.Log, StopGrace: time.Second}
+	// Priority: the machine may be shared; the lab's processes come first.
+	cfg := harness.LabConfig{Bin: e.Bin, Peers: peers, Mode: e.Mode(), Logger: e.Log, StopGrace: time.Second, Priority: true}
 	dir, err := os.MkdirTemp(e.WorkDir, "lab-")
 	if err != nil {
 		return nil, fmt.Errorf("new lab: %w", err)

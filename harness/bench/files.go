@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -16,11 +17,14 @@ func (e *Env) path(name string) string { return filepath.Join(e.OutDir, name) }
 
 // WriteJSON writes v, indented, into the suite's folder.
 func (e *Env) WriteJSON(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "<", not "\u003c"
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.WriteFile(e.path(name), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(e.path(name), buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil

@@ -56,16 +56,22 @@ func Quantile(sorted []float64, q float64) float64 {
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
 }
 
-// Rolling is the trailing moving average of xs over w points.
+// Rolling is the trailing moving average of xs over w points. A NaN
+// restarts it (and stays NaN in the output).
 func Rolling(xs []float64, w int) []float64 {
 	out := make([]float64, len(xs))
+	start := 0
 	sum := 0.0
 	for i, x := range xs {
+		if math.IsNaN(x) {
+			out[i], sum, start = math.NaN(), 0, i+1
+			continue
+		}
 		sum += x
-		if i >= w {
+		if i-start >= w {
 			sum -= xs[i-w]
 		}
-		out[i] = sum / float64(min(i+1, w))
+		out[i] = sum / float64(min(i-start+1, w))
 	}
 	return out
 }

@@ -241,10 +241,14 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 				paper = pct(e)
 			}
 			rows = append(rows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), strings.Join(solo, ", "), f1(r.Together.Rate * gens),
-				f2(r.Speedup.SH), f2(r.Speedup.SHMax), "**" + pct(r.Speedup.Efficiency) + "**", paper, f2(r.Together.MakespanS), sharesNote(r.Together.Shares)})
+				f2(r.Speedup.SH), f2(r.Speedup.SHMax), f2(quotaSHMax(r.Setup)), "**" + pct(r.Speedup.Efficiency) + "**", paper, f2(r.Together.MakespanS), sharesNote(r.Together.Shares)})
 		}
 	}
-	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "efficiency", "Fenech & Vella", "T_H (s)", "islands per peer"}, rows)
+	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "S_H,max of the quotas", "efficiency", "Fenech & Vella", "T_H (s)", "islands per peer"}, rows)
+	md.P("S_H,max of the quotas is Σc_i / c_1 for capacities c_i: what S_H,max would be if every peer's rate were proportional to its quota. Measured S_H,max far from it means the solo runs were disturbed (a busy machine: see the load average in machine.md) or that fixed costs, not the CPU, limit the rate.")
+	if dev := gaQuotaDeviation(sizes); dev > 0.1 {
+		res.Note("measured S_H,max deviates from the quotas' Σc_i/c_1 by up to %.0f%%: solo rates were disturbed (busy machine?) or latency-bound; efficiencies are correspondingly uncertain", 100*dev)
+	}
 	md.P("![speedup vs problem size](speedup.svg)\n\n![efficiency vs problem size](efficiency.svg)")
 	md.P("Fenech & Vella report, for their largest problem size, 95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines, and substantial initialization costs that level out as the problem grows; their sizes and machines are not given. Here the fixed costs per island (dispatch, plugin call, instance generation, enrolment) weigh most at the smallest size, where an island takes a fraction of a second.")
 	md.P("Files: ga.json (all measurements), ga.csv, speedup.svg, efficiency.svg, ga-<cities>.yaml.")
@@ -271,6 +275,28 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 	}
 	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %d generations of %d tours, peers of 0.3-0.9 cores of quota", cfg.Islands, cfg.Sizes, cfg.Generations, cfg.Population)
 	return res, nil
+}
+
+// quotaSHMax is S_H,max if rates were proportional to the CPU quotas.
+func quotaSHMax(s Setup) float64 {
+	if len(s.CPU) == 0 {
+		return math.NaN()
+	}
+	return s.Total() / slices.Max(s.CPU)
+}
+
+// gaQuotaDeviation is the largest relative difference between a measured
+// S_H,max and that of the quotas.
+func gaQuotaDeviation(sizes []gaSize) float64 {
+	dev := 0.0
+	for _, sz := range sizes {
+		for _, r := range sz.Setups {
+			if q := quotaSHMax(r.Setup); q > 0 && r.Speedup.SHMax > 0 {
+				dev = math.Max(dev, math.Abs(r.Speedup.SHMax-q)/q)
+			}
+		}
+	}
+	return dev
 }
 
 func mean(xs []float64) float64 {

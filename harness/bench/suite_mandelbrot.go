@@ -28,16 +28,20 @@ type mandelbrotConfig struct {
 	Height  int    `yaml:"height"`
 	MaxIter int    `yaml:"max_iter"`
 	Tasks   int    `yaml:"tasks"`
+	Rounds  int    `yaml:"rounds"` // 1, or 2: ABBA (see Workload)
 	Timeout string `yaml:"timeout"`
 }
 
 func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := mandelbrotConfig{Width: 4096, Height: 3072, MaxIter: 2000, Tasks: 256, Timeout: "10m"}
+	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m"}
 	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Tasks < 1 || cfg.Tasks > cfg.Height {
 		return nil, fmt.Errorf("mandelbrot: tasks %d must be in [1, height %d]", cfg.Tasks, cfg.Height)
+	}
+	if cfg.Rounds != 1 && cfg.Rounds != 2 {
+		return nil, fmt.Errorf("mandelbrot: rounds %d: want 1 or 2", cfg.Rounds)
 	}
 	timeout, err := time.ParseDuration(cfg.Timeout)
 	if err != nil {
@@ -67,11 +71,12 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 
-	phase := env.Progress.Phase("mandelbrot", Steps(env.Setups))
 	if env.Quick {
 		warm = "" // a smoke check: no warm-up runs
 	}
-	runs, err := env.Heterogeneous(ctx, Workload{Spec: spec, Warmup: warm, Timeout: timeout}, phase)
+	w := Workload{Spec: spec, Warmup: warm, Timeout: timeout, Rounds: cfg.Rounds}
+	phase := env.Progress.Phase("mandelbrot", w.Steps(env.Setups))
+	runs, err := env.Heterogeneous(ctx, w, phase)
 	phase.Done()
 	if err != nil {
 		return nil, err
@@ -179,8 +184,16 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		"Preon's farm was 256 jobs, each a whole 4096x4096 image at 4096 iterations, on DAS-5 peers of 16 threads (the local reference: 506.9 s ± 3.45 s for the 256 runs, 32 at a time). "+
 		"Here the same 256-way split of one image is sized to the 2-core machine: about %s of single-core work in all.",
 		cfg.Tasks, cfg.Width, cfg.Height, cfg.MaxIter, workNote(runs))
-	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes; one slot each. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own.", env.Mode(), env.Machine.Cgroup)
-	md.P("**Method (Fenech & Vella).** Each capacity is measured alone (R_Mi: the job on a lab of that one peer), then each setup together (R_H). Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin and a warm plugin process. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Peers of equal capacity count as the same machine: measured alone once per run.")
+	var views []setupOutView
+	for _, o := range outs {
+		views = append(views, setupOutView{name: o.Setup.Name, cpu: o.Setup.CPU, pins: o.Together.Pinned})
+	}
+	pinNote := "pinned to cores so that the capacities on each core add up to at most 0.95 (" + pinsNote(views) + "), as if each core were a machine: unpinned, single-threaded peers that share a core get about half of it each, whatever their quotas"
+	if !env.Config.Pinned() {
+		pinNote = "not pinned to cores (pin: false in the config)"
+	}
+	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes, one slot each, %s. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them little.", env.Mode(), env.Machine.Cgroup, pinNote)
+	md.P("**Method (Fenech & Vella).** In each setup's lab every peer is measured alone (R_Mi: the job joined to that peer only; the peers of a lab do not know each other), then the peers together (R_H)%s. Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin and a warm plugin process. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max.", roundsNote(cfg.Rounds))
 	var rows [][]string
 	for _, o := range outs {
 		paper := "–"
@@ -196,6 +209,18 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			f2(o.Together.MakespanS), f2(o.LowerBoundS), f2(o.PreonBoundS), f2(o.Together.WallS), sharesNote(o.Together.Shares)})
 	}
 	md.Table([]string{"setup", "R_Mi alone (tasks/s)", "R_H (tasks/s)", "S_H", "S_H,max", "efficiency", "Fenech & Vella", "T_H (s)", "N/ΣR_Mi (s)", "T_M1/n (s)", "wall (s)", "tasks per peer"}, rows)
+	if cfg.Rounds == 2 {
+		var nrows [][]string
+		for _, o := range outs {
+			var solo []string
+			for _, s := range o.Solo {
+				solo = append(solo, fmt.Sprintf("%s: %s", cpuList(s.CPU), spread(s)))
+			}
+			nrows = append(nrows, []string{o.Setup.Label(), spread(o.Together), strings.Join(solo, ", ")})
+		}
+		md.P("**Noise.** How far each rate's two measurements (A and B rounds) lie apart, as a share of their mean: what a single measurement on this shared machine is worth. An efficiency above 100%% is this noise, not a super-linear speedup.")
+		md.Table([]string{"setup", "R_H: rounds apart", "R_Mi: rounds apart, per capacity"}, nrows)
+	}
 	md.P("![time per setup](time.svg)\n\n![efficiency](efficiency.svg)")
 	md.P("Fenech & Vella's figures are for their GA over .NET peers (95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines); Preon gives no efficiency, only the times of its Figure 2, which it found \"much slower than expected\" because every job copied 65 MiB. Here a task's input is its parameters and its output (a band) travels inline, so the farm is compute-bound as Fenech's definitions assume. Wall is the whole `p2pc run` (plugin check, enrolment, dispatch, collection).")
 	md.P("Files: mandelbrot.json (all measurements), mandelbrot.csv, time.svg, efficiency.svg, job.yaml.")
@@ -204,6 +229,50 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	}
 	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs))
 	return res, nil
+}
+
+// spread is |A - B| / mean of a measurement's rounds ("–" with one).
+func spread(m Measure) string {
+	if len(m.Rounds) != 2 || m.Rate == 0 {
+		return "–"
+	}
+	return pct(math.Abs(m.Rounds[0].Rate-m.Rounds[1].Rate) / m.Rate)
+}
+
+func roundsNote(r int) string {
+	if r == 2 {
+		return "; then, in reverse (ABBA), together again and each alone again: every rate is the mean of its two measurements, so that a drift of the shared machine's speed cancels out"
+	}
+	return ""
+}
+
+// pinsNote says which capacities shared a core, per setup.
+func pinsNote(outs []setupOutView) string {
+	var parts []string
+	for _, o := range outs {
+		if o.pins == nil {
+			parts = append(parts, fmt.Sprintf("setup %d unpinned", o.name))
+			continue
+		}
+		byCore := map[int][]string{}
+		for i, c := range o.pins {
+			byCore[c] = append(byCore[c], fmt.Sprint(o.cpu[i]))
+		}
+		var cores []string
+		for c := 0; c < 64; c++ {
+			if v, ok := byCore[c]; ok {
+				cores = append(cores, strings.Join(v, "+"))
+			}
+		}
+		parts = append(parts, strings.Join(cores, " | "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+type setupOutView struct {
+	name int
+	cpu  []float64
+	pins []int
 }
 
 func nan(n int) []float64 {

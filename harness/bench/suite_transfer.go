@@ -185,14 +185,21 @@ func (transferSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	if multi != nil && len(multi.P2PC) > 0 {
-		var xs, ys []float64
+		var xs, ys, ideal []float64
 		for _, m := range multi.P2PC {
 			xs, ys = append(xs, float64(m.Sources)), append(ys, m.MiBps)
+		}
+		for _, m := range multi.P2PC {
+			ideal = append(ideal, float64(m.Sources)*multi.P2PC[0].MiBps/float64(max(multi.P2PC[0].Sources, 1)))
 		}
 		if err := env.WriteSVG("multisource.svg", (&Plot{
 			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", multi.Cap),
 			XLabel: "sources", YLabel: "MiB/s",
-			Series: []Series{{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4}},
+			Series: []Series{
+				{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4},
+				{Name: "linear: sources x the first", X: xs, Y: ideal, Kind: Line, Color: "#999", Dashed: true},
+			},
+			XInt: true, XPad: 0.05,
 			HLines: []HLine{{Y: multi.Rsync.MiBps, Label: "rsync from one capped source", Color: "#D55E00", Dashed: true}},
 			YZero:  true,
 			Note:   fmt.Sprintf("%.0f MiB, network namespaces with tc tbf; %s", multi.FileMiB, quickNote(env)),

@@ -51,6 +51,10 @@ type Plot struct {
 	Series                []Series
 	HLines                []HLine
 	// XZero and YZero start the axes at 0; YMax, if > 0, fixes the top.
+	// XInt puts the x ticks on whole numbers; XPad leaves that share of the
+	// x range free on each side (points on the edge stay whole).
+	XInt  bool
+	XPad  float64
 	XZero bool
 	YZero bool
 	YMax  float64
@@ -269,13 +273,33 @@ func (p *Plot) SVG() string {
 		yhi = math.Max(yhi, yt[len(yt)-1])
 	}
 	ylo = math.Min(ylo, yt[0])
+	if p.XPad > 0 {
+		pad := (xhi - xlo) * p.XPad
+		xlo, xhi = xlo-pad, xhi+pad
+	}
 	xt := niceTicks(xlo, xhi, 8)
-	xlo, xhi = math.Min(xlo, xt[0]), math.Max(xhi, xt[len(xt)-1])
+	if p.XInt {
+		var whole []float64
+		for _, t := range xt {
+			if t == math.Trunc(t) {
+				whole = append(whole, t)
+			}
+		}
+		if len(whole) >= 2 {
+			xt = whole
+		}
+	}
+	if p.XPad == 0 {
+		xlo, xhi = math.Min(xlo, xt[0]), math.Max(xhi, xt[len(xt)-1])
+	}
 
 	var b svgBuf
 	y := b.yAxis(fr, ylo, yhi, yt, p.YLabel)
 	x := func(v float64) float64 { return fr.left + (v-xlo)/(xhi-xlo)*fr.pw() }
 	for _, t := range xt {
+		if t < xlo-1e-9 || t > xhi+1e-9 {
+			continue
+		}
 		b.f(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#999"/>`+"\n", num(x(t)), num(fr.top+fr.ph()), num(x(t)), num(fr.top+fr.ph()+5))
 		b.f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(x(t)), num(fr.top+fr.ph()+19), tickLabel(t))
 	}
@@ -309,17 +333,26 @@ func (p *Plot) SVG() string {
 			r = 2.5
 		}
 		if s.Kind == Line || s.Kind == LinePoints {
-			var pts []string
-			for j := range s.X {
-				if j < len(s.Y) && !math.IsNaN(s.Y[j]) {
-					pts = append(pts, num(x(s.X[j]))+","+num(y(s.Y[j])))
-				}
-			}
+			// A NaN breaks the line (a gap in the data).
 			dash := ""
 			if s.Dashed {
 				dash = ` stroke-dasharray="6,4"`
 			}
-			b.f(`<polyline fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s points="%s"/>`+"\n", c, dash, strings.Join(pts, " "))
+			var pts []string
+			flush := func() {
+				if len(pts) > 1 {
+					b.f(`<polyline fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s points="%s"/>`+"\n", c, dash, strings.Join(pts, " "))
+				}
+				pts = pts[:0]
+			}
+			for j := range s.X {
+				if j < len(s.Y) && !math.IsNaN(s.Y[j]) && !math.IsNaN(s.X[j]) {
+					pts = append(pts, num(x(s.X[j]))+","+num(y(s.Y[j])))
+				} else {
+					flush()
+				}
+			}
+			flush()
 		}
 		if s.Kind == Points || s.Kind == LinePoints {
 			b.f(`<g fill="%s" fill-opacity="0.75">`+"\n", c)

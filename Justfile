@@ -28,14 +28,27 @@ lint:
 proto:
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative plugins/sdk/pluginpb/plugin.proto
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
+    protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/peerpb/peer.proto
 
 # Render the Mandelbrot demo job on this machine.
 demo:
     go run ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
 
-# Run the Go benchmarks (plugin host round trip, block store).
+# Run the quick Go benchmarks (plugin host round trip against bare gRPC).
 bench:
-    go test -run '^$' -bench . -benchtime 2000x -count 3 ./benchmarks/... ./internal/pluginhost/...
+    go test -run '^$' -bench 'Echo|Warm|Bare' -benchtime 2000x -count 3 ./benchmarks/ ./internal/pluginhost/
+
+# Dispatch latency and tiny-task throughput with real peers (issue 4).
+bench-dispatch:
+    go test -run '^$' -bench 'Dispatch|TinyTask' -benchtime 5x -timeout 30m ./benchmarks/
+
+# Verification overhead on an honest swarm (issue 5).
+bench-verify:
+    go test -run '^$' -bench . -benchtime 1x -timeout 30m ./benchmarks/verify/
+
+# Reproduce the seed papers' experiments (needs root: namespaces, cgroups).
+bench-papers setups="2,3,4":
+    go run ./cmd/p2pc bench --setups {{setups}}
 
 # Fuzz the spec parser for a while (default 60s).
 fuzz seconds="60":

@@ -10,9 +10,11 @@
 // warm process, or starts one:
 //
 //  1. the executable is checked (absolute path, regular file, executable)
-//     and its SHA-256 is compared with Config.Checksum, right before every
-//     exec (with go-plugin's SecureConfig.Check, called by this package:
-//     go-plugin v1.8.0 hashes the empty cmd.Path when a RunnerFunc is set);
+//     and its SHA-256 is compared with Config.Checksum before an exec
+//     (with go-plugin's SecureConfig.Check, called by this package:
+//     go-plugin v1.8.0 hashes the empty cmd.Path when a RunnerFunc is set).
+//     A pool hashes a file once per identity (device, inode, size, mtime,
+//     ctime): a changed file is hashed again before its next start;
 //  2. the process is forked with go-plugin's handshake variables, the
 //     go-plugin handshake is read from its stdout, the gRPC connection is
 //     made and the host callback service is attached (sdk.Plugin);

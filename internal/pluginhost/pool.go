@@ -36,6 +36,9 @@ type Pool struct {
 	all    map[*proc]struct{}
 	dirs   dirs
 	info   *sdk.PluginInfo
+	// verified is the identity of the executable last checked against
+	// the checksum (see checkExecutable).
+	verified string
 
 	closeOnce sync.Once
 	closeErr  error

@@ -4,6 +4,7 @@ package pluginhost
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -77,4 +78,14 @@ func spawn(cmd *exec.Cmd) error {
 	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	spawnCh <- r
 	return <-r.done
+}
+
+// fileIdentity names a file's content as the kernel sees it: device,
+// inode, size, mtime and ctime ("" if unknown).
+func fileIdentity(fi os.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }

@@ -73,7 +73,7 @@ func BenchmarkVerifyOverhead(b *testing.B) {
 		{"replicas 2 / quorum 2", "verify: {replicas: 2, quorum: 2}"},
 		{"adaptive trust, first job (peers earn trust)", "verify: {replicas: 2, quorum: 2, trust: adaptive}"},
 		{"adaptive trust, next job (peers already trusted)", "verify: {replicas: 2, quorum: 2, trust: adaptive}"},
-		{"unverified again (noise check)", "name: verify-bench-again"},
+		{"unverified again (noise check)", ""},
 	}
 	var rows []row
 	for i, m := range modes {

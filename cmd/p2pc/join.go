@@ -17,7 +17,7 @@ type JoinCmd struct {
 	Listen        string        `help:"gRPC listen address: all interfaces and an ephemeral port by default." default:"0.0.0.0:0" placeholder:"ADDR"`
 	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
 	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
-	NoMDNS        bool          `name:"no-mdns" help:"Do not announce or browse with mDNS."`
+	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 
 	// Fault injection for the tests of answer verification. Hidden, and

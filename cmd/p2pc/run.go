@@ -22,7 +22,7 @@ type RunCmd struct {
 	Out        string   `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
 	LocalSlots int      `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
 	Join       []string `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
-	NoMDNS     bool     `name:"no-mdns" help:"Do not look for peers with mDNS."`
+	NoMDNS     bool     `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
 	MinPeers   int      `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
 	Listen     string   `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
 	JSON       bool     `help:"Print report.json on stdout when the job ends."`

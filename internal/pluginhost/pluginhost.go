@@ -1,12 +1,10 @@
 package pluginhost
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -62,20 +60,7 @@ type Config struct {
 }
 
 // Digest returns the SHA-256 of the file at path, read as a stream.
-func Digest(path string) ([32]byte, error) {
-	var sum [32]byte
-	f, err := os.Open(path)
-	if err != nil {
-		return sum, fmt.Errorf("digest: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return sum, fmt.Errorf("digest %s: %w", path, err)
-	}
-	copy(sum[:], h.Sum(nil))
-	return sum, nil
-}
+func Digest(path string) ([32]byte, error) { return pluginbuild.FileDigest(path) }
 
 // Stats counts what a Pool did since NewPool.
 type Stats struct {

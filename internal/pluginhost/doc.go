@@ -56,8 +56,10 @@
 //     directory); nothing else of the host's environment;
 //   - runs in Config.Dir, by default a private directory (0700) that Close
 //     removes along with HOME, TMPDIR and go-plugin's socket directory
-//     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the first start of a pool
-//     removes those of hosts that died without Close);
+//     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the sockets go to a
+//     directory of that name in /tmp instead when $TMPDIR is too long for
+//     a unix socket address; the first start of a pool removes those of
+//     hosts that died without Close);
 //   - has stdin on /dev/null (go-plugin would hand it the host's stdin);
 //   - leads its own process group (Setpgid) and is killed with
 //     kill(-pgid, SIGKILL), so whatever it started dies with it;

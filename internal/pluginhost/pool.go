@@ -52,7 +52,16 @@ type Pool struct {
 // dirs is the pool's private directory tree, made on the first start.
 type dirs struct {
 	root, home, tmp, work string
+	// sock is where go-plugin makes the plugins' unix sockets: root, or a
+	// short directory in /tmp when root's path is too long for a socket
+	// address (108 bytes on Linux, the socket's own name included).
+	sock string
 }
+
+// maxSockDir is the longest directory the sockets can live in: go-plugin
+// adds "/plugin-dirNNNNNNNNNN/pluginNNNNNNNNNN" (38 bytes) and the kernel
+// allows 107.
+const maxSockDir = 107 - 38
 
 // NewPool returns a pool of up to size processes (at least 1) of the
 // plugin cfg names. Nothing starts until the first call; configuration
@@ -172,6 +181,9 @@ func (pl *Pool) Close() error {
 			wg.Go(p.shutdown)
 		}
 		wg.Wait()
+		if d.sock != "" && d.sock != d.root {
+			os.RemoveAll(d.sock)
+		}
 		if d.root != "" {
 			pl.closeErr = os.RemoveAll(d.root)
 		}
@@ -387,6 +399,13 @@ func (pl *Pool) makeDirs() error {
 			return fmt.Errorf("make private dir: %w", err)
 		}
 	}
+	d.sock = root
+	if len(root) > maxSockDir {
+		if d.sock, err = os.MkdirTemp("/tmp", dirPrefix+strconv.Itoa(os.Getpid())+"-"); err != nil {
+			os.RemoveAll(root)
+			return fmt.Errorf("make socket dir: %w", err)
+		}
+	}
 	pl.dirs = d
 	return nil
 }
@@ -396,6 +415,10 @@ func (pl *Pool) makeDirs() error {
 // live process, or of one whose pid was reused, is left alone.
 func sweepStaleDirs(log *slog.Logger) {
 	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*-*"))
+	if os.TempDir() != "/tmp" {
+		more, _ := filepath.Glob(filepath.Join("/tmp", dirPrefix+"*-*"))
+		matches = append(matches, more...)
+	}
 	for _, dir := range matches {
 		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
 		pid, err := strconv.Atoi(pidText)

@@ -709,3 +709,23 @@ func TestNoGoroutineLeak(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A TMPDIR too long for a unix socket address still works: the sockets go
+// to a short directory in /tmp, removed by Close.
+func TestLongTempDir(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(long, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	pl, _ := newTestPool(t, 1)
+	runPID(t, pl)
+	sock := pl.dirs.sock
+	if sock == pl.dirs.root || !strings.HasPrefix(sock, "/tmp/") {
+		t.Fatalf("socket dir %q, want a short one in /tmp (root %q)", sock, pl.dirs.root)
+	}
+	pl.Close()
+	if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Close left the socket dir %s: %v", sock, err)
+	}
+}

@@ -159,7 +159,7 @@ func (p *proc) start(ctx context.Context) error {
 		Stderr:           p.stderr,
 		SyncStdout:       p.sync[0],
 		SyncStderr:       p.sync[1],
-		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: pl.dirs.root},
+		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: pl.dirs.sock},
 	})
 
 	stopCtx := context.AfterFunc(ctx, p.killGroup)
@@ -267,6 +267,11 @@ func (p *proc) newRunner(_ hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner
 	}
 	return &procRunner{p: p, cmd: c, stdout: stdout, stderr: stderr, waiting: make(chan struct{})}, nil
 }
+
+// Check verifies that the pool's executable is a regular executable file
+// whose SHA-256 is Config.Checksum. The result is kept per file identity,
+// so checking an unchanged file again costs a stat.
+func (pl *Pool) Check() error { return pl.checkExecutable() }
 
 // checkExecutable verifies the file and its checksum right before exec.
 func (pl *Pool) checkExecutable() error {

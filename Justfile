@@ -26,9 +26,9 @@ lint:
 
 # Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:
-    protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative plugins/sdk/pluginpb/plugin.proto
+    cd plugins/sdk/pluginpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
-    protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/peerpb/peer.proto
+    cd internal/peerpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative peer.proto
 
 # Render the Mandelbrot demo job on this machine.
 demo:

@@ -204,6 +204,9 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		}
 	}
 	cfg.Timing.apply(mc)
+	// Gossip messages are a few hundred bytes on a LAN: LZW costs more CPU
+	// than the bytes it saves (it was a tenth of a busy peer's CPU).
+	mc.EnableCompression = false
 	mc.Label = clusterLabel
 	d := &delegate{m: m}
 	mc.Delegate, mc.Events, mc.Conflict, mc.Ping = d, d, d, d

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -57,7 +58,18 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// tuneGC makes the collector run a quarter as often as Go's default
+// (GOGC=400) unless GOGC is set. A peer or coordinator keeps a heap of a
+// few MB and allocates per message: at the default it spent a sixth of
+// its CPU collecting during a tiny-task job; the price is a few more MB.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
+
 func run(args []string) int {
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -113,6 +113,8 @@ type queue struct {
 	failed    int
 	nextID    uint64
 	durations []time.Duration // of successful attempts, for backup decisions
+	median    time.Duration   // of durations[:medianOf]
+	medianOf  int
 	closed    bool
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
 	open     chan struct{}
@@ -274,6 +276,22 @@ func (q *queue) next(ctx context.Context, peer string) (*lease, error) {
 	}
 }
 
+// tryNext returns a lease for peer if one can be had right now, without
+// waiting; nil otherwise.
+func (q *queue) tryNext(peer string) *lease {
+	select {
+	case <-q.open:
+	default:
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.drainedLocked() || q.trustOf(peer).excluded {
+		return nil
+	}
+	return q.takeLocked(peer)
+}
+
 func (q *queue) takeLocked(peer string) *lease {
 	for i, t := range q.pending {
 		if q.involvedLocked(peer, t) {
@@ -333,12 +351,17 @@ func (q *queue) involvedLocked(peer string, task int) bool {
 // it has only one copy, is not held by peer, and has run for more than
 // twice the median successful attempt (and at least a second).
 func (q *queue) backupCandidateLocked(peer string) (int, bool) {
-	if len(q.durations) == 0 {
+	if len(q.durations) == 0 || len(q.running) == 0 {
 		return 0, false
 	}
-	d := slices.Clone(q.durations)
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	threshold := max(2*d[len(d)/2], time.Second)
+	// The median is recomputed when the sample grew by an eighth since it
+	// was last taken: idle workers ask often near the end of a job.
+	if n := len(q.durations); q.medianOf == 0 || n >= q.medianOf+max(1, q.medianOf/8) {
+		d := slices.Clone(q.durations)
+		slices.Sort(d)
+		q.median, q.medianOf = d[n/2], n
+	}
+	threshold := max(2*q.median, time.Second)
 	var best *lease
 	for _, l := range q.running {
 		if q.tasks[l.task].running != 1 || l.peer == peer || time.Since(l.start) < threshold {

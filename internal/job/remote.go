@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,7 +23,7 @@ import (
 )
 
 // ProtocolVersion is the peer protocol version this build speaks.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Swarm enrols remote peers into a running job: it calls Session.Enrol
 // for every peer that can take the job's tasks, as peers come and go,
@@ -305,6 +306,17 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
+		case *peerpb.FromPeer_Results:
+			if len(m.Results.Results) > maxBatch {
+				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), maxBatch)
+			}
+			for _, res := range m.Results.Results {
+				select {
+				case results <- res:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			}
 		case *peerpb.FromPeer_Progress:
 			if l := w.get(m.Progress.LeaseId); l != nil {
 				w.s.r.opts.Events.TaskProgress(l.taskID, m.Progress.Fraction, m.Progress.Note)
@@ -338,7 +350,16 @@ func (w *remoteWorker) get(id uint64) *lease {
 	return w.leases[id]
 }
 
-// lease waits for credits and sends one lease per credit.
+// maxBatch bounds the leases (or results) in one message, and
+// maxBatchBytes their parameters' size: a batch saves per-message costs on
+// both sides when many slots free up at once, and stays a small message.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 1 << 20
+)
+
+// lease waits for credits and sends one lease per credit: as many as are
+// ready at once go out in one message.
 func (w *remoteWorker) lease(ctx context.Context) error {
 	credit := 0
 	for {
@@ -358,20 +379,42 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			}
 			return nil
 		}
-		credit--
+		batch := []*lease{l}
+		msgs := []*peerpb.Lease{w.leaseMsg(l)}
+		size := len(msgs[0].Params)
+		for credit--; credit > 0 && len(batch) < maxBatch && size < maxBatchBytes; credit-- {
+			l := w.s.q.tryNext(w.peer.Name)
+			if l == nil {
+				break
+			}
+			batch = append(batch, l)
+			msgs = append(msgs, w.leaseMsg(l))
+			size += len(msgs[len(msgs)-1].Params)
+		}
 		w.mu.Lock()
-		w.leases[l.id] = l
+		for _, l := range batch {
+			w.leases[l.id] = l
+		}
 		w.mu.Unlock()
-		msg := &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: &peerpb.Lease{
-			LeaseId: l.id, TaskId: l.taskID, Attempt: uint32(l.attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.task),
-			DigestOnly: l.digestOnly,
-		}}}
+		msg := &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: msgs[0]}}
+		if len(msgs) > 1 {
+			msg = &peerpb.ToPeer{Msg: &peerpb.ToPeer_Leases{Leases: &peerpb.Leases{Leases: msgs}}}
+		}
 		select {
 		case w.outbox <- msg:
 		case <-ctx.Done():
 			return nil
 		}
-		go w.watchRevoke(ctx, l)
+		for _, l := range batch {
+			go w.watchRevoke(ctx, l)
+		}
+	}
+}
+
+func (w *remoteWorker) leaseMsg(l *lease) *peerpb.Lease {
+	return &peerpb.Lease{
+		LeaseId: l.id, TaskId: l.taskID, Attempt: uint32(l.attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.task),
+		DigestOnly: l.digestOnly,
 	}
 }
 
@@ -446,6 +489,9 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 const maxInline = 4 << 20
 
 func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (string, []string, error) {
+	if inlineOnly(res.Outputs) {
+		return stageInline(stage, res)
+	}
 	ro := w.s.r.opts.Remote
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return "", nil, err
@@ -487,20 +533,40 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 			}
 		}
 	}
-	var digest string
-	var files []string
-	if inlineOnly(res.Outputs) {
-		// The bytes are at hand: digest them without reading them back.
-		var data []byte
-		if len(res.Outputs) == 1 {
-			data, files = res.Outputs[0].Data, []string{sdk.DataFile}
-		}
-		digest = outputs.DigestInline(data)
-	} else if digest, files, err = outputs.Digest(stage); err != nil {
+	digest, files, err := outputs.Digest(stage)
+	if err != nil {
 		return "", nil, err
 	}
 	if got := fmt.Sprintf("%x", res.Digest); got != digest {
 		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, files hash to %.12s", got, digest)
+	}
+	return digest, files, nil
+}
+
+// stageInline stages an output that is only inline data (or nothing): the
+// most common result of small tasks, so it takes the fewest file system
+// calls (mkdir, create, write, close) and is digested from memory.
+func stageInline(stage string, res *peerpb.Result) (string, []string, error) {
+	var data []byte
+	var files []string
+	if len(res.Outputs) == 1 {
+		o := res.Outputs[0]
+		if len(o.Data) > maxInline || int64(len(o.Data)) != o.Size {
+			return "", nil, fmt.Errorf("output %q: inline size %d does not match %d", o.Name, len(o.Data), o.Size)
+		}
+		data, files = o.Data, []string{sdk.DataFile}
+	}
+	digest := outputs.DigestInline(data)
+	if got := fmt.Sprintf("%x", res.Digest); got != digest {
+		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, data hashes to %.12s", got, digest)
+	}
+	if err := os.Mkdir(stage, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", nil, err
+	}
+	if files != nil {
+		if err := os.WriteFile(filepath.Join(stage, sdk.DataFile), data, 0o644); err != nil {
+			return "", nil, err
+		}
 	}
 	return digest, files, nil
 }

@@ -175,6 +175,9 @@ func (r *runner) inputFiles() []sdk.File {
 // absent.
 func (r *runner) place(id, stage string) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
+	if os.Rename(stage, final) == nil {
+		return nil // the usual case: nothing there yet
+	}
 	if err := os.RemoveAll(final); err != nil {
 		return fmt.Errorf("replace output of task %s: %w", id, err)
 	}

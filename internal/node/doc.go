@@ -13,7 +13,12 @@
 // SHA-256, and starts asking for leases with Pull credits. Each lease runs
 // in a warm plugin process (one pool per plugin digest, as many processes
 // as slots); the result goes back with the output's digest and its files,
-// inline when small, else as blocks the coordinator fetches.
+// inline when small, else as blocks the coordinator fetches. Leases that
+// arrive together come in one Leases message, results ready together
+// leave in one Results message. Each slot has a work folder of its own
+// (DATA/work/<pid>-*/slot<N>), emptied after every task and reused: a
+// task still starts in an empty private folder, without the directory
+// operations a fresh folder per task would cost.
 //
 // Fair sharing. The node's slots are shared between the sessions of all
 // coordinators: slot runners take leases from the sessions in round-robin

@@ -60,6 +60,13 @@ type Node struct {
 	grpc  *grpc.Server
 	sched *sched
 
+	// Work folders (workdir.go): slotMade[i] is touched by slot i's
+	// runner only.
+	workOnce sync.Once
+	workDir  string
+	workErr  error
+	slotMade []bool
+
 	mu    sync.Mutex
 	pools map[[32]byte]*pluginhost.Pool
 	jobs  map[string]int // sessions per job ID
@@ -119,11 +126,12 @@ func New(cfg Config) (*Node, error) {
 		store: store,
 		// Keepalive pings find a peer that stopped answering (SIGSTOP, a
 		// dead host) within a few seconds even while its TCP stays up.
-		conns: transfer.NewPool(grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
-		lis:   lis,
-		sched: newSched(cfg.Slots),
-		pools: map[[32]byte]*pluginhost.Pool{},
-		jobs:  map[string]int{},
+		conns:    transfer.NewPool(grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
+		lis:      lis,
+		sched:    newSched(cfg.Slots),
+		slotMade: make([]bool, cfg.Slots),
+		pools:    map[[32]byte]*pluginhost.Pool{},
+		jobs:     map[string]int{},
 	}
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
 	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(),
@@ -225,6 +233,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 	n.conns.Close()
+	n.removeWork()
 	if cerr := n.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -155,7 +155,7 @@ func (p *Presence) joinStatic(ctx context.Context, addrs []string) {
 // watch turns membership events into change signals and keeps this node's
 // free-slot count current in its gossiped metadata.
 func (p *Presence) watch(ctx context.Context) {
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastFree := -1
 	for {

@@ -29,11 +29,11 @@ func newSched(slots int) *sched {
 // run starts the slot runners; they stop when ctx ends or close is called.
 func (s *sched) run(ctx context.Context, wg *sync.WaitGroup) {
 	stop := context.AfterFunc(ctx, s.close)
-	for range s.slots {
+	for slot := range s.slots {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.runner(ctx)
+			s.runner(ctx, slot)
 		}()
 	}
 	wg.Add(1)
@@ -51,7 +51,7 @@ func (s *sched) close() {
 	s.cond.Broadcast()
 }
 
-func (s *sched) runner(ctx context.Context) {
+func (s *sched) runner(ctx context.Context, slot int) {
 	for {
 		s.mu.Lock()
 		var sess *session
@@ -70,7 +70,7 @@ func (s *sched) runner(ctx context.Context) {
 		s.busy++
 		s.mu.Unlock()
 
-		sess.exec(item)
+		sess.exec(item, slot)
 
 		s.mu.Lock()
 		sess.running--

@@ -13,18 +13,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
-	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -79,13 +78,12 @@ type queued struct {
 
 // session is one coordinator's job on this node.
 type session struct {
-	n        *Node
-	hello    *peerpb.Hello
-	log      *slog.Logger
-	pool     *pluginhost.Pool
-	inputs   []sdk.File
-	workRoot string
-	timeout  time.Duration
+	n       *Node
+	hello   *peerpb.Hello
+	log     *slog.Logger
+	pool    *pluginhost.Pool
+	inputs  []sdk.File
+	timeout time.Duration
 
 	outbox  chan *peerpb.FromPeer
 	credits atomic.Int64
@@ -231,7 +229,10 @@ func (s *session) prepare(ctx context.Context) error {
 	var digest [32]byte
 	copy(digest[:], h.Plugin.Digest)
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
-	if d, err := pluginbuild.FileDigest(pluginPath); err != nil || d != digest {
+	// The pool checks the file against the digest once per file identity:
+	// a second job with the same plugin costs a stat, not a hash.
+	s.pool = n.pool(digest, pluginPath)
+	if s.pool.Check() != nil {
 		id, err := fetch(h.Plugin)
 		if err != nil {
 			return err
@@ -242,12 +243,11 @@ func (s *session) prepare(ctx context.Context) error {
 		if err := blocks.ExportFileMode(ctx, n.store, id, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("export plugin: %w", err)
 		}
-		if d, err := pluginbuild.FileDigest(pluginPath); err != nil || d != digest {
+		if err := s.pool.Check(); err != nil {
 			os.Remove(pluginPath)
-			return errors.New("plugin binary does not match its digest")
+			return fmt.Errorf("plugin binary does not match its digest: %w", err)
 		}
 	}
-	s.pool = n.pool(digest, pluginPath)
 
 	jobDir := filepath.Join(n.cfg.DataDir, "jobs", h.JobId)
 	n.mu.Lock()
@@ -269,17 +269,13 @@ func (s *session) prepare(ctx context.Context) error {
 		}
 		s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
 	}
-	s.workRoot = filepath.Join(jobDir, "work-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	return os.MkdirAll(s.workRoot, 0o755)
+	return nil
 }
 
-// cleanup removes the session's work folder, and the job folder when no
-// other session of the job is left.
+// cleanup removes the job folder when no other session of the job is
+// left.
 func (s *session) cleanup() {
 	n := s.n
-	if s.workRoot != "" {
-		os.RemoveAll(s.workRoot)
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.jobs[s.hello.JobId]--
@@ -311,11 +307,56 @@ func (s *session) sender(ctx context.Context, stream peerpb.Peer_WorkServer) err
 				}
 			}
 		case m := <-s.outbox:
-			if err := stream.Send(m); err != nil {
+			if err := s.sendBatched(stream, m); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// maxBatch bounds the leases or results in one message; maxBatchBytes
+// the size of a batch of results.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 1 << 20
+)
+
+// sendBatched sends m; if m is a result, the results queued behind it go
+// in the same message, up to maxBatch and maxBatchBytes. Messages keep
+// their order: anything else queued ends the batch and follows it.
+func (s *session) sendBatched(stream peerpb.Peer_WorkServer, m *peerpb.FromPeer) error {
+	r, ok := m.Msg.(*peerpb.FromPeer_Result)
+	if !ok {
+		return stream.Send(m)
+	}
+	batch := []*peerpb.Result{r.Result}
+	size := proto.Size(r.Result)
+	var next *peerpb.FromPeer
+	for len(batch) < maxBatch && size < maxBatchBytes && next == nil {
+		select {
+		case m := <-s.outbox:
+			r, ok := m.Msg.(*peerpb.FromPeer_Result)
+			if !ok || size+proto.Size(r.Result) > maxBatchBytes {
+				next = m // goes alone, after the batch
+				break
+			}
+			batch = append(batch, r.Result)
+			size += proto.Size(r.Result)
+		default:
+			next = &peerpb.FromPeer{} // nothing more queued
+		}
+	}
+	out := m
+	if len(batch) > 1 {
+		out = &peerpb.FromPeer{Msg: &peerpb.FromPeer_Results{Results: &peerpb.Results{Results: batch}}}
+	}
+	if err := stream.Send(out); err != nil {
+		return err
+	}
+	if next != nil && next.Msg != nil {
+		return stream.Send(next)
+	}
+	return nil
 }
 
 func (s *session) send(ctx context.Context, m *peerpb.FromPeer) {
@@ -355,6 +396,15 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 			case *peerpb.ToPeer_Lease:
 				if err := s.admit(ctx, x.Lease); err != nil {
 					return err
+				}
+			case *peerpb.ToPeer_Leases:
+				if len(x.Leases.Leases) > maxBatch {
+					return status.Errorf(codes.InvalidArgument, "work: %d leases in one message, at most %d", len(x.Leases.Leases), maxBatch)
+				}
+				for _, l := range x.Leases.Leases {
+					if err := s.admit(ctx, l); err != nil {
+						return err
+					}
 				}
 			case *peerpb.ToPeer_Cancel:
 				s.cancelLease(ctx, x.Cancel.LeaseId)
@@ -430,8 +480,9 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 	}
 }
 
-// exec runs one lease in a slot (called by the scheduler).
-func (s *session) exec(it *queued) {
+// exec runs one lease in a slot (called by the scheduler, one call at a
+// time per slot).
+func (s *session) exec(it *queued, slot int) {
 	l := it.lease
 	ctx := it.ctx
 	start := time.Now()
@@ -444,18 +495,13 @@ func (s *session) exec(it *queued) {
 		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
 		return
 	}
-	work := filepath.Join(s.workRoot, strconv.FormatUint(l.LeaseId, 10))
-	defer func() {
-		// Most tasks leave their work dir empty: rmdir is enough.
-		if os.Remove(work) != nil {
-			os.RemoveAll(work)
-		}
-		os.RemoveAll(work + ".out")
-	}()
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	work, err := s.n.slotDir(slot)
+	if err != nil {
 		res.Outcome, res.Error = report.OutcomeLost, err.Error()
 		return
 	}
+	staged := false // collect made work+".out"
+	defer func() { s.n.clearSlotDir(slot, work, staged) }()
 	req := &sdk.Request{
 		JobID:   s.hello.JobId,
 		TaskID:  l.TaskId,
@@ -466,7 +512,7 @@ func (s *session) exec(it *queued) {
 	}
 	out, err := s.pool.Run(ctx, req, &leaseHost{s: s, id: l.LeaseId}, s.timeout)
 	if err == nil {
-		err = s.collect(ctx, work, out, res, l)
+		err = s.collect(ctx, work, out, res, l, &staged)
 	}
 	res.Outcome = outputs.Classify(ctx, err)
 	if err != nil {
@@ -477,7 +523,7 @@ func (s *session) exec(it *queued) {
 
 // collect stages the output, digests it and fills res.Outputs: small files
 // inline, bigger ones as blocks in the store for the coordinator to fetch.
-func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result, l *peerpb.Lease) error {
+func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result, l *peerpb.Lease, staged *bool) error {
 	if len(out.Files) == 0 && len(out.Data) <= inlineOutput && !l.DigestOnly && s.n.cfg.Lie.Rate <= 0 {
 		// Fast path: inline data only, digested in memory.
 		d, err := hex.DecodeString(outputs.DigestInline(out.Data))
@@ -492,6 +538,7 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 		return nil
 	}
 	stage := work + ".out"
+	*staged = true
 	if err := outputs.Gather(work, stage, out); err != nil {
 		return err
 	}

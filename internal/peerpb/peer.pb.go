@@ -512,6 +512,52 @@ func (x *Cancel) GetLeaseId() uint64 {
 	return 0
 }
 
+// Leases carries several leases at once (protocol 2): a coordinator that
+// has credits for many slots sends them in one message.
+type Leases struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leases        []*Lease               `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Leases) Reset() {
+	*x = Leases{}
+	mi := &file_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Leases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Leases) ProtoMessage() {}
+
+func (x *Leases) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Leases.ProtoReflect.Descriptor instead.
+func (*Leases) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Leases) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
 type ToPeer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -520,6 +566,7 @@ type ToPeer struct {
 	//	*ToPeer_Lease
 	//	*ToPeer_Cancel
 	//	*ToPeer_Reply
+	//	*ToPeer_Leases
 	Msg           isToPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -527,7 +574,7 @@ type ToPeer struct {
 
 func (x *ToPeer) Reset() {
 	*x = ToPeer{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +586,7 @@ func (x *ToPeer) String() string {
 func (*ToPeer) ProtoMessage() {}
 
 func (x *ToPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +599,7 @@ func (x *ToPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToPeer.ProtoReflect.Descriptor instead.
 func (*ToPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToPeer) GetMsg() isToPeer_Msg {
@@ -598,6 +645,15 @@ func (x *ToPeer) GetReply() *HostReply {
 	return nil
 }
 
+func (x *ToPeer) GetLeases() *Leases {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPeer_Leases); ok {
+			return x.Leases
+		}
+	}
+	return nil
+}
+
 type isToPeer_Msg interface {
 	isToPeer_Msg()
 }
@@ -618,6 +674,10 @@ type ToPeer_Reply struct {
 	Reply *HostReply `protobuf:"bytes,4,opt,name=reply,proto3,oneof"`
 }
 
+type ToPeer_Leases struct {
+	Leases *Leases `protobuf:"bytes,5,opt,name=leases,proto3,oneof"`
+}
+
 func (*ToPeer_Hello) isToPeer_Msg() {}
 
 func (*ToPeer_Lease) isToPeer_Msg() {}
@@ -625,6 +685,8 @@ func (*ToPeer_Lease) isToPeer_Msg() {}
 func (*ToPeer_Cancel) isToPeer_Msg() {}
 
 func (*ToPeer_Reply) isToPeer_Msg() {}
+
+func (*ToPeer_Leases) isToPeer_Msg() {}
 
 // HostCall tunnels a task's Host call (messages, job-global variables,
 // checkpoints) to the coordinator, which holds that state. op is one of
@@ -645,7 +707,7 @@ type HostCall struct {
 
 func (x *HostCall) Reset() {
 	*x = HostCall{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +719,7 @@ func (x *HostCall) String() string {
 func (*HostCall) ProtoMessage() {}
 
 func (x *HostCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +732,7 @@ func (x *HostCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
 func (*HostCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HostCall) GetCallId() uint64 {
@@ -742,7 +804,7 @@ type HostReply struct {
 
 func (x *HostReply) Reset() {
 	*x = HostReply{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +816,7 @@ func (x *HostReply) String() string {
 func (*HostReply) ProtoMessage() {}
 
 func (x *HostReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +829,7 @@ func (x *HostReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostReply.ProtoReflect.Descriptor instead.
 func (*HostReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HostReply) GetCallId() uint64 {
@@ -836,7 +898,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +910,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +923,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Welcome) GetName() string {
@@ -887,7 +949,7 @@ type Refuse struct {
 
 func (x *Refuse) Reset() {
 	*x = Refuse{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +961,7 @@ func (x *Refuse) String() string {
 func (*Refuse) ProtoMessage() {}
 
 func (x *Refuse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +974,7 @@ func (x *Refuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refuse.ProtoReflect.Descriptor instead.
 func (*Refuse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Refuse) GetReason() string {
@@ -932,7 +994,7 @@ type Pull struct {
 
 func (x *Pull) Reset() {
 	*x = Pull{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1006,7 @@ func (x *Pull) String() string {
 func (*Pull) ProtoMessage() {}
 
 func (x *Pull) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1019,7 @@ func (x *Pull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pull.ProtoReflect.Descriptor instead.
 func (*Pull) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Pull) GetN() uint32 {
@@ -981,7 +1043,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1055,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1068,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Output) GetName() string {
@@ -1061,7 +1123,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1135,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1148,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetLeaseId() uint64 {
@@ -1149,7 +1211,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1223,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1236,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Progress) GetLeaseId() uint64 {
@@ -1208,7 +1270,7 @@ type Partial struct {
 
 func (x *Partial) Reset() {
 	*x = Partial{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1282,7 @@ func (x *Partial) String() string {
 func (*Partial) ProtoMessage() {}
 
 func (x *Partial) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1295,7 @@ func (x *Partial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partial.ProtoReflect.Descriptor instead.
 func (*Partial) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Partial) GetLeaseId() uint64 {
@@ -1261,6 +1323,7 @@ type FromPeer struct {
 	//	*FromPeer_Progress
 	//	*FromPeer_Partial
 	//	*FromPeer_Call
+	//	*FromPeer_Results
 	Msg           isFromPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1268,7 +1331,7 @@ type FromPeer struct {
 
 func (x *FromPeer) Reset() {
 	*x = FromPeer{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1343,7 @@ func (x *FromPeer) String() string {
 func (*FromPeer) ProtoMessage() {}
 
 func (x *FromPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1356,7 @@ func (x *FromPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FromPeer.ProtoReflect.Descriptor instead.
 func (*FromPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FromPeer) GetMsg() isFromPeer_Msg {
@@ -1366,6 +1429,15 @@ func (x *FromPeer) GetCall() *HostCall {
 	return nil
 }
 
+func (x *FromPeer) GetResults() *Results {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPeer_Results); ok {
+			return x.Results
+		}
+	}
+	return nil
+}
+
 type isFromPeer_Msg interface {
 	isFromPeer_Msg()
 }
@@ -1398,6 +1470,10 @@ type FromPeer_Call struct {
 	Call *HostCall `protobuf:"bytes,7,opt,name=call,proto3,oneof"`
 }
 
+type FromPeer_Results struct {
+	Results *Results `protobuf:"bytes,8,opt,name=results,proto3,oneof"`
+}
+
 func (*FromPeer_Welcome) isFromPeer_Msg() {}
 
 func (*FromPeer_Refuse) isFromPeer_Msg() {}
@@ -1411,6 +1487,54 @@ func (*FromPeer_Progress) isFromPeer_Msg() {}
 func (*FromPeer_Partial) isFromPeer_Msg() {}
 
 func (*FromPeer_Call) isFromPeer_Msg() {}
+
+func (*FromPeer_Results) isFromPeer_Msg() {}
+
+// Results carries several results at once (protocol 2): a peer sends the
+// results that are ready together in one message.
+type Results struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Results) Reset() {
+	*x = Results{}
+	mi := &file_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Results) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Results) ProtoMessage() {}
+
+func (x *Results) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Results.ProtoReflect.Descriptor instead.
+func (*Results) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Results) GetResults() []*Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
 
 var File_peer_proto protoreflect.FileDescriptor
 
@@ -1462,12 +1586,15 @@ const file_peer_proto_rawDesc = "" +
 	"\vdigest_only\x18\x05 \x01(\bR\n" +
 	"digestOnly\"#\n" +
 	"\x06Cancel\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"\xca\x01\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"5\n" +
+	"\x06Leases\x12+\n" +
+	"\x06leases\x18\x01 \x03(\v2\x13.p2pc.peer.v1.LeaseR\x06leases\"\xfa\x01\n" +
 	"\x06ToPeer\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.p2pc.peer.v1.HelloH\x00R\x05hello\x12+\n" +
 	"\x05lease\x18\x02 \x01(\v2\x13.p2pc.peer.v1.LeaseH\x00R\x05lease\x12.\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x14.p2pc.peer.v1.CancelH\x00R\x06cancel\x12/\n" +
-	"\x05reply\x18\x04 \x01(\v2\x17.p2pc.peer.v1.HostReplyH\x00R\x05replyB\x05\n" +
+	"\x05reply\x18\x04 \x01(\v2\x17.p2pc.peer.v1.HostReplyH\x00R\x05reply\x12.\n" +
+	"\x06leases\x18\x05 \x01(\v2\x14.p2pc.peer.v1.LeasesH\x00R\x06leasesB\x05\n" +
 	"\x03msg\"\x9e\x01\n" +
 	"\bHostCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x19\n" +
@@ -1513,7 +1640,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"8\n" +
 	"\aPartial\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xe5\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x03\n" +
 	"\bFromPeer\x121\n" +
 	"\awelcome\x18\x01 \x01(\v2\x15.p2pc.peer.v1.WelcomeH\x00R\awelcome\x12.\n" +
 	"\x06refuse\x18\x02 \x01(\v2\x14.p2pc.peer.v1.RefuseH\x00R\x06refuse\x12(\n" +
@@ -1521,8 +1648,11 @@ const file_peer_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x14.p2pc.peer.v1.ResultH\x00R\x06result\x124\n" +
 	"\bprogress\x18\x05 \x01(\v2\x16.p2pc.peer.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\apartial\x18\x06 \x01(\v2\x15.p2pc.peer.v1.PartialH\x00R\apartial\x12,\n" +
-	"\x04call\x18\a \x01(\v2\x16.p2pc.peer.v1.HostCallH\x00R\x04callB\x05\n" +
-	"\x03msg2\x7f\n" +
+	"\x04call\x18\a \x01(\v2\x16.p2pc.peer.v1.HostCallH\x00R\x04call\x121\n" +
+	"\aresults\x18\b \x01(\v2\x15.p2pc.peer.v1.ResultsH\x00R\aresultsB\x05\n" +
+	"\x03msg\"9\n" +
+	"\aResults\x12.\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.p2pc.peer.v1.ResultR\aresults2\x7f\n" +
 	"\x04Peer\x12=\n" +
 	"\x04Info\x12\x19.p2pc.peer.v1.InfoRequest\x1a\x1a.p2pc.peer.v1.InfoResponse\x128\n" +
 	"\x04Work\x12\x14.p2pc.peer.v1.ToPeer\x1a\x16.p2pc.peer.v1.FromPeer(\x010\x01B&Z$github.com/p2pc/p2pc/internal/peerpbb\x06proto3"
@@ -1539,7 +1669,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
@@ -1547,42 +1677,48 @@ var file_peer_proto_goTypes = []any{
 	(*Hello)(nil),        // 3: p2pc.peer.v1.Hello
 	(*Lease)(nil),        // 4: p2pc.peer.v1.Lease
 	(*Cancel)(nil),       // 5: p2pc.peer.v1.Cancel
-	(*ToPeer)(nil),       // 6: p2pc.peer.v1.ToPeer
-	(*HostCall)(nil),     // 7: p2pc.peer.v1.HostCall
-	(*HostReply)(nil),    // 8: p2pc.peer.v1.HostReply
-	(*Welcome)(nil),      // 9: p2pc.peer.v1.Welcome
-	(*Refuse)(nil),       // 10: p2pc.peer.v1.Refuse
-	(*Pull)(nil),         // 11: p2pc.peer.v1.Pull
-	(*Output)(nil),       // 12: p2pc.peer.v1.Output
-	(*Result)(nil),       // 13: p2pc.peer.v1.Result
-	(*Progress)(nil),     // 14: p2pc.peer.v1.Progress
-	(*Partial)(nil),      // 15: p2pc.peer.v1.Partial
-	(*FromPeer)(nil),     // 16: p2pc.peer.v1.FromPeer
+	(*Leases)(nil),       // 6: p2pc.peer.v1.Leases
+	(*ToPeer)(nil),       // 7: p2pc.peer.v1.ToPeer
+	(*HostCall)(nil),     // 8: p2pc.peer.v1.HostCall
+	(*HostReply)(nil),    // 9: p2pc.peer.v1.HostReply
+	(*Welcome)(nil),      // 10: p2pc.peer.v1.Welcome
+	(*Refuse)(nil),       // 11: p2pc.peer.v1.Refuse
+	(*Pull)(nil),         // 12: p2pc.peer.v1.Pull
+	(*Output)(nil),       // 13: p2pc.peer.v1.Output
+	(*Result)(nil),       // 14: p2pc.peer.v1.Result
+	(*Progress)(nil),     // 15: p2pc.peer.v1.Progress
+	(*Partial)(nil),      // 16: p2pc.peer.v1.Partial
+	(*FromPeer)(nil),     // 17: p2pc.peer.v1.FromPeer
+	(*Results)(nil),      // 18: p2pc.peer.v1.Results
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
 	2,  // 1: p2pc.peer.v1.Hello.inputs:type_name -> p2pc.peer.v1.FileRef
-	3,  // 2: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
-	4,  // 3: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
-	5,  // 4: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
-	8,  // 5: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
-	12, // 6: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	9,  // 7: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	10, // 8: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	11, // 9: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	13, // 10: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	14, // 11: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	15, // 12: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	7,  // 13: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
-	0,  // 14: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	6,  // 15: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 16: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	16, // 17: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	16, // [16:18] is the sub-list for method output_type
-	14, // [14:16] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 2: p2pc.peer.v1.Leases.leases:type_name -> p2pc.peer.v1.Lease
+	3,  // 3: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
+	4,  // 4: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
+	5,  // 5: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
+	9,  // 6: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
+	6,  // 7: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
+	13, // 8: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	10, // 9: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	11, // 10: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	12, // 11: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	14, // 12: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	15, // 13: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	16, // 14: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	8,  // 15: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	18, // 16: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
+	14, // 17: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	0,  // 18: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	7,  // 19: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 20: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	17, // 21: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	20, // [20:22] is the sub-list for method output_type
+	18, // [18:20] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1590,13 +1726,14 @@ func file_peer_proto_init() {
 	if File_peer_proto != nil {
 		return
 	}
-	file_peer_proto_msgTypes[6].OneofWrappers = []any{
+	file_peer_proto_msgTypes[7].OneofWrappers = []any{
 		(*ToPeer_Hello)(nil),
 		(*ToPeer_Lease)(nil),
 		(*ToPeer_Cancel)(nil),
 		(*ToPeer_Reply)(nil),
+		(*ToPeer_Leases)(nil),
 	}
-	file_peer_proto_msgTypes[16].OneofWrappers = []any{
+	file_peer_proto_msgTypes[17].OneofWrappers = []any{
 		(*FromPeer_Welcome)(nil),
 		(*FromPeer_Refuse)(nil),
 		(*FromPeer_Pull)(nil),
@@ -1604,6 +1741,7 @@ func file_peer_proto_init() {
 		(*FromPeer_Progress)(nil),
 		(*FromPeer_Partial)(nil),
 		(*FromPeer_Call)(nil),
+		(*FromPeer_Results)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1611,7 +1749,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

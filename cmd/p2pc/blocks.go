@@ -91,6 +91,7 @@ type BlocksGetCmd struct {
 	GiveUp      time.Duration `default:"30s" help:"Fail after this long without progress."`
 	NoPin       bool          `help:"Do not pin the fetched file."`
 	Progress    string        `default:"auto" enum:"auto,always,never" help:"Progress bar on stderr: auto (a terminal and a file over 4 MiB), always, never."`
+	NoBulk      bool          `hidden:"" help:"Move block data over gRPC even with peers that offer the bulk path (benchmarks)."`
 }
 
 func (c *BlocksGetCmd) Run(g *Globals) error {
@@ -110,6 +111,7 @@ func (c *BlocksGetCmd) Run(g *Globals) error {
 		PerPeer:        c.PerPeer,
 		RequestTimeout: c.Timeout,
 		GiveUp:         c.GiveUp,
+		NoBulk:         c.NoBulk,
 		Logger:         g.Logger,
 	})
 	bar := &fetchBar{mode: c.Progress}
@@ -356,20 +358,23 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 		return withCode(exitBadInput, fmt.Errorf("listen: %w", err))
 	}
 	gs := grpc.NewServer(transfer.GRPCServerOptions()...)
-	transfer.NewServer(s, transfer.ServerOptions{
+	srv := transfer.NewServer(s, transfer.ServerOptions{
 		Logger:     g.Logger,
 		RateLimit:  int64(c.RateLimit),
 		Corrupt:    c.FaultCorrupt,
 		Truncate:   c.FaultTruncate,
 		StallAfter: c.FaultStallAfter,
-	}).Register(gs)
+	})
+	srv.Register(gs)
+	// Block data also goes over the bulk path, on the same port.
+	glis := srv.Listener(lis)
 
 	fmt.Printf("listening %s\n", lis.Addr())
 	n, bytes := s.Usage()
 	log.Info("serving", "addr", lis.Addr().String(), "store", s.Dir(), "blocks", n, "bytes", bytes)
 
 	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
+	go func() { served <- gs.Serve(glis) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)

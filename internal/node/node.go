@@ -140,7 +140,11 @@ func New(cfg Config) (*Node, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 	)...)
-	transfer.NewServer(store, cfg.Blocks).Register(n.grpc)
+	blockSrv := transfer.NewServer(store, cfg.Blocks)
+	blockSrv.Register(n.grpc)
+	// Block bytes move on the bulk path (plain TCP on the same port, see
+	// package transfer) when both ends speak it; gRPC connections pass.
+	n.lis = blockSrv.Listener(lis)
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
 	return n, nil
 }

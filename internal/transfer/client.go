@@ -15,10 +15,14 @@ import (
 // Have asks a peer which of ids it holds, splitting the question into
 // requests of at most MaxHaveIDs IDs. has[i] answers ids[i].
 func Have(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID) ([]bool, error) {
+	return have(ctx, c, ids)
+}
+
+func have(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID, opts ...grpc.CallOption) ([]bool, error) {
 	has := make([]bool, 0, len(ids))
 	for start := 0; start < len(ids); start += MaxHaveIDs {
 		chunk := ids[start:min(start+MaxHaveIDs, len(ids))]
-		resp, err := c.Have(ctx, &transferpb.HaveRequest{Version: ProtocolVersion, Ids: rawIDs(chunk)})
+		resp, err := c.Have(ctx, &transferpb.HaveRequest{Version: ProtocolVersion, Ids: rawIDs(chunk)}, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("have: %w", err)
 		}

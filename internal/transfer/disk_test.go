@@ -167,11 +167,12 @@ func startPeer2(t *testing.T, store blocks.Store) string {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(transfer.GRPCServerOptions()...)
-	transfer.NewServer(store, transfer.ServerOptions{Logger: testLogger(t)}).Register(g)
+	srv := transfer.NewServer(store, transfer.ServerOptions{Logger: testLogger(t)})
+	srv.Register(g)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(lis)
+		_ = g.Serve(srv.Listener(lis))
 	}()
 	t.Cleanup(func() {
 		g.Stop()

@@ -1,7 +1,8 @@
 // Package transfer moves content-addressed blocks between p2pc peers over
-// gRPC: a Server that serves a blocks.Store, a Fetcher that fetches a whole
-// file from many peers at once, a RemoteStore view of one peer, and the
-// connection Pool they share.
+// gRPC, with block data on a plain TCP bulk path beside it where the
+// server offers one: a Server that serves a blocks.Store, a Fetcher that
+// fetches a whole file from many peers at once, a RemoteStore view of one
+// peer, and the connection Pool they share.
 //
 // # Wire protocol (p2pc.blocks.v1, transferpb/blocks.proto)
 //
@@ -41,10 +42,50 @@
 // (blocks.DiskStore.ReadBlock, which quarantines a damaged block); see
 // package blocks, "Verification on read", for why that is enough there.
 //
+// # Bulk path (p2pc.bulk.v1)
+//
+// gRPC's HTTP/2 framing costs about as much CPU as the hash of the block
+// on each side (16 KiB frames, each copied into and out of gRPC's
+// buffers), so a fetcher moves block data over plain TCP connections
+// when the server offers it, on the same port:
+//
+//   - Server.Listener(l) wraps the gRPC server's listener. It reads the
+//     first 8 bytes of every connection: "P2PCBLK1" makes it a bulk
+//     connection, served by the Server itself; anything else (the HTTP/2
+//     preface) goes to gRPC with those bytes put back. A server whose
+//     connections come through it sets the response header
+//     "p2pc-bulk: 1" on its Have answers; a fetcher uses the bulk path
+//     only with a peer that advertised it. A server without it is
+//     gRPC-only, as before, and FetchOptions.NoBulk keeps a fetcher on
+//     gRPC.
+//   - A bulk connection opens with the magic both ways. Then the client
+//     sends requests, one at a time: a big-endian uint32 n (1 to
+//     MaxGetIDs) and n IDs of 32 bytes; the server answers each ID in
+//     order with a 37-byte header (the ID, a status byte: 0 OK,
+//     1 NOT_FOUND, a big-endian uint32 length, 0 with NOT_FOUND) and the
+//     data. The connection is reused for the next request; the server
+//     closes it on a malformed request, on a store failure, or after
+//     2 minutes idle.
+//   - The client checks every header as getStream checks a Block message
+//     (echoed ID, known status, no data with NOT_FOUND, length within
+//     MaxBlockSize) before reading the data, which it reads straight into
+//     a pooled, 4 KiB-aligned buffer; the data is then verified, stored
+//     and penalised exactly as data that came over gRPC: the fetcher's
+//     scheduling, deadlines, bans and retries are the same for both.
+//   - A fetch keeps up to PerPeer bulk connections busy per peer and
+//     keeps idle ones for reuse (a reused connection that turns out to be
+//     closed is replaced, the request sent again, without penalty). A
+//     peer whose bulk connection cannot be opened (refused, or the
+//     handshake fails) is used over gRPC for the next minute.
+//
+// The server writes each answer with one writev of its header and the
+// buffer the block was read into; fault injection and the rate limit
+// apply to both paths alike.
+//
 // # Encoding
 //
-// The messages are the protobuf encoding of transferpb, unchanged on the
-// wire; blockCodec only avoids copies. A client decodes each Block into a
+// On gRPC, the messages are the protobuf encoding of transferpb,
+// unchanged on the wire; blockCodec only avoids copies. A client decodes each Block into a
 // pooled buffer, copying the received bytes once, and places the data
 // field on a 4 KiB boundary so that a file written with direct I/O takes
 // it as it is. A server built with GRPCServerOptions sends a block's data

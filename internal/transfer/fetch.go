@@ -76,6 +76,9 @@ type FetchOptions struct {
 	// CommitInterval is the longest fetched blocks wait to be committed
 	// (1s), for slow transfers that take long to fill CommitBytes.
 	CommitInterval time.Duration
+	// NoBulk keeps block data on gRPC even with peers that offer the
+	// bulk path (see "Bulk path" in the package documentation).
+	NoBulk bool
 	// Logger receives the fetcher's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -249,6 +252,7 @@ type peerState struct {
 	idx      int
 	target   string
 	client   transferpb.BlocksClient
+	bulk     *bulkPeer // nil with NoBulk
 	stats    *PeerStats
 	has      []bool // has[u]: known to hold units[u]
 	inflight int
@@ -276,7 +280,11 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 		}
 		ps := &PeerStats{}
 		r.stats.Peers[t] = ps
-		r.peers = append(r.peers, &peerState{idx: len(r.peers), target: t, client: c, stats: ps, limit: r.opts.PerPeer})
+		var bulk *bulkPeer
+		if !r.opts.NoBulk {
+			bulk = r.f.pool.bulkPeer(t)
+		}
+		r.peers = append(r.peers, &peerState{idx: len(r.peers), target: t, client: c, bulk: bulk, stats: ps, limit: r.opts.PerPeer})
 	}
 
 	m, err := r.manifest(ctx, file)
@@ -617,7 +625,10 @@ func (r *fetch) refresh(ctx context.Context) {
 			}
 			rctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 			defer cancel()
-			has, err := Have(rctx, q.p.client, ids)
+			has, md, err := haveHeader(rctx, q.p.client, ids)
+			if err == nil {
+				q.p.bulk.advertised(md)
+			}
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if err != nil {
@@ -804,7 +815,7 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 	rctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
 	answered := 0
-	err := getStream(rctx, p.client, ids, func(i int, b *rxBlock) (bool, error) {
+	err := r.get(rctx, p, ids, func(i int, b *rxBlock) (bool, error) {
 		u := j.units[i]
 		un := &r.units[u] // id and size are immutable
 		if b == nil {
@@ -870,6 +881,19 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 		r.written(p, g.u)
 	}
 	return r.commit(false)
+}
+
+// get reads the answers to a Get of ids from p: over the bulk path when p
+// offers it, else (or if it cannot be opened) over gRPC. See getStream.
+func (r *fetch) get(ctx context.Context, p *peerState, ids []blocks.ID, fn func(i int, b *rxBlock) (bool, error)) error {
+	if p.bulk.usable() {
+		err := p.bulk.get(ctx, ids, fn)
+		if !errors.Is(err, errBulkUnavailable) {
+			return err
+		}
+		r.log.Info("bulk path unavailable; using gRPC", "peer", p.target, "err", err)
+	}
+	return getStream(ctx, p.client, ids, fn)
 }
 
 // put stores a verified block: into the fetch's batch (committed later)

@@ -21,13 +21,14 @@ type Pool struct {
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
+	bulk   map[string]*bulkPeer
 	closed bool
 }
 
 // NewPool returns an empty pool. Its connections use DialOptions followed
 // by extra.
 func NewPool(extra ...grpc.DialOption) *Pool {
-	return &Pool{dial: append(DialOptions(), extra...), conns: make(map[string]*grpc.ClientConn)}
+	return &Pool{dial: append(DialOptions(), extra...), conns: make(map[string]*grpc.ClientConn), bulk: make(map[string]*bulkPeer)}
 }
 
 // Conn returns the connection to target, creating it if needed. Creating
@@ -58,11 +59,31 @@ func (p *Pool) Blocks(target string) (transferpb.BlocksClient, error) {
 	return transferpb.NewBlocksClient(c), nil
 }
 
-// Drop closes and forgets the connection to target, if any.
+// bulkPeer returns the bulk path state for target (see bulk.go), or nil
+// once the pool is closed.
+func (p *Pool) bulkPeer(target string) *bulkPeer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	b, ok := p.bulk[target]
+	if !ok {
+		b = &bulkPeer{target: target}
+		p.bulk[target] = b
+	}
+	return b
+}
+
+// Drop closes and forgets the connections to target, if any.
 func (p *Pool) Drop(target string) error {
 	p.mu.Lock()
 	c, ok := p.conns[target]
 	delete(p.conns, target)
+	if b := p.bulk[target]; b != nil {
+		b.close()
+		delete(p.bulk, target)
+	}
 	p.mu.Unlock()
 	if !ok {
 		return nil
@@ -78,6 +99,10 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = nil
+	for _, b := range p.bulk {
+		b.close()
+	}
+	p.bulk = nil
 	p.closed = true
 	p.mu.Unlock()
 	var errs []error

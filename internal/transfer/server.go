@@ -52,6 +52,8 @@ type Server struct {
 	admitted    atomic.Int64 // blocks about to be sent (for StallAfter)
 	served      atomic.Int64 // blocks sent
 	servedBytes atomic.Int64 // block bytes sent
+	bulkServed  atomic.Int64 // of those, sent over the bulk path
+	bulk        atomic.Bool  // Listener was called: Have advertises the bulk path
 }
 
 // NewServer returns a Server for store.
@@ -91,6 +93,7 @@ func (h *service) Have(ctx context.Context, req *transferpb.HaveRequest) (*trans
 	if err != nil {
 		return nil, err
 	}
+	h.s.advertiseBulk(ctx)
 	has := make([]bool, len(ids))
 	for i, id := range ids {
 		ok, err := h.s.store.Has(ctx, id)
@@ -110,30 +113,20 @@ func (h *service) Get(req *transferpb.GetRequest, stream grpc.ServerStreamingSer
 		return err
 	}
 	for _, id := range ids {
-		if s.opts.StallAfter > 0 && s.admitted.Add(1) > int64(s.opts.StallAfter) {
-			s.log.Warn("fault injection: stalling", "block", id.Short())
+		if s.stall(id) {
 			<-ctx.Done()
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		msg := &transferpb.Block{Id: id[:]}
-		data, bp, err := s.read(ctx, id)
-		switch {
-		case err == nil:
-			msg.Data = s.mangle(data)
-		case errors.Is(err, blocks.ErrNotFound):
-			msg.Status = transferpb.Block_NOT_FOUND
-		case errors.Is(err, blocks.ErrCorrupt):
-			// The store quarantined its copy; for the peer it is gone.
-			s.log.Warn("store holds a corrupt copy; answered not found", "block", id.Short(), "err", err)
-			msg.Status = transferpb.Block_NOT_FOUND
-		default:
-			return s.storeError(ctx, "get", id, err)
+		data, bp, st, err := s.block(ctx, id)
+		if err != nil {
+			return err
 		}
-		if err := s.limiter.wait(ctx, len(msg.Data)); err != nil {
-			putBuf(bp)
-			return status.FromContextError(err).Err()
+		msg.Data = data
+		if st == bulkStatusNotFound {
+			msg.Status = transferpb.Block_NOT_FOUND
 		}
-		if bp != nil && !s.opts.Corrupt && !s.opts.Truncate {
+		if bp != nil {
 			// With blockCodec the buffer goes to gRPC as it is and comes
 			// back to the pool once written; with gRPC's codec, SendMsg
 			// has copied the message into its own buffers by the time it
@@ -147,7 +140,6 @@ func (h *service) Get(req *transferpb.GetRequest, stream grpc.ServerStreamingSer
 			}
 		} else {
 			err = stream.Send(msg)
-			putBuf(bp)
 		}
 		if err != nil {
 			return err
@@ -156,6 +148,46 @@ func (h *service) Get(req *transferpb.GetRequest, stream grpc.ServerStreamingSer
 		s.servedBytes.Add(int64(len(msg.Data)))
 	}
 	return nil
+}
+
+// stall reports whether the server is to stop answering before id (fault
+// injection: StallAfter).
+func (s *Server) stall(id blocks.ID) bool {
+	if s.opts.StallAfter > 0 && s.admitted.Add(1) > int64(s.opts.StallAfter) {
+		s.log.Warn("fault injection: stalling", "block", id.Short())
+		return true
+	}
+	return false
+}
+
+// block prepares the answer for id, for gRPC and the bulk path alike: the
+// data (nil and status bulkStatusNotFound when the store does not hold
+// it, or holds a corrupt copy), in a pooled buffer bp (nil if not pooled)
+// to give back once sent, after waiting for the rate limit. Its errors
+// are gRPC status errors.
+func (s *Server) block(ctx context.Context, id blocks.ID) (data []byte, bp *[]byte, st byte, err error) {
+	data, bp, err = s.read(ctx, id)
+	switch {
+	case err == nil:
+		if s.opts.Corrupt || s.opts.Truncate {
+			data = s.mangle(data)
+			putBuf(bp)
+			bp = nil
+		}
+	case errors.Is(err, blocks.ErrNotFound):
+		st = bulkStatusNotFound
+	case errors.Is(err, blocks.ErrCorrupt):
+		// The store quarantined its copy; for the peer it is gone.
+		s.log.Warn("store holds a corrupt copy; answered not found", "block", id.Short(), "err", err)
+		st = bulkStatusNotFound
+	default:
+		return nil, nil, 0, s.storeError(ctx, "get", id, err)
+	}
+	if err := s.limiter.wait(ctx, len(data)); err != nil {
+		putBuf(bp)
+		return nil, nil, 0, status.FromContextError(err).Err()
+	}
+	return data, bp, st, nil
 }
 
 // read reads id from the store: into a pooled buffer (returned as bp, to

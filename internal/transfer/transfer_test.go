@@ -48,7 +48,7 @@ func startPeer(t *testing.T, store *blocks.MemStore, opts transfer.ServerOptions
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(lis)
+		_ = g.Serve(srv.Listener(lis))
 	}()
 	t.Cleanup(func() {
 		g.Stop()

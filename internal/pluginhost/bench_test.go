@@ -4,8 +4,41 @@ package pluginhost
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// procCPU is the CPU time (user + system) process pid has used.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds the CPU that the plugin process and the host spent per
+// call: less noisy than wall time on a shared machine.
+func reportCPU(b *testing.B, pid int, plugin0, host0 time.Duration) {
+	b.ReportMetric(float64((procCPU(b, pid)-plugin0).Microseconds())/float64(b.N), "plugin-cpu-us/op")
+	b.ReportMetric(float64((selfCPU()-host0).Microseconds())/float64(b.N), "host-cpu-us/op")
+}
 
 // BenchmarkWarmRun: one task round trip through the Pool to a warm
 // process (acquire, gRPC call, release).
@@ -16,7 +49,9 @@ func BenchmarkWarmRun(b *testing.B) {
 	if _, err := pl.Run(ctx, r, nil, 0); err != nil { // start it
 		b.Fatal(err)
 	}
+	pid := runPID(b, pl)
 	b.ReportAllocs()
+	plugin0, host0 := procCPU(b, pid), selfCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := pl.Run(ctx, r, nil, 0); err != nil {
@@ -24,6 +59,7 @@ func BenchmarkWarmRun(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportCPU(b, pid, plugin0, host0)
 	if s := pl.Stats(); s.Starts != 1 {
 		b.Fatalf("stats %+v", s)
 	}

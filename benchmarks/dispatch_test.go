@@ -94,7 +94,8 @@ func heavy(b *testing.B) {
 
 var listenRe = regexp.MustCompile(`listening (\S+) name (\S+)`)
 
-// swarm starts peers x slots `p2pc join` processes on loopback.
+// swarm starts peers x slots `p2pc join` processes on loopback and
+// returns their addresses; peerPIDs records their pids.
 func swarm(b *testing.B, bin string, peers, slots int) []string {
 	b.Helper()
 	dir := b.TempDir()
@@ -109,8 +110,10 @@ func swarm(b *testing.B, bin string, peers, slots int) []string {
 			b.Fatal(err)
 		}
 		procs = append(procs, p)
+		peerPIDs = append(peerPIDs, p.Pid())
 	}
 	b.Cleanup(func() {
+		peerPIDs = nil
 		var wg sync.WaitGroup
 		for _, p := range procs {
 			wg.Go(func() { p.Stop(2 * time.Second) })
@@ -145,7 +148,50 @@ func echoSpec(b *testing.B, echo string, n, sleepMS int) string {
 	return spec
 }
 
-var runSeq int
+var (
+	runSeq   int
+	peerPIDs []int
+	lastCPU  time.Duration // the last submit's coordinator CPU time
+)
+
+// treeCPU sums the CPU time (user + system, from /proc) of the processes
+// pids (the peers) and, separately, of their children (plugin processes).
+func treeCPU(pids []int) (peers, children time.Duration) {
+	want := map[int]bool{}
+	for _, p := range pids {
+		want[p] = true
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 > len(stat) {
+			continue
+		}
+		f := strings.Fields(string(stat[i+2:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		cpu := time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+		switch {
+		case want[pid]:
+			peers += cpu
+		case want[ppid]:
+			children += cpu
+		}
+	}
+	return peers, children
+}
 
 // submit runs the job on the swarm and returns its report and wall time.
 func submit(b *testing.B, bin, spec string, addrs []string, data string) (*report.Report, time.Duration) {
@@ -166,6 +212,7 @@ func submit(b *testing.B, bin, spec string, addrs []string, data string) (*repor
 	}
 	code, err := p.Wait(5 * time.Minute)
 	wall := time.Since(start)
+	lastCPU = p.CPUTime()
 	if err != nil || code != 0 {
 		b.Fatalf("p2pc run: exit %d, %v\n%s", code, err, p.Stderr())
 	}
@@ -275,14 +322,25 @@ func BenchmarkTinyTaskThroughput(b *testing.B) {
 	submit(b, bin, echoSpec(b, echo, peers*slots*2, 200), addrs, data)
 	spec := echoSpec(b, echo, tasks, 0)
 	submit(b, bin, spec, addrs, data)
-	var span, wall time.Duration
+	var span, wall, coord, peer, plugin time.Duration
 	b.ResetTimer()
 	for b.Loop() {
+		p0, c0 := treeCPU(peerPIDs)
 		rep, w := submit(b, bin, spec, addrs, data)
+		p1, c1 := treeCPU(peerPIDs)
 		_, first, last := latencies(rep)
 		span += last.Sub(first)
 		wall += w
+		coord += lastCPU
+		peer += p1 - p0
+		plugin += c1 - c0
 	}
-	b.ReportMetric(float64(tasks*b.N)/span.Seconds(), "tasks/s")
-	b.ReportMetric(float64(tasks*b.N)/wall.Seconds(), "wall-tasks/s")
+	n := float64(tasks * b.N)
+	b.ReportMetric(n/span.Seconds(), "tasks/s")
+	b.ReportMetric(n/wall.Seconds(), "wall-tasks/s")
+	// CPU per task by process class: steadier than rates on a shared
+	// machine (the peers' figure includes their idle gossip during the run).
+	b.ReportMetric(float64(coord.Microseconds())/n, "coord-cpu-us/task")
+	b.ReportMetric(float64(peer.Microseconds())/n, "peer-cpu-us/task")
+	b.ReportMetric(float64(plugin.Microseconds())/n, "plugin-cpu-us/task")
 }

@@ -110,6 +110,20 @@ func (p *Proc) Wait(timeout time.Duration) (int, error) {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
+// CPUTime is the user and system CPU time the process used; 0 until it
+// has exited.
+func (p *Proc) CPUTime() time.Duration {
+	select {
+	case <-p.done:
+	default:
+		return 0
+	}
+	if st := p.cmd.ProcessState; st != nil {
+		return st.UserTime() + st.SystemTime()
+	}
+	return 0
+}
+
 // Signal sends sig to the process.
 func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
 

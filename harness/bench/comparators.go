@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,17 +81,28 @@ func (e *Env) runParallel(ctx context.Context, tasks, jobs int) (*parallelResult
 
 // daskResult is what benchmarks/comparators/dask_tasks.py prints.
 type daskResult struct {
-	Version  string  `json:"dask_version"`
-	Tasks    int     `json:"tasks"`
-	Workers  int     `json:"workers"`
-	Threads  int     `json:"threads_per_worker"`
-	StartupS float64 `json:"startup_s"`
-	WarmupS  float64 `json:"warmup_s"`
-	Runs     []struct {
-		TotalS      float64   `json:"total_s"`
-		Rate        float64   `json:"tasks_per_s"`
-		LatenciesMS []float64 `json:"latencies_ms"`
-	} `json:"runs"`
+	Version  string    `json:"dask_version"`
+	Tasks    int       `json:"tasks"`
+	Workers  int       `json:"workers"`
+	Threads  int       `json:"threads_per_worker"`
+	StartupS float64   `json:"startup_s"`
+	WarmupS  float64   `json:"warmup_s"`
+	Runs     []daskRun `json:"runs"`
+}
+
+// daskRun is one measured round of the Dask comparator.
+type daskRun = struct {
+	TotalS      float64   `json:"total_s"`
+	Rate        float64   `json:"tasks_per_s"`
+	LatenciesMS []float64 `json:"latencies_ms"`
+}
+
+// median is the round of median rate (the lower middle one of an even
+// number), as medianRun picks p2pc's.
+func (d *daskResult) median() daskRun {
+	rs := slices.Clone(d.Runs)
+	slices.SortFunc(rs, func(a, b daskRun) int { return cmp.Compare(a.Rate, b.Rate) })
+	return rs[(len(rs)-1)/2]
 }
 
 // daskPython is Debian's interpreter, where python3-distributed lives.

@@ -116,7 +116,8 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 
 	par, perr := env.runParallel(ctx, cfg.Tasks, cfg.ParallelJobs)
 	phase.Step(comparatorStep("GNU parallel", perr))
-	dask, derr := env.runDask(ctx, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads, 1)
+	// As many measured Dask rounds as warm p2pc runs, medians compared.
+	dask, derr := env.runDask(ctx, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads, cfg.Runs)
 	phase.Step(comparatorStep("Dask", derr))
 	for _, err := range []error{perr, derr} {
 		if err != nil && !errors.Is(err, errSkip) {
@@ -136,11 +137,17 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		parRow = fmt.Sprintf("%.2f s / %.0f (-j %d)", par.TotalS, par.Rate, par.Jobs)
 	}
 	if dask != nil {
-		d := dask.Runs[0]
-		daskRow = fmt.Sprintf("%.2f s / %.0f (%d workers x %d threads; start-up %.1f s not counted)", d.TotalS, d.Rate, dask.Workers, dask.Threads, dask.StartupS)
+		d := dask.median()
+		daskRow = fmt.Sprintf("%.2f s / %.0f (median of %d rounds; %d workers x %d threads; start-up %.1f s not counted)", d.TotalS, d.Rate, len(dask.Runs), dask.Workers, dask.Threads, dask.StartupS)
 	}
 	res.Add("GNU parallel", "time / tasks/s", parRow, "")
 	res.Add("Dask LocalCluster", "time / tasks/s", daskRow, "")
+	if par != nil && par.Rate > 0 {
+		res.Add("p2pc, warm / GNU parallel", "tasks/s ratio (same run)", fmt.Sprintf("%.2fx", warm.Rate/par.Rate), "")
+	}
+	if dask != nil && dask.median().Rate > 0 {
+		res.Add("p2pc, warm / Dask", "tasks/s ratio (same run, medians)", fmt.Sprintf("%.2fx", warm.Rate/dask.median().Rate), "")
+	}
 	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores", cfg.Tasks, cfg.Peers, cfg.Slots, cfg.Peers)
 
 	// Files.
@@ -178,7 +185,7 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			f3(1000 * par.MachineCPUS / float64(max(par.Tasks, 1))), "", ""})
 	}
 	if dask != nil {
-		d := dask.Runs[0]
+		d := dask.median()
 		sum = append(sum, []string{"Dask LocalCluster", fmt.Sprint(dask.Tasks), f3(d.TotalS), f1(d.Rate), f3(d.TotalS + dask.StartupS + dask.WarmupS), "", "", "", "", "", ""})
 	}
 	header := []string{"run", "tasks", "time_s", "tasks_per_s", "wall_s", "tasks_per_s_wall", "coordinator_cpu_s", "coordinator_cpu_ms_per_task", "machine_cpu_ms_per_task", "busy_mean", "busy_peak"}

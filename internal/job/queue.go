@@ -42,9 +42,10 @@ type lease struct {
 	// digestOnly: another replica uploads the output; this one reports
 	// its digest (the peer keeps the files, fetched only if needed).
 	digestOnly bool
-	// revoked is closed when the lease is taken back: the task was
-	// decided, the lease timed out, or the run ends. The worker should
-	// stop the attempt.
+	// revoked is closed when the lease is taken back (the task was
+	// decided, the lease timed out, or the run ends: the worker should
+	// stop the attempt) and when it is settled (so that nothing waits on
+	// a finished lease).
 	revoked chan struct{}
 	settled bool
 	// Guarded by the job's vcState: messages this attempt has received,
@@ -433,6 +434,7 @@ func (q *queue) finish(l *lease, res result) bool {
 		return false
 	}
 	l.settled = true
+	revoke(l) // the attempt is over: whatever waits on it may stop
 	delete(q.running, l.id)
 	ts := &q.tasks[l.task]
 	ts.running--

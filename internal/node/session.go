@@ -368,7 +368,7 @@ func (s *session) send(ctx context.Context, m *peerpb.FromPeer) {
 
 // receive handles the coordinator's leases and cancels.
 func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, sendErr <-chan error) error {
-	msgs := make(chan *peerpb.ToPeer)
+	msgs := make(chan *peerpb.ToPeer, 64) // the reader runs ahead of the handler
 	recvErr := make(chan error, 1)
 	go func() {
 		for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,11 +55,18 @@ type Workload struct {
 	Slots func(cpu float64) int
 	// Timeout bounds each run (default 30 minutes).
 	Timeout time.Duration
-	// Rounds is 1 (default: every peer alone, then the setup together) or
+	// Rounds is 1 (default: every peer alone, then the setup together),
 	// 2 (ABBA: then the setup together again and every peer alone again,
 	// in reverse order; each rate is the mean of its two measurements, so
-	// a drift of the machine's speed during the setup cancels out).
+	// a drift of the machine's speed during the setup cancels out) or
+	// more: rounds alternate A and B (ABBA ABBA ...) and each figure is
+	// the median of its rounds, so that one disturbed measurement does
+	// not count.
 	Rounds int
+	// KeepCoresBusy runs an idle-priority spinner on every core while the
+	// setup is measured (see coreFiller), so that a throttled peer's core
+	// never halts, alone or together.
+	KeepCoresBusy bool
 }
 
 // Steps is how many measurements Heterogeneous makes for the setups.
@@ -69,6 +77,10 @@ func (w Workload) Steps(setups []Setup) int {
 	}
 	return n * max(w.Rounds, 1)
 }
+
+// StepsOf is how many measurements HeterogeneousJobs makes for the
+// setups with jobs jobs.
+func (w Workload) StepsOf(setups []Setup, jobs int) int { return w.Steps(setups) * jobs }
 
 // Steps is how many measurements Heterogeneous makes for the setups with
 // one round.
@@ -90,7 +102,8 @@ type Measure struct {
 	Shares    map[string]int     `json:"shares"`
 	Throttled map[string]float64 `json:"throttled_s,omitempty"`
 	// Rounds holds each round's measurement when there were several; the
-	// fields above are then their means (shares and throttling: the first).
+	// fields above are then their medians (the means of two; shares and
+	// throttling: the first round's).
 	Rounds []Measure `json:"rounds,omitempty"`
 }
 
@@ -111,20 +124,37 @@ type HeteroResult struct {
 // alone in the very lab, on the very core, where it then works with the
 // others. phase, if set, gets a step per measurement.
 func (e *Env) Heterogeneous(ctx context.Context, w Workload, phase Phase) ([]HeteroResult, error) {
+	runs, err := e.HeterogeneousJobs(ctx, w, []string{w.Spec}, phase)
+	var out []HeteroResult
+	for _, r := range runs {
+		out = append(out, r[0])
+	}
+	return out, err
+}
+
+// HeterogeneousJobs is Heterogeneous for several jobs (w.Spec is ignored;
+// the specs share w's warm-up, slots, timeout and rounds), measured in one
+// lab per setup, one job after the other, each in its own ABBA... sequence
+// (see heteroPlan). The result is indexed [setup][job]; on an error, the
+// setups measured so far.
+func (e *Env) HeterogeneousJobs(ctx context.Context, w Workload, specs []string, phase Phase) ([][]HeteroResult, error) {
 	if w.Slots == nil {
 		w.Slots = func(cpu float64) int { return max(1, int(math.Ceil(cpu))) }
 	}
-	if w.Rounds < 1 || w.Rounds > 2 {
+	if w.Rounds < 1 {
 		w.Rounds = 1
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("heterogeneous: no jobs")
 	}
 	step := func(what string) {
 		if phase != nil {
 			phase.Step(what)
 		}
 	}
-	var out []HeteroResult
+	var out [][]HeteroResult
 	for _, s := range e.Setups {
-		hr, err := e.setup(ctx, w, s, step)
+		hr, err := e.setup(ctx, w, specs, s, step)
 		if err != nil {
 			return out, fmt.Errorf("setup %d: %w", s.Name, err)
 		}
@@ -133,8 +163,7 @@ func (e *Env) Heterogeneous(ctx context.Context, w Workload, phase Phase) ([]Het
 	return out, nil
 }
 
-func (e *Env) setup(ctx context.Context, w Workload, s Setup, step func(string)) (HeteroResult, error) {
-	hr := HeteroResult{Setup: s}
+func (e *Env) setup(ctx context.Context, w Workload, specs []string, s Setup, step func(string)) ([]HeteroResult, error) {
 	var pins []int
 	if e.Config.Pinned() {
 		var ok bool
@@ -152,9 +181,20 @@ func (e *Env) setup(ctx context.Context, w Workload, s Setup, step func(string))
 	}
 	lab, err := e.NewLab(ctx, peers)
 	if err != nil {
-		return hr, err
+		return nil, err
 	}
 	defer lab.Close()
+	if w.KeepCoresBusy {
+		cores := make([]int, e.Machine.Cores)
+		for i := range cores {
+			cores[i] = i
+		}
+		f, err := startCoreFiller(cores)
+		if err != nil {
+			return nil, err
+		}
+		defer f.stop()
+	}
 	warmUp := func() error {
 		if w.Warmup == "" {
 			return nil
@@ -167,93 +207,156 @@ func (e *Env) setup(ctx context.Context, w Workload, s Setup, step func(string))
 		return nil
 	}
 	if err := warmUp(); err != nil {
-		return hr, err
+		return nil, err
 	}
-	alone := func(i int) (Measure, error) {
+	jobLabel := func(j int) string {
+		if len(specs) == 1 {
+			return ""
+		}
+		return fmt.Sprintf(" (job %d of %d)", j+1, len(specs))
+	}
+	alone := func(i, j int) (Measure, error) {
 		p := lab.Peers()[i]
 		label := fmt.Sprintf("%g cores alone", s.CPU[i])
-		m, err := e.measure(ctx, lab, w, []float64{s.CPU[i]}, []string{p.Addr}, label)
+		m, err := e.measure(ctx, lab, w, specs[j], []float64{s.CPU[i]}, []string{p.Addr}, label+jobLabel(j))
 		if err != nil {
 			return m, err
 		}
+		m.Label = label
 		if pins != nil {
 			m.Pinned = []int{pins[i]}
 		}
-		step(fmt.Sprintf("setup %d, %s: %.2f tasks/s", s.Name, label, m.Rate))
+		step(fmt.Sprintf("setup %d, %s%s: %.2f tasks/s", s.Name, label, jobLabel(j), m.Rate))
 		return m, nil
 	}
-	together := func() (Measure, error) {
-		m, err := e.measure(ctx, lab, w, s.CPU, nil, s.Label())
+	together := func(j int) (Measure, error) {
+		m, err := e.measure(ctx, lab, w, specs[j], s.CPU, nil, s.Label()+jobLabel(j))
 		if err != nil {
 			return m, err
 		}
+		m.Label = s.Label()
 		m.Pinned = pins
-		step(fmt.Sprintf("setup %d together: %.2f tasks/s", s.Name, m.Rate))
+		step(fmt.Sprintf("setup %d together%s: %.2f tasks/s", s.Name, jobLabel(j), m.Rate))
 		return m, nil
 	}
 
-	n := len(s.CPU)
-	solo := make([][]Measure, n)
-	var all []Measure
-	for i := range n { // A: each alone, then together
-		m, err := alone(i)
-		if err != nil {
-			return hr, err
-		}
-		solo[i] = append(solo[i], m)
+	n, k := len(s.CPU), len(specs)
+	solo := make([][][]Measure, k) // [job][peer][round]
+	all := make([][]Measure, k)    // [job][round]
+	for j := range k {
+		solo[j] = make([][]Measure, n)
 	}
-	m, err := together()
-	if err != nil {
-		return hr, err
-	}
-	all = append(all, m)
-	if w.Rounds == 2 { // B: together, then each alone in reverse
-		if m, err = together(); err != nil {
-			return hr, err
-		}
-		all = append(all, m)
-		// The together runs introduced the peers to each other: restart
-		// them, so that a job joined to one runs on that one alone.
-		if err := lab.RestartPeers(ctx); err != nil {
-			return hr, err
-		}
-		if err := warmUp(); err != nil {
-			return hr, err
-		}
-		for i := n - 1; i >= 0; i-- {
-			m, err := alone(i)
-			if err != nil {
-				return hr, err
+	for _, st := range heteroPlan(w.Rounds, n, k) {
+		switch {
+		case st.restart:
+			// The together runs introduced the peers to each other:
+			// restart them, so that a job joined to one runs on that one
+			// alone.
+			if err := lab.RestartPeers(ctx); err != nil {
+				return nil, err
 			}
-			solo[i] = append(solo[i], m)
+			if err := warmUp(); err != nil {
+				return nil, err
+			}
+		case st.peer < 0:
+			m, err := together(st.job)
+			if err != nil {
+				return nil, err
+			}
+			all[st.job] = append(all[st.job], m)
+		default:
+			m, err := alone(st.peer, st.job)
+			if err != nil {
+				return nil, err
+			}
+			solo[st.job][st.peer] = append(solo[st.job][st.peer], m)
 		}
 	}
-	var rates []float64
-	for i := range n {
-		hr.Solo = append(hr.Solo, meanMeasure(solo[i]))
-		rates = append(rates, hr.Solo[i].Rate)
+	out := make([]HeteroResult, k)
+	for j := range k {
+		hr := HeteroResult{Setup: s}
+		var rates []float64
+		for i := range n {
+			hr.Solo = append(hr.Solo, medianMeasure(solo[j][i]))
+			rates = append(rates, hr.Solo[i].Rate)
+		}
+		hr.Together = medianMeasure(all[j])
+		hr.Speedup = Fenech(rates, hr.Together.Rate)
+		out[j] = hr
 	}
-	hr.Together = meanMeasure(all)
-	hr.Speedup = Fenech(rates, hr.Together.Rate)
 	if err := lab.CheckLogs(); err != nil {
-		return hr, err
+		return out, err
 	}
-	return hr, lab.Close()
+	return out, lab.Close()
 }
 
-// meanMeasure folds several measurements of one thing into their mean.
-func meanMeasure(ms []Measure) Measure {
+// planStep is one step of a setup's measurements: job alone on peer,
+// job together (peer -1), or a restart of the peers.
+type planStep struct {
+	peer, job int
+	restart   bool
+}
+
+// heteroPlan orders a setup's measurements of jobs jobs on peers peers,
+// one job after the other. For a job, round A measures each peer alone,
+// then the peers together; round B is A backwards; rounds alternate A,
+// B, A, ... (two rounds: ABBA, a palindrome, so that a linear drift of
+// the machine cancels out, and the job's rounds lie close together in
+// time). Whenever a solo run would follow a together run, the peers are
+// restarted first (a restart is no measurement): the together run
+// introduced them to each other.
+func heteroPlan(rounds, peers, jobs int) []planStep {
+	var plan []planStep
+	introduced := false
+	add := func(st planStep) {
+		switch {
+		case st.peer < 0:
+			introduced = true
+		case introduced:
+			plan = append(plan, planStep{peer: -1, job: -1, restart: true})
+			introduced = false
+		}
+		plan = append(plan, st)
+	}
+	for j := range jobs {
+		a := make([]planStep, 0, peers+1)
+		for i := range peers {
+			a = append(a, planStep{peer: i, job: j})
+		}
+		a = append(a, planStep{peer: -1, job: j})
+		for r := range max(rounds, 1) {
+			round := a
+			if r%2 == 1 {
+				round = slices.Clone(a)
+				slices.Reverse(round)
+			}
+			for _, st := range round {
+				add(st)
+			}
+		}
+	}
+	return plan
+}
+
+// medianMeasure folds several measurements of one thing into their
+// medians (the mean of two).
+func medianMeasure(ms []Measure) Measure {
 	if len(ms) == 1 {
 		return ms[0]
 	}
 	out := ms[0]
 	out.Rounds = ms
-	out.MakespanS, out.WallS, out.Rate = 0, 0, 0
-	for _, m := range ms {
-		out.MakespanS += m.MakespanS / float64(len(ms))
-		out.WallS += m.WallS / float64(len(ms))
-		out.Rate += m.Rate / float64(len(ms))
+	med := func(f func(Measure) float64) float64 {
+		xs := make([]float64, len(ms))
+		for i, m := range ms {
+			xs[i] = f(m)
+		}
+		slices.Sort(xs)
+		return Quantile(xs, 0.5)
 	}
+	out.MakespanS = med(func(m Measure) float64 { return m.MakespanS })
+	out.WallS = med(func(m Measure) float64 { return m.WallS })
+	out.Rate = med(func(m Measure) float64 { return m.Rate })
 	return out
 }
 
@@ -262,10 +365,10 @@ func meanMeasure(ms []Measure) Measure {
 // system.
 const pinLimit = 0.95
 
-// measure runs w once on the lab's peers at join (nil: all of them).
-func (e *Env) measure(ctx context.Context, lab *harness.Lab, w Workload, cpus []float64, join []string, label string) (Measure, error) {
+// measure runs spec once on the lab's peers at join (nil: all of them).
+func (e *Env) measure(ctx context.Context, lab *harness.Lab, w Workload, spec string, cpus []float64, join []string, label string) (Measure, error) {
 	before := lab.Throttled()
-	sub, err := e.Submit(ctx, lab, w.Spec, harness.SubmitOptions{Timeout: w.Timeout, Join: join})
+	sub, err := e.Submit(ctx, lab, spec, harness.SubmitOptions{Timeout: w.Timeout, Join: join})
 	if err != nil {
 		return Measure{}, fmt.Errorf("%s: %w", label, err)
 	}

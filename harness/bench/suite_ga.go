@@ -27,27 +27,34 @@ func (gaSuite) Info() Info {
 type gaConfig struct {
 	// Sizes are the problem sizes: cities of generated instances.
 	Sizes []int `yaml:"sizes"`
-	// Islands is the number of tasks of each job: more than the peers of
-	// any setup, so that fast peers take more islands.
+	// Islands is the number of tasks of each job: many more than the
+	// peers of any setup, so that fast peers take more islands and the
+	// last islands, which run while faster peers may already be idle,
+	// are a small part of the job (see gaTailBound).
 	Islands         int     `yaml:"islands"`
 	Generations     int     `yaml:"generations"`
 	Population      int     `yaml:"population"`
 	MigrateEvery    int     `yaml:"migrate_every"`
 	Migrants        int     `yaml:"migrants"`
 	CheckpointEvery float64 `yaml:"checkpoint_every"`
-	Timeout         string  `yaml:"timeout"`
+	// Rounds: 1, 2 (ABBA) or more (ABBA ABBA ..., medians); see Workload.
+	Rounds int `yaml:"rounds"`
+	// KeepCoresBusy: an idle-priority spinner on every core during the
+	// measurements (Workload.KeepCoresBusy).
+	KeepCoresBusy bool   `yaml:"keep_cores_busy"`
+	Timeout       string `yaml:"timeout"`
 }
 
-// gaDefaults: the full run takes about 12 minutes on a 2-core machine
-// with the setups of benchmarks/bench.yaml (a 400-city job is about 12
-// core-seconds of work; each size is run alone at every capacity, which
-// takes most of the time); quick is a smoke check, used when bench.yaml
-// has no ga section.
+// gaDefaults are benchmarks/bench.yaml's: the full run measures 120
+// islands of 100 generations (the island-generations of the 24 x 500 the
+// suite first ran, in smaller islands: see gaTailBound) at five sizes,
+// ABBA; a 400-city job is about 12 core-seconds of work. quick is a smoke
+// check.
 func gaDefaults(quick bool) gaConfig {
 	if quick {
-		return gaConfig{Sizes: []int{30, 100}, Islands: 4, Generations: 60, Population: 32, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Timeout: "5m"}
+		return gaConfig{Sizes: []int{30, 100}, Islands: 8, Generations: 60, Population: 32, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Rounds: 1, KeepCoresBusy: true, Timeout: "5m"}
 	}
-	return gaConfig{Sizes: []int{30, 52, 100, 200, 400}, Islands: 24, Generations: 500, Population: 64, MigrateEvery: 25, Migrants: 2, CheckpointEvery: 2, Timeout: "20m"}
+	return gaConfig{Sizes: []int{30, 52, 100, 200, 400}, Islands: 120, Generations: 100, Population: 64, MigrateEvery: 20, Migrants: 2, CheckpointEvery: 2, Rounds: 2, KeepCoresBusy: true, Timeout: "20m"}
 }
 
 func (c *gaConfig) validate() error {
@@ -62,9 +69,14 @@ func (c *gaConfig) validate() error {
 		return fmt.Errorf("ga: migrate_every %d, migrants %d: need migrate_every >= 1 and 0 <= migrants < population", c.MigrateEvery, c.Migrants)
 	case c.CheckpointEvery < 0:
 		return fmt.Errorf("ga: checkpoint_every %v must not be negative", c.CheckpointEvery)
+	case c.Rounds < 1 || c.Rounds > 8:
+		return fmt.Errorf("ga: rounds %d: want 1 (A), 2 (ABBA) up to 8", c.Rounds)
 	}
 	return nil
 }
+
+// gaWarmIslands is the number of islands of the warm-up job.
+const gaWarmIslands = 4
 
 // gaSize is one problem size's measurements.
 type gaSize struct {
@@ -73,6 +85,7 @@ type gaSize struct {
 }
 
 func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
+	loadStart := loadavg()
 	cfg := gaDefaults(env.Quick && !hasSection(env.Config, "ga"))
 	if err := env.Config.Decode("ga", env.Quick, &cfg); err != nil {
 		return nil, err
@@ -90,17 +103,26 @@ func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The warm-up runs a few short islands of the largest size on each
+	// peer, so that the first measurement in a lab finds the peer's plugin
+	// process, its heap and the peer's caches as the later ones do (in a
+	// trial with a toy warm-up, the first solo run of a lab came out 20%
+	// slower than its B round).
+	largest := slices.Max(cfg.Sizes)
 	warm, err := env.WriteSpec("ga-warmup", JobSpec{
 		Name: "bench-ga-warmup", Plugin: plugin,
-		Params: map[string]any{"cities": 10, "islands": 2, "population": 8, "generations": 5, "migrate_every": 2},
-		Tasks:  []any{Range("island", 2)}, Timeout: "2m",
+		Params: map[string]any{
+			"instance": "random", "cities": largest, "city_seed": 2,
+			"islands": gaWarmIslands, "population": cfg.Population, "generations": max(1, min(cfg.Generations/5, 20)),
+			"migrate_every": max(1, min(cfg.MigrateEvery, 5)), "migrants": cfg.Migrants, "topology": "ring", "checkpoint_every": 0, "seed": 2,
+		},
+		Tasks: []any{Range("island", gaWarmIslands)}, Timeout: cfg.Timeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 
-	phase := env.Progress.Phase("ga", Steps(env.Setups)*len(cfg.Sizes))
-	var sizes []gaSize
+	var specs []string
 	for _, n := range cfg.Sizes {
 		name := fmt.Sprintf("ga-%d", n)
 		spec, err := env.WriteSpec(name, JobSpec{
@@ -114,22 +136,34 @@ func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			Tasks: []any{Range("island", cfg.Islands)}, Timeout: cfg.Timeout, Retries: 2,
 		})
 		if err != nil {
-			phase.Done()
 			return nil, err
 		}
 		if err := env.KeepSpec(spec, name+".yaml"); err != nil {
-			phase.Done()
 			return nil, err
 		}
-		runs, err := env.Heterogeneous(ctx, Workload{Spec: spec, Warmup: warm, Timeout: timeout}, phase)
-		if err != nil {
-			phase.Done()
-			return nil, fmt.Errorf("ga: %d cities: %w", n, err)
-		}
-		sizes = append(sizes, gaSize{Cities: n, Setups: runs})
+		specs = append(specs, spec)
 	}
+	if env.Quick {
+		warm = "" // a smoke check: no warm-up runs
+	}
+	// Every size in one lab per setup, one size after the other, each
+	// ABBA (see heteroPlan): a size's solo and together runs lie about the
+	// same middle, so a drift of the shared machine cancels out of each.
+	w := Workload{Warmup: warm, Timeout: timeout, Rounds: cfg.Rounds, KeepCoresBusy: cfg.KeepCoresBusy}
+	phase := env.Progress.Phase("ga", w.StepsOf(env.Setups, len(specs)))
+	runs, err := env.HeterogeneousJobs(ctx, w, specs, phase)
 	phase.Done()
-	return gaReport(env, cfg, sizes)
+	if err != nil {
+		return nil, fmt.Errorf("ga: %w", err)
+	}
+	sizes := make([]gaSize, len(cfg.Sizes))
+	for j, n := range cfg.Sizes {
+		sizes[j].Cities = n
+		for _, r := range runs {
+			sizes[j].Setups = append(sizes[j].Setups, r[j])
+		}
+	}
+	return gaReport(env, cfg, sizes, [2]string{loadStart, loadavg()})
 }
 
 func hasSection(c *Config, suite string) bool {
@@ -138,27 +172,28 @@ func hasSection(c *Config, suite string) bool {
 }
 
 // gaReport writes the suite's files and returns its rows.
-func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
+func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, error) {
 	gens := float64(cfg.Generations)
 	var csvRows [][]string
 	for _, sz := range sizes {
 		for _, r := range sz.Setups {
 			for i, s := range r.Solo {
 				csvRows = append(csvRows, []string{"alone", fmt.Sprint(sz.Cities), fmt.Sprint(r.Setup.Name), fmt.Sprintf("peer%d", i+1), cpuList(s.CPU),
-					fmt.Sprint(s.Tasks), f3(s.MakespanS), f3(s.WallS), f3(s.Rate), f1(s.Rate * gens), "", "", ""})
+					fmt.Sprint(s.Tasks), f3(s.MakespanS), f3(s.WallS), f3(s.Rate), f1(s.Rate * gens), "", "", "", ""})
 			}
 			t := r.Together
 			csvRows = append(csvRows, []string{"together", fmt.Sprint(sz.Cities), fmt.Sprint(r.Setup.Name), "all", cpuList(t.CPU),
 				fmt.Sprint(t.Tasks), f3(t.MakespanS), f3(t.WallS), f3(t.Rate), f1(t.Rate * gens),
-				f3(r.Speedup.SH), f3(r.Speedup.SHMax), f3(r.Speedup.Efficiency)})
+				f3(r.Speedup.SH), f3(r.Speedup.SHMax), f3(r.Speedup.Efficiency), f3(gaTail(r, cfg.Islands))})
 		}
 	}
 	if err := env.WriteCSV("ga.csv", []string{"kind", "cities", "setup", "peer", "cpu_cores", "tasks", "makespan_s", "wall_s",
-		"rate_islands_per_s", "rate_generations_per_s", "s_h", "s_h_max", "efficiency"}, csvRows); err != nil {
+		"rate_islands_per_s", "rate_generations_per_s", "s_h", "s_h_max", "efficiency", "tail_bound"}, csvRows); err != nil {
 		return nil, err
 	}
 	if err := env.WriteJSON("ga.json", map[string]any{
 		"machine": env.Machine, "config": cfg, "quick": env.Quick, "sizes": sizes,
+		"loadavg_start": load[0], "loadavg_end": load[1],
 		"definitions": map[string]string{
 			"workload":   "one job per size: `islands` tasks, each an island of `population` tours evolving `generations` generations of a generated instance of `cities` cities, migrating through job-global variables (plugins/tspga)",
 			"rate":       "islands (tasks) / makespan; makespan = first lease issued to last result, from report.json; generations/s = rate * generations",
@@ -166,6 +201,8 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 			"s_h":        "R_H / R_M1",
 			"s_h_max":    "sum(R_Mi) / R_M1",
 			"efficiency": "S_H / S_H,max",
+			"tail_bound": "the efficiency that pulling `islands` equal tasks onto peers of the measured solo rates reaches if only the tail (peers idle at the end) is lost",
+			"rounds":     "with rounds > 1 every figure is the median of its rounds (ABBA...: the mean of two)",
 		},
 	}); err != nil {
 		return nil, err
@@ -201,7 +238,7 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 	}
 	eff := &Plot{
 		Title: "Island GA: heterogeneous efficiency S_H / S_H,max", XLabel: "problem size (cities)", YLabel: "efficiency (%)",
-		YZero: true, YMax: 110, Note: note,
+		YZero: true, YMax: gaEffYMax(sizes), Note: note,
 	}
 	for si, s := range setups {
 		color := Palette[si%len(Palette)]
@@ -209,7 +246,9 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 		speed.Series = append(speed.Series,
 			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return r.Speedup.SH }), Kind: LinePoints, Color: color},
 			Series{Name: fmt.Sprintf("%d peers: S_H,max (%s)", len(s.CPU), f2(mean(shmax))), X: xs, Y: shmax, Kind: Line, Color: color, Dashed: true})
-		eff.Series = append(eff.Series, Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * r.Speedup.Efficiency }), Kind: LinePoints, Color: color})
+		eff.Series = append(eff.Series,
+			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * r.Speedup.Efficiency }), Kind: LinePoints, Color: color},
+			Series{Name: fmt.Sprintf("%d peers: tail bound (dots)", len(s.CPU)), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * gaTail(r, cfg.Islands) }), Kind: Points, Color: color, Radius: 1.8})
 		if e, ok := fenechEfficiency[len(s.CPU)]; ok {
 			eff.HLines = append(eff.HLines, HLine{Y: 100 * e, Label: fmt.Sprintf("Fenech & Vella, %d machines, largest size: %s", len(s.CPU), pct(e)), Color: color, Dashed: true})
 		}
@@ -227,8 +266,29 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 	md.P("%s", quickBanner(env))
 	md.P("**Workload.** For each problem size, one job of %d tasks, each an island of the genetic algorithm of `plugins/tspga`: %d tours of a generated instance (uniform random cities, `city_seed` 1) evolved for %d generations by tournament selection, order crossover, double-bridge mutation, 2-opt and Or-opt local search, and elitist replacement. Every %d generations an island stores its %d best tours in a job-global variable and takes in its ring neighbour's (Fenech's interbreeding through a synchronized global variable, here held by the job's coordinator); it checkpoints every %v s. The exact specs are ga-<cities>.yaml.",
 		cfg.Islands, cfg.Population, cfg.Generations, cfg.MigrateEvery, cfg.Migrants, cfg.CheckpointEvery)
-	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace (lab mode %s), each held to its capacity by a CFS quota (%s) covering its plugin processes; one slot each, so a peer evolves one island at a time, as Fenech's dedicated peer per virtual thread. The submitter and coordinator (`p2pc run --local-slots 0`) run unthrottled in a namespace of their own.", env.Mode(), env.Machine.Cgroup)
-	md.P("**Method (Fenech & Vella).** Each capacity runs the job alone (R_Mi), then each setup runs it together (R_H); rates are islands per second over the makespan (first lease issued to last result, report.json) after a warm-up job, so generations per second are the rate times %d. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Fenech ran one island per peer; here the job has more islands than any setup has peers and peers pull them, fast ones taking more, since p2pc schedules that way (a fixed island per peer would leave fast peers idle waiting for the slowest).", cfg.Generations)
+	var views []setupOutView
+	if len(sizes) > 0 {
+		for _, r := range sizes[0].Setups {
+			views = append(views, setupOutView{name: r.Setup.Name, cpu: r.Setup.CPU, pins: r.Together.Pinned})
+		}
+	}
+	pinNote := "pinned to cores so that the capacities on each core add up to at most 0.95 (" + pinsNote(views) + "), as if each core were a machine"
+	if !env.Config.Pinned() {
+		pinNote = "not pinned to cores (pin: false in the config)"
+	}
+	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace (lab mode %s), each held to its capacity by a CFS quota (%s) covering its plugin processes, %s; one slot each, so a peer evolves one island at a time, as Fenech's dedicated peer per virtual thread. The submitter and coordinator (`p2pc run --local-slots 0`) run unthrottled in a namespace of their own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them less.%s", env.Mode(), env.Machine.Cgroup, pinNote, gaFillNote(cfg.KeepCoresBusy))
+	md.P("**Method (Fenech & Vella).** One lab per setup. In it, size by size, every peer runs the size's job alone (R_Mi: the job joined to that peer only, on the core and under the quota it then works with), then the peers run it together (R_H)%s. R_Mi and R_H are measured the same way, on the same job: islands per second over the makespan (first lease issued to last result, report.json)%s; generations per second are that rate times %d. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Fenech ran one island per peer; here the job has many more islands than any setup has peers and peers pull them, fast ones taking more, as p2pc schedules. The load average was %s at the start of the suite and %s at its end.",
+		gaRoundsNote(cfg.Rounds), gaWarmNote(env.Quick), cfg.Generations, orDash(load[0]), orDash(load[1]))
+	var t24, tN []string
+	for _, st := range setups {
+		t24 = append(t24, pct(gaTailBound(st.CPU, 24, gaWindow)))
+		tN = append(tN, pct(gaTailBound(st.CPU, cfg.Islands, gaWindow)))
+	}
+	tail := fmt.Sprintf("**Tail.** A peer alone is never idle, but together the job ends with its last island, and peers that finish theirs earlier wait, while a slow peer may still hold an island it prefetched (a peer of one slot holds two leases): the *tail bound* is the efficiency that this alone leaves, computed by letting peers of the measured solo rates pull %d equal islands that way. On rates proportional to the quotas it is %s, setup by setup", cfg.Islands, strings.Join(tN, " / "))
+	if cfg.Islands > 24 {
+		tail += fmt.Sprintf(", and would be %s with 24 islands: that is why the job has %d short islands rather than fewer, longer ones", strings.Join(t24, " / "), cfg.Islands)
+	}
+	md.P("%s.", tail)
 	var rows [][]string
 	for _, sz := range sizes {
 		for _, r := range sz.Setups {
@@ -241,10 +301,24 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 				paper = pct(e)
 			}
 			rows = append(rows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), strings.Join(solo, ", "), f1(r.Together.Rate * gens),
-				f2(r.Speedup.SH), f2(r.Speedup.SHMax), f2(quotaSHMax(r.Setup)), "**" + pct(r.Speedup.Efficiency) + "**", paper, f2(r.Together.MakespanS), sharesNote(r.Together.Shares)})
+				f2(r.Speedup.SH), f2(r.Speedup.SHMax), f2(quotaSHMax(r.Setup)), "**" + pct(r.Speedup.Efficiency) + "**", pct(gaTail(r, cfg.Islands)), paper, f2(r.Together.MakespanS), sharesNote(r.Together.Shares)})
 		}
 	}
-	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "S_H,max of the quotas", "efficiency", "Fenech & Vella", "T_H (s)", "islands per peer"}, rows)
+	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "S_H,max of the quotas", "efficiency", "tail bound", "Fenech & Vella", "T_H (s)", "islands per peer"}, rows)
+	if cfg.Rounds > 1 {
+		var nrows [][]string
+		for _, sz := range sizes {
+			for _, r := range sz.Setups {
+				var solo []string
+				for _, s := range r.Solo {
+					solo = append(solo, fmt.Sprintf("%s: %s", cpuList(s.CPU), pctNaN(gaSpread(s))))
+				}
+				nrows = append(nrows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), pctNaN(gaSpread(r.Together)), strings.Join(solo, ", ")})
+			}
+		}
+		md.P("**Noise.** How far each rate's %d rounds lie apart ((max - min) / median): what a single measurement on this shared machine is worth. An efficiency above 100%% is this noise, not a super-linear speedup.", cfg.Rounds)
+		md.Table([]string{"cities", "setup", "R_H: rounds apart", "R_Mi: rounds apart, per capacity"}, nrows)
+	}
 	md.P("S_H,max of the quotas is Σc_i / c_1 for capacities c_i: what S_H,max would be if every peer's rate were proportional to its quota. Measured S_H,max far from it means the solo runs were disturbed (a busy machine: see the load average in machine.md) or that fixed costs, not the CPU, limit the rate.")
 	if dev := gaQuotaDeviation(sizes); dev > 0.1 {
 		res.Note("measured S_H,max deviates from the quotas' Σc_i/c_1 by up to %.0f%%: solo rates were disturbed (busy machine?) or latency-bound; efficiencies are correspondingly uncertain", 100*dev)
@@ -275,6 +349,67 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize) (*Result, error) {
 	}
 	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %d generations of %d tours, peers of 0.3-0.9 cores of quota", cfg.Islands, cfg.Sizes, cfg.Generations, cfg.Population)
 	return res, nil
+}
+
+// gaEffYMax is the top of the efficiency chart: 110%, or more if a
+// (noisy) efficiency lies above it, so that no point is cut off.
+func gaEffYMax(sizes []gaSize) float64 {
+	top := 110.0
+	for _, sz := range sizes {
+		for _, r := range sz.Setups {
+			if e := 100 * r.Speedup.Efficiency; e+5 > top && !math.IsInf(e, 0) {
+				top = 10 * math.Ceil((e+5)/10)
+			}
+		}
+	}
+	return top
+}
+
+// gaTail is the tail bound of a setup's measured solo rates.
+func gaTail(r HeteroResult, islands int) float64 {
+	var rates []float64
+	for _, s := range r.Solo {
+		rates = append(rates, s.Rate)
+	}
+	return gaTailBound(rates, islands, gaWindow)
+}
+
+func gaRoundsNote(rounds int) string {
+	switch {
+	case rounds == 2:
+		return "; then, backwards (ABBA), together again and each alone again in reverse order (the peers restarted in between, so that they do not know each other), one size after the other, so that every measurement's two rounds lie about the same middle and a drift of the shared machine's speed cancels out: every figure is the mean of its two rounds"
+	case rounds > 2:
+		return fmt.Sprintf("; %d rounds in all, alternately forwards and backwards (ABBA ABBA ...: the peers in reverse order in every other round), one size after the other, every figure the median of its rounds, so that a drift of the shared machine's speed cancels out and one disturbed measurement does not count", rounds)
+	}
+	return ", once"
+}
+
+func gaFillNote(on bool) string {
+	if on {
+		return " During the measurements every core also runs a spinner of the lowest priority (SCHED_IDLE, in a cgroup of the least CPU weight), which runs only when nothing else wants the core: a core whose only peer is throttled would otherwise halt, and on this virtual machine the wake-up at the next quota period comes late, so that a peer alone on its core, as in every solo run, gets less than its quota (a 0.3-core busy loop did 13-20% less work than beside such a spinner), while together peers pinned to one core fill each other's gaps. Without it solo rates came out low and efficiencies above 100%."
+	}
+	return " No spinner kept the cores busy (keep_cores_busy: false): a core whose only peer is throttled halts, and on a virtual machine the wake-up at the next quota period may come late, so that peers alone on their core, as in every solo run, may get less than their quota and efficiencies come out high."
+}
+
+func gaWarmNote(quick bool) string {
+	if quick {
+		return " (--quick: no warm-up)"
+	}
+	return fmt.Sprintf(", after a warm-up job on each peer (%d short islands of the largest size; again after the peers are restarted between the together and the solo runs of a B round)", gaWarmIslands)
+}
+
+func pctNaN(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return pct(x)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }
 
 // quotaSHMax is S_H,max if rates were proportional to the CPU quotas.

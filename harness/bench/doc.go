@@ -14,8 +14,10 @@
 //   - latency: Preon 4.3, 200 echo tasks on 10 peers x 20 slots; the
 //     dispatch-to-result latency of each task, beside Dask's.
 //   - transfer: Preon 4.4, by running benchmarks/transfer/run.sh.
+//   - ga: Fenech & Vella 5, the island GA of plugins/tspga at several
+//     problem sizes on the setups (Env.HeterogeneousJobs).
 //
-// A new suite (the GA of Fenech & Vella, say) is one file in this package
+// A new suite is one file in this package
 // with a type implementing Suite and `func init() { Register(x{}) }`; its
 // parameters go under `suites: NAME:` in benchmarks/bench.yaml (full and
 // quick sections, read with Env.Config.Decode), and Env.Heterogeneous

@@ -276,7 +276,7 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 	if !env.Config.Pinned() {
 		pinNote = "not pinned to cores (pin: false in the config)"
 	}
-	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace (lab mode %s), each held to its capacity by a CFS quota (%s) covering its plugin processes, %s; one slot each, so a peer evolves one island at a time, as Fenech's dedicated peer per virtual thread. The submitter and coordinator (`p2pc run --local-slots 0`) run unthrottled in a namespace of their own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them less.%s", env.Mode(), env.Machine.Cgroup, pinNote, gaFillNote(cfg.KeepCoresBusy))
+	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace (lab mode %s), each held to its capacity by a CFS quota (%s) covering its plugin processes, %s; one slot each, so a peer evolves one island at a time, as Fenech's dedicated peer per virtual thread. The submitter and coordinator (`p2pc run --local-slots 0`) run unthrottled in a namespace of their own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them less.%s", env.Mode(), env.Machine.Cgroup, pinNote, coreFillNote(cfg.KeepCoresBusy))
 	md.P("**Method (Fenech & Vella).** One lab per setup. In it, size by size, every peer runs the size's job alone (R_Mi: the job joined to that peer only, on the core and under the quota it then works with), then the peers run it together (R_H)%s. R_Mi and R_H are measured the same way, on the same job: islands per second over the makespan (first lease issued to last result, report.json)%s; generations per second are that rate times %d. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Fenech ran one island per peer; here the job has many more islands than any setup has peers and peers pull them, fast ones taking more, as p2pc schedules. The load average was %s at the start of the suite and %s at its end.",
 		gaRoundsNote(cfg.Rounds), gaWarmNote(env.Quick), cfg.Generations, orDash(load[0]), orDash(load[1]))
 	var t24, tN []string
@@ -384,7 +384,7 @@ func gaRoundsNote(rounds int) string {
 	return ", once"
 }
 
-func gaFillNote(on bool) string {
+func coreFillNote(on bool) string {
 	if on {
 		return " During the measurements every core also runs a spinner of the lowest priority (SCHED_IDLE, in a cgroup of the least CPU weight), which runs only when nothing else wants the core: a core whose only peer is throttled would otherwise halt, and on this virtual machine the wake-up at the next quota period comes late, so that a peer alone on its core, as in every solo run, gets less than its quota (a 0.3-core busy loop did 13-20% less work than beside such a spinner), while together peers pinned to one core fill each other's gaps. Without it solo rates came out low and efficiencies above 100%."
 	}

@@ -30,10 +30,13 @@ type mandelbrotConfig struct {
 	Tasks   int    `yaml:"tasks"`
 	Rounds  int    `yaml:"rounds"` // 1, or 2: ABBA (see Workload)
 	Timeout string `yaml:"timeout"`
+	// KeepCoresBusy: an idle-priority spinner on every core during the
+	// measurements (Workload.KeepCoresBusy).
+	KeepCoresBusy bool `yaml:"keep_cores_busy"`
 }
 
 func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m"}
+	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m", KeepCoresBusy: true}
 	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if env.Quick {
 		warm = "" // a smoke check: no warm-up runs
 	}
-	w := Workload{Spec: spec, Warmup: warm, Timeout: timeout, Rounds: cfg.Rounds}
+	w := Workload{Spec: spec, Warmup: warm, Timeout: timeout, Rounds: cfg.Rounds, KeepCoresBusy: cfg.KeepCoresBusy}
 	phase := env.Progress.Phase("mandelbrot", w.Steps(env.Setups))
 	runs, err := env.Heterogeneous(ctx, w, phase)
 	phase.Done()
@@ -192,7 +195,7 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if !env.Config.Pinned() {
 		pinNote = "not pinned to cores (pin: false in the config)"
 	}
-	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes, one slot each, %s. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them little.", env.Mode(), env.Machine.Cgroup, pinNote)
+	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes, one slot each, %s. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them little.%s", env.Mode(), env.Machine.Cgroup, pinNote, coreFillNote(cfg.KeepCoresBusy))
 	md.P("**Method (Fenech & Vella).** In each setup's lab every peer is measured alone (R_Mi: the job joined to that peer only; the peers of a lab do not know each other), then the peers together (R_H)%s. Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin and a warm plugin process. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max.", roundsNote(cfg.Rounds))
 	var rows [][]string
 	for _, o := range outs {

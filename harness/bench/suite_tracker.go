@@ -227,7 +227,7 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		cats, rates = append(cats, "GNU parallel"), append(rates, par.Rate)
 	}
 	if dask != nil {
-		cats, rates = append(cats, "Dask"), append(rates, dask.Runs[0].Rate)
+		cats, rates = append(cats, "Dask"), append(rates, dask.median().Rate)
 	}
 	preon := nan(len(cats))
 	preon[1] = 2048 / 20.0

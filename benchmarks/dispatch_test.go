@@ -167,23 +167,9 @@ func treeCPU(pids []int) (peers, children time.Duration) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 || i+2 > len(stat) {
-			continue
-		}
-		f := strings.Fields(string(stat[i+2:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		cpu := time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+		ppid, cpu, err := harness.ProcStat(pid)
 		switch {
+		case err != nil:
 		case want[pid]:
 			peers += cpu
 		case want[ppid]:

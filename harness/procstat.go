@@ -23,28 +23,37 @@ type CPUSample struct {
 // ProcCPU reads a process's cumulative user + system CPU time from
 // /proc/<pid>/stat (10 ms resolution).
 func ProcCPU(pid int) (time.Duration, error) {
+	_, cpu, err := ProcStat(pid)
+	return cpu, err
+}
+
+// ProcStat reads a process's parent pid and its cumulative user + system
+// CPU time from /proc/<pid>/stat (10 ms resolution).
+func ProcStat(pid int) (ppid int, cpu time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read cpu time of %d: %w", pid, err)
+		return 0, 0, fmt.Errorf("read cpu time of %d: %w", pid, err)
 	}
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields that follow start after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("read cpu time of %d: malformed stat", pid)
+		return 0, 0, fmt.Errorf("read cpu time of %d: malformed stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	// f[0] is field 3 (state), f[1] field 4 (ppid); utime and stime are
+	// fields 14 and 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("read cpu time of %d: short stat", pid)
+		return 0, 0, fmt.Errorf("read cpu time of %d: short stat", pid)
 	}
+	pp, err0 := strconv.Atoi(f[1])
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("read cpu time of %d: malformed utime/stime", pid)
+	if err0 != nil || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("read cpu time of %d: malformed ppid/utime/stime", pid)
 	}
-	return time.Duration(ut+st) * clockTick, nil
+	return pp, time.Duration(ut+st) * clockTick, nil
 }
 
 // SampleCPU samples pid's CPU time every interval until ctx ends or the

@@ -169,9 +169,11 @@ func TestSVG(t *testing.T) {
 	}
 }
 
-// TestBenchQuick is the CI smoke test: `p2pc bench --quick` with one suite
-// and one setup, as root; it checks the files it must write.
-func TestBenchQuick(t *testing.T) {
+// quickBench runs `p2pc bench --quick --suite SUITE --setups 2` as root,
+// within timeout, and returns its output folder and what it printed. It
+// skips the test where no lab can be made.
+func quickBench(t *testing.T, suite string, timeout time.Duration) (out string, printed []byte) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -182,19 +184,26 @@ func TestBenchQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "p2pc")
 	if err := harness.Build(ctx, root, bin, false); err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", "mandelbrot", "--setups", "2", "--out", out)
+	out = t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", suite, "--setups", "2", "--out", out)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("p2pc bench: %v\n%s", err, b)
 	}
+	return out, b
+}
+
+// TestBenchQuick is the CI smoke test: `p2pc bench --quick` with one suite
+// and one setup, as root; it checks the files it must write.
+func TestBenchQuick(t *testing.T) {
+	out, b := quickBench(t, "mandelbrot", 3*time.Minute)
 	for _, f := range []string{"machine.json", "machine.md", "summary.md",
 		"mandelbrot/mandelbrot.json", "mandelbrot/mandelbrot.csv", "mandelbrot/time.svg", "mandelbrot/efficiency.svg",
 		"mandelbrot/summary.md", "mandelbrot/rows.json", "mandelbrot/job.yaml"} {

@@ -1,45 +1,19 @@
 package bench
 
 import (
-	"context"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/p2pc/p2pc/harness"
 )
 
 // TestBenchQuickGA: `p2pc bench --quick --suite ga` on one setup, as root;
 // it checks the files the suite must write.
 func TestBenchQuickGA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	if err := harness.LabAvailable(); err != nil {
-		t.Skipf("no lab here: %v", err)
-	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "p2pc")
-	if err := harness.Build(ctx, root, bin, false); err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", "ga", "--setups", "2", "--out", out)
-	cmd.Dir = root
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("p2pc bench: %v\n%s", err, b)
-	}
+	out, _ := quickBench(t, "ga", 4*time.Minute)
 	for _, f := range []string{"ga/ga.json", "ga/ga.csv", "ga/speedup.svg", "ga/efficiency.svg", "ga/summary.md", "ga/rows.json", "ga/ga-30.yaml"} {
 		fi, err := os.Stat(filepath.Join(out, f))
 		if err != nil || fi.Size() == 0 {

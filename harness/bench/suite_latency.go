@@ -73,11 +73,7 @@ func (latencySuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	phase := env.Progress.Phase("latency", cfg.Runs+3)
 	defer phase.Done()
 
-	peers := make([]harness.PeerSpec, cfg.Peers)
-	for i := range peers {
-		peers[i] = harness.PeerSpec{Name: fmt.Sprintf("peer%02d", i+1), Slots: cfg.Slots}
-	}
-	lab, err := env.NewLab(ctx, peers)
+	lab, err := env.NewLab(ctx, uniformPeers(cfg.Peers, cfg.Slots))
 	if err != nil {
 		return nil, err
 	}

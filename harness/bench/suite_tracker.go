@@ -81,11 +81,7 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	phase := env.Progress.Phase("tracker", 1+cfg.Runs+2)
 	defer phase.Done()
 
-	peers := make([]harness.PeerSpec, cfg.Peers)
-	for i := range peers {
-		peers[i] = harness.PeerSpec{Name: fmt.Sprintf("peer%02d", i+1), Slots: cfg.Slots}
-	}
-	lab, err := env.NewLab(ctx, peers)
+	lab, err := env.NewLab(ctx, uniformPeers(cfg.Peers, cfg.Slots))
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +285,15 @@ func trackerOf(label string, sub *harness.Submission, interval time.Duration) tr
 	}
 	r.BusyMean = Summarise(in).Mean
 	return r
+}
+
+// uniformPeers are n peers of as many slots each, named peer01, peer02...
+func uniformPeers(n, slots int) []harness.PeerSpec {
+	peers := make([]harness.PeerSpec, n)
+	for i := range peers {
+		peers[i] = harness.PeerSpec{Name: fmt.Sprintf("peer%02d", i+1), Slots: slots}
+	}
+	return peers
 }
 
 // medianRun is the run of median rate (the lower middle one of an even

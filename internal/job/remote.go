@@ -307,8 +307,8 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 				return context.Cause(ctx)
 			}
 		case *peerpb.FromPeer_Results:
-			if len(m.Results.Results) > maxBatch {
-				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), maxBatch)
+			if len(m.Results.Results) > MaxBatch {
+				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), MaxBatch)
 			}
 			for _, res := range m.Results.Results {
 				select {
@@ -350,12 +350,13 @@ func (w *remoteWorker) get(id uint64) *lease {
 	return w.leases[id]
 }
 
-// maxBatch bounds the leases (or results) in one message, and
-// maxBatchBytes their parameters' size: a batch saves per-message costs on
-// both sides when many slots free up at once, and stays a small message.
+// MaxBatch bounds the leases (or results) in one Leases (Results)
+// message, and MaxBatchBytes their size, the coordinator's and the peers'
+// alike: a batch saves per-message costs on both sides when many slots free
+// up at once, and stays a small message.
 const (
-	maxBatch      = 256
-	maxBatchBytes = 1 << 20
+	MaxBatch      = 256
+	MaxBatchBytes = 1 << 20
 )
 
 // lease waits for credits and sends one lease per credit: as many as are
@@ -382,7 +383,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		batch := []*lease{l}
 		msgs := []*peerpb.Lease{w.leaseMsg(l)}
 		size := len(msgs[0].Params)
-		for credit--; credit > 0 && len(batch) < maxBatch && size < maxBatchBytes; credit-- {
+		for credit--; credit > 0 && len(batch) < MaxBatch && size < MaxBatchBytes; credit-- {
 			l := w.s.q.tryNext(w.peer.Name)
 			if l == nil {
 				break
@@ -513,8 +514,8 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 		}
 		switch {
 		case len(o.FileId) == 0:
-			if len(o.Data) > maxInline || int64(len(o.Data)) != o.Size {
-				return "", nil, fmt.Errorf("output %q: inline size %d does not match %d", o.Name, len(o.Data), o.Size)
+			if err := checkInline(o); err != nil {
+				return "", nil, err
 			}
 			if err := root.WriteFile(name, o.Data, 0o644); err != nil {
 				return "", nil, err
@@ -551,8 +552,8 @@ func stageInline(stage string, res *peerpb.Result) (string, []string, error) {
 	var files []string
 	if len(res.Outputs) == 1 {
 		o := res.Outputs[0]
-		if len(o.Data) > maxInline || int64(len(o.Data)) != o.Size {
-			return "", nil, fmt.Errorf("output %q: inline size %d does not match %d", o.Name, len(o.Data), o.Size)
+		if err := checkInline(o); err != nil {
+			return "", nil, err
 		}
 		data, files = o.Data, []string{sdk.DataFile}
 	}
@@ -569,6 +570,15 @@ func stageInline(stage string, res *peerpb.Result) (string, []string, error) {
 		}
 	}
 	return digest, files, nil
+}
+
+// checkInline checks an inline output's size against its claim and the
+// inline bound.
+func checkInline(o *peerpb.Output) error {
+	if len(o.Data) > maxInline || int64(len(o.Data)) != o.Size {
+		return fmt.Errorf("output %q: inline size %d does not match %d", o.Name, len(o.Data), o.Size)
+	}
+	return nil
 }
 
 // inlineOnly: the output is nothing, or just the inline data file.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
@@ -314,11 +315,10 @@ func (s *session) sender(ctx context.Context, stream peerpb.Peer_WorkServer) err
 	}
 }
 
-// maxBatch bounds the leases or results in one message; maxBatchBytes
-// the size of a batch of results.
+// Batch limits are the coordinator's (package job).
 const (
-	maxBatch      = 256
-	maxBatchBytes = 1 << 20
+	maxBatch      = job.MaxBatch
+	maxBatchBytes = job.MaxBatchBytes
 )
 
 // sendBatched sends m; if m is a result, the results queued behind it go

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
+
+	"github.com/p2pc/p2pc/internal/pluginhost"
 )
 
 // Work folders. Every slot has one, reused by task after task and emptied
@@ -27,7 +27,7 @@ import (
 func (n *Node) workRoot() (string, error) {
 	n.workOnce.Do(func() {
 		parent := filepath.Join(n.cfg.DataDir, "work")
-		sweepWork(parent)
+		pluginhost.RemoveDeadOwnerDirs(filepath.Join(parent, "*-*"), "")
 		dir := filepath.Join(parent, strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			n.workErr = fmt.Errorf("make work folder: %w", err)
@@ -36,25 +36,6 @@ func (n *Node) workRoot() (string, error) {
 		n.workDir = dir
 	})
 	return n.workDir, n.workErr
-}
-
-// sweepWork removes the work folders of processes that are gone.
-func sweepWork(parent string) {
-	entries, _ := os.ReadDir(parent)
-	for _, e := range entries {
-		pidText, _, ok := strings.Cut(e.Name(), "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || alive(pid) {
-			continue
-		}
-		os.RemoveAll(filepath.Join(parent, e.Name()))
-	}
-}
-
-// alive: a process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // slotDir returns slot's work folder, empty, making it on first use. Only

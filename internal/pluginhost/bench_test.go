@@ -4,26 +4,21 @@ package pluginhost
 
 import (
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/p2pc/p2pc/harness"
 )
 
 // procCPU is the CPU time (user + system) process pid has used.
 func procCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	cpu, err := harness.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return cpu
 }
 
 // selfCPU is the CPU time this process has used.

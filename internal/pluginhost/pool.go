@@ -414,21 +414,35 @@ func (pl *Pool) makeDirs() error {
 // run (a host killed with SIGKILL cannot remove its own). A directory of a
 // live process, or of one whose pid was reused, is left alone.
 func sweepStaleDirs(log *slog.Logger) {
-	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*-*"))
-	if os.TempDir() != "/tmp" {
-		more, _ := filepath.Glob(filepath.Join("/tmp", dirPrefix+"*-*"))
-		matches = append(matches, more...)
+	tmps := []string{os.TempDir()}
+	if tmps[0] != "/tmp" {
+		tmps = append(tmps, "/tmp") // socket folders when TMPDIR is long
 	}
+	for _, tmp := range tmps {
+		for _, dir := range RemoveDeadOwnerDirs(filepath.Join(tmp, dirPrefix+"*-*"), dirPrefix) {
+			log.Debug("removed private dir of a dead host", "dir", dir)
+		}
+	}
+}
+
+// RemoveDeadOwnerDirs removes the directories matching pattern whose
+// names are prefix, a pid and "-" (then anything), when that process no
+// longer runs, and returns those it removed. The directories of this
+// process and of live ones are left alone.
+func RemoveDeadOwnerDirs(pattern, prefix string) []string {
+	matches, _ := filepath.Glob(pattern)
+	var removed []string
 	for _, dir := range matches {
-		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), prefix), "-")
 		pid, err := strconv.Atoi(pidText)
 		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || pidAlive(pid) {
 			continue
 		}
-		if err := os.RemoveAll(dir); err == nil {
-			log.Debug("removed private dir of a dead host", "dir", dir)
+		if os.RemoveAll(dir) == nil {
+			removed = append(removed, dir)
 		}
 	}
+	return removed
 }
 
 // Verify asks the plugin to check an output (sdk.Verifier). It returns nil

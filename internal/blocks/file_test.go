@@ -281,3 +281,40 @@ func TestWriteFileVerifiesForeignStores(t *testing.T) {
 		t.Fatalf("foreign store got %d blocks, want 5 + manifest", len(cs.ids))
 	}
 }
+
+// VerifyAll against Verify: blocks of several lengths (batched by length),
+// corrupt ones among them, and one over blocks.MaxBlockSize.
+func TestVerifyAll(t *testing.T) {
+	var ids []blocks.ID
+	var data [][]byte
+	for i := range 40 {
+		b := make([]byte, []int{1 << 16, 1000, 1 << 16, 63}[i%4])
+		for j := range b {
+			b[j] = byte(i*7 + j)
+		}
+		id := blocks.Sum(b)
+		if i%9 == 4 {
+			id[0] ^= 1 // corrupt: the bytes do not match
+		}
+		ids, data = append(ids, id), append(data, b)
+	}
+	big := make([]byte, blocks.MaxBlockSize+1)
+	ids, data = append(ids, blocks.Sum(big)), append(data, big)
+	ok := make([]blocks.Verified, len(ids))
+	errs := make([]error, len(ids))
+	blocks.VerifyAll(ids, data, ok, errs)
+	for i := range ids {
+		want, werr := blocks.Verify(ids[i], data[i])
+		switch {
+		case (werr == nil) != (errs[i] == nil):
+			t.Fatalf("block %d: VerifyAll error %v, Verify error %v", i, errs[i], werr)
+		case werr != nil && !errors.Is(errs[i], blocks.ErrCorrupt) && !errors.Is(errs[i], blocks.ErrTooLarge):
+			t.Fatalf("block %d: VerifyAll error %v is neither blocks.ErrCorrupt nor blocks.ErrTooLarge", i, errs[i])
+		case werr == nil && (ok[i].ID() != want.ID() || ok[i].Len() != want.Len()):
+			t.Fatalf("block %d: VerifyAll gave %s (%d bytes), want %s", i, ok[i].ID().Short(), ok[i].Len(), want.ID().Short())
+		}
+	}
+	if !errors.Is(errs[len(ids)-1], blocks.ErrTooLarge) {
+		t.Fatalf("oversized block: %v, want blocks.ErrTooLarge", errs[len(ids)-1])
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/multisha"
 	"github.com/p2pc/p2pc/internal/transfer/transferpb"
 )
 
@@ -184,9 +185,20 @@ func (f *Fetcher) newFetch(file blocks.ID, p Progress) *fetch {
 		log:   f.log.With("file", file.Short()),
 		store: f.store,
 		prog:  p,
+		lanes: lanes(),
 		start: time.Now(),
 		stats: FetchStats{File: file, Peers: make(map[string]*PeerStats)},
 	}
+}
+
+// lanes is how many received blocks a fetch gathers before it verifies
+// them together: one (each at once) where blocks are hashed one at a time
+// anyway.
+func lanes() int {
+	if multisha.Accelerated() {
+		return multisha.Lanes
+	}
+	return 1
 }
 
 // finish snapshots the stats of a fetch that has returned err.
@@ -225,6 +237,11 @@ type fetch struct {
 	inPlace *blocks.DiskStore
 	part    *blocks.Partial // with inPlace: the file being assembled in the store
 	fromPos map[blocks.ID]int
+
+	// Received blocks waiting to be verified together; see drain.
+	vmu   sync.Mutex
+	vq    []arrived
+	lanes int // drain a batch once this many are queued
 
 	mu           sync.Mutex
 	pending      []int // indices into units not yet done
@@ -363,6 +380,7 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 		workers.Go(func() error { return r.worker(wctx) })
 	}
 	err = workers.Wait()
+	r.releaseQueued()
 	stopRefresh()
 	close(stopCommits)
 	_ = bg.Wait() // the refresher only logs; the committer reports through fail
@@ -795,12 +813,13 @@ func (r *fetch) pick(now time.Time) (*job, time.Time) {
 
 // do sends one job's request and handles the answers. The peer's slot is
 // freed as soon as the answers are in; each block is then verified (hashed)
-// once, and written, outside it, so that neither the hashing nor a slow
-// disk idles the network: Concurrency bounds the requests and the writes
-// together, PerPeer only the requests. The store trusts that one check. A
-// block that fails it bans the peer and goes back to the pool; the others
-// are kept, each verified on its own. Only a local failure (the store,
-// the output file) is returned: peer trouble is dealt with here.
+// once, and written, outside it (drain, which may batch it with blocks of
+// other requests), so that neither the hashing nor a slow disk idles the
+// network: Concurrency bounds the requests and the writes together,
+// PerPeer only the requests. The store trusts that one check. A block
+// that fails it bans the peer and goes back to the pool; the others are
+// kept, each verified on its own. Only a local failure (the store, the
+// output file) is returned: peer trouble is dealt with here.
 func (r *fetch) do(ctx context.Context, j *job) error {
 	p := j.peer
 	ids := make([]blocks.ID, len(j.units))
@@ -858,29 +877,102 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 		return ctx.Err()
 	}
 
+	r.vmu.Lock()
 	for k := range got {
-		g := &got[k]
-		un := &r.units[g.u]
-		v, err := blocks.Verify(un.id, g.b.data)
-		if err != nil {
-			r.mu.Lock()
-			r.penalise(rctx, p, fmt.Errorf("%w: %w", errBadBlock, err))
-			un.busy = false
-			r.signal()
-			r.mu.Unlock()
-			continue
-		}
-		if err := r.put(ctx, v); err != nil {
-			return fmt.Errorf("store block %s: %w", un.id.Short(), err)
-		}
-		if err := r.writeOut(un.idx, v.Data()); err != nil {
-			return err
-		}
-		g.b.release()
-		g.b = nil
-		r.written(p, g.u)
+		r.vq = append(r.vq, arrived{p, got[k].u, got[k].b})
+		got[k].b = nil
 	}
-	return r.commit(false)
+	r.vmu.Unlock()
+	return r.drain(ctx)
+}
+
+// arrived is a block as it came from a peer, not yet verified.
+type arrived struct {
+	p *peerState
+	u int
+	b *rxBlock
+}
+
+// drain verifies and writes the received blocks queued in vq. Hashing
+// (SHA-256 of every block) is most of a receiver's CPU, and hashing many
+// blocks at once is about twice as fast where the processor allows it
+// (multisha): so blocks wait in vq until a batch of lanes has arrived, or
+// until no request is in flight, when nothing more is on its way to join
+// them and whatever is queued goes. Every do queues its blocks and then
+// drains, so the last request of a lull always empties the queue.
+func (r *fetch) drain(ctx context.Context) error {
+	var (
+		batch []arrived
+		ids   []blocks.ID
+		data  [][]byte
+		ok    []blocks.Verified
+		errs  []error
+	)
+	for {
+		r.mu.Lock()
+		idle := r.inflight == 0
+		r.mu.Unlock()
+		r.vmu.Lock()
+		if len(r.vq) == 0 || (!idle && len(r.vq) < r.lanes) {
+			r.vmu.Unlock()
+			return r.commit(false)
+		}
+		n := min(len(r.vq), multisha.Lanes)
+		batch = append(batch[:0], r.vq[:n]...)
+		r.vq = append(r.vq[:0], r.vq[n:]...)
+		r.vmu.Unlock()
+
+		ids, data = ids[:0], data[:0]
+		for _, q := range batch {
+			ids = append(ids, r.units[q.u].id) // id is immutable
+			data = append(data, q.b.data)
+		}
+		ok, errs = slices.Grow(ok[:0], n)[:n], slices.Grow(errs[:0], n)[:n]
+		blocks.VerifyAll(ids, data, ok, errs)
+		for i, q := range batch {
+			if err := r.place(ctx, q, ok[i], errs[i]); err != nil {
+				for _, q := range batch[i:] {
+					q.b.release()
+				}
+				return err
+			}
+		}
+	}
+}
+
+// place writes a block drain verified (v), or penalises the peer that
+// sent it if it failed (verr), and gives its buffer back.
+func (r *fetch) place(ctx context.Context, q arrived, v blocks.Verified, verr error) error {
+	un := &r.units[q.u]
+	if verr != nil {
+		q.b.release()
+		r.mu.Lock()
+		r.penalise(ctx, q.p, fmt.Errorf("%w: %w", errBadBlock, verr))
+		un.busy = false
+		r.signal()
+		r.mu.Unlock()
+		return nil
+	}
+	if err := r.put(ctx, v); err != nil {
+		return fmt.Errorf("store block %s: %w", un.id.Short(), err)
+	}
+	if err := r.writeOut(un.idx, v.Data()); err != nil {
+		return err
+	}
+	q.b.release()
+	r.written(q.p, q.u)
+	return nil
+}
+
+// releaseQueued gives back the buffers of blocks a failed fetch left in
+// vq.
+func (r *fetch) releaseQueued() {
+	r.vmu.Lock()
+	defer r.vmu.Unlock()
+	for _, q := range r.vq {
+		q.b.release()
+	}
+	r.vq = nil
 }
 
 // get reads the answers to a Get of ids from p: over the bulk path when p

@@ -239,9 +239,10 @@ type fetch struct {
 	fromPos map[blocks.ID]int
 
 	// Received blocks waiting to be verified together; see drain.
-	vmu   sync.Mutex
-	vq    []arrived
-	lanes int // drain a batch once this many are queued
+	vmu     sync.Mutex
+	vq      []arrived
+	vqBytes int // bytes of the blocks in vq
+	lanes   int // drain a batch once this many are queued
 
 	mu           sync.Mutex
 	pending      []int // indices into units not yet done
@@ -877,9 +878,11 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 		return ctx.Err()
 	}
 
+	now := time.Now()
 	r.vmu.Lock()
 	for k := range got {
-		r.vq = append(r.vq, arrived{p, got[k].u, got[k].b})
+		r.vq = append(r.vq, arrived{p, got[k].u, got[k].b, now})
+		r.vqBytes += len(got[k].b.data)
 		got[k].b = nil
 	}
 	r.vmu.Unlock()
@@ -888,17 +891,28 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 
 // arrived is a block as it came from a peer, not yet verified.
 type arrived struct {
-	p *peerState
-	u int
-	b *rxBlock
+	p  *peerState
+	u  int
+	b  *rxBlock
+	at time.Time // when it was queued
 }
+
+// Bounds on the blocks that wait in vq for a batch: what they hold in
+// memory (blocks can be larger than 1 MiB), and how long the oldest waits
+// (on a slow link a batch takes long to gather, and hashing is not what
+// limits the fetch there).
+const (
+	maxQueueBytes = 16 << 20
+	maxQueueWait  = 50 * time.Millisecond
+)
 
 // drain verifies and writes the received blocks queued in vq. Hashing
 // (SHA-256 of every block) is most of a receiver's CPU, and hashing many
 // blocks at once is about twice as fast where the processor allows it
 // (multisha): so blocks wait in vq until a batch of lanes has arrived, or
 // until no request is in flight, when nothing more is on its way to join
-// them and whatever is queued goes. Every do queues its blocks and then
+// them and whatever is queued goes (or maxQueueBytes are waiting, or the
+// oldest has waited maxQueueWait). Every do queues its blocks and then
 // drains, so the last request of a lull always empties the queue.
 func (r *fetch) drain(ctx context.Context) error {
 	var (
@@ -913,13 +927,16 @@ func (r *fetch) drain(ctx context.Context) error {
 		idle := r.inflight == 0
 		r.mu.Unlock()
 		r.vmu.Lock()
-		if len(r.vq) == 0 || (!idle && len(r.vq) < r.lanes) {
+		if len(r.vq) == 0 || (!idle && len(r.vq) < r.lanes && r.vqBytes < maxQueueBytes && time.Since(r.vq[0].at) < maxQueueWait) {
 			r.vmu.Unlock()
 			return r.commit(false)
 		}
 		n := min(len(r.vq), multisha.Lanes)
 		batch = append(batch[:0], r.vq[:n]...)
 		r.vq = append(r.vq[:0], r.vq[n:]...)
+		for _, q := range batch {
+			r.vqBytes -= len(q.b.data)
+		}
 		r.vmu.Unlock()
 
 		ids, data = ids[:0], data[:0]
@@ -972,7 +989,7 @@ func (r *fetch) releaseQueued() {
 	for _, q := range r.vq {
 		q.b.release()
 	}
-	r.vq = nil
+	r.vq, r.vqBytes = nil, 0
 }
 
 // get reads the answers to a Get of ids from p: over the bulk path when p

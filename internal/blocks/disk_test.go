@@ -192,6 +192,10 @@ func TestDiskReopenCleansTempFiles(t *testing.T) {
 		filepath.Join(dir, "pins", ".tmp-job-00"),
 	}
 	for _, p := range stale {
+		// Fan-out directories are made when first needed.
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, data[:100], 0o444); err != nil {
 			t.Fatal(err)
 		}
@@ -464,5 +468,48 @@ func TestDiskFull(t *testing.T) {
 	}
 	if s.Pinned(many[0]) || !s.Pinned(held[2]) {
 		t.Fatal("failed Pin changed the pin")
+	}
+}
+
+// Fan-out directories are made when a block first needs one, and Has
+// answers for IDs whose directory does not exist yet.
+func TestDiskFanoutMadeOnFirstUse(t *testing.T) {
+	dir := t.TempDir()
+	s := openDisk(t, dir, blocks.DiskOptions{})
+	fanouts := func() []string {
+		ents, err := os.ReadDir(filepath.Join(dir, "blocks"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if f := fanouts(); len(f) != 0 {
+		t.Fatalf("fresh store has fan-out directories %v", f)
+	}
+	data := []byte("first block")
+	id := blocks.Sum(data)
+	if has, err := s.Has(t.Context(), id); err != nil || has {
+		t.Fatalf("Has before Put = %v, %v", has, err)
+	}
+	if err := s.Put(t.Context(), id, data); err != nil {
+		t.Fatal(err)
+	}
+	if f := fanouts(); len(f) != 1 || f[0] != id.String()[:2] {
+		t.Fatalf("fan-out directories after one Put = %v, want [%s]", f, id.String()[:2])
+	}
+	if has, err := s.Has(t.Context(), id); err != nil || !has {
+		t.Fatalf("Has after Put = %v, %v", has, err)
+	}
+	s.Close()
+	s = openDisk(t, dir, blocks.DiskOptions{})
+	if has, err := s.Has(t.Context(), id); err != nil || !has {
+		t.Fatalf("Has after reopen = %v, %v", has, err)
+	}
+	if n, _ := s.Usage(); n != 1 {
+		t.Fatalf("Usage after reopen = %d blocks, want 1", n)
 	}
 }

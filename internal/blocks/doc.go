@@ -63,8 +63,10 @@
 //
 //	dir/lock                    flock held while the store is open
 //	dir/blocks/ab/abcdef...     a block, named by its full lower-case hex ID,
-//	                            fanned out by its first byte (256 directories,
-//	                            created at open); mode 0444; mtime = last use
+//	                            fanned out by its first byte (up to 256
+//	                            directories, each made, and blocks/ fsynced,
+//	                            before the first block named in it); mode
+//	                            0444; mtime = last use
 //	dir/blocks/ab/.tmp-<id>-<r> a block being written
 //	dir/pins/<name>             a pin: "p2pc-pin v1\n" then one hex ID a line
 //	dir/pins/.tmp-<name>-<r>    a pin being written

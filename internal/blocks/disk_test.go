@@ -47,7 +47,13 @@ func flipByte(t *testing.T, path string, off int64) {
 
 func quarantined(t *testing.T, dir string) []string {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(dir, "quarantine"))
+	return dirNames(t, filepath.Join(dir, "quarantine"))
+}
+
+// dirNames lists the names in dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,17 +482,7 @@ func TestDiskFull(t *testing.T) {
 func TestDiskFanoutMadeOnFirstUse(t *testing.T) {
 	dir := t.TempDir()
 	s := openDisk(t, dir, blocks.DiskOptions{})
-	fanouts := func() []string {
-		ents, err := os.ReadDir(filepath.Join(dir, "blocks"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
+	fanouts := func() []string { return dirNames(t, filepath.Join(dir, "blocks")) }
 	if f := fanouts(); len(f) != 0 {
 		t.Fatalf("fresh store has fan-out directories %v", f)
 	}

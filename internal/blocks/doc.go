@@ -99,8 +99,11 @@
 // checks the whole store, for a node to run at start-up in the background.
 //
 // Batch makes many blocks durable in one pass instead of two fsyncs per
-// block: Put writes each block to its temporary file (and starts its
-// write-back), Commit fsyncs all of them concurrently (so that the file
+// block: Put writes each block to its temporary file (with direct I/O
+// where the file system allows it and the length is a multiple of 4 KiB,
+// so that the bytes go to the disk without a copy into the page cache;
+// otherwise buffered, its write-back started at once), Commit fsyncs all
+// of them concurrently (so that the file
 // system commits its journal once for the lot), then renames each to its
 // name, then fsyncs each directory that received a name, and only then
 // returns. The rule, applied twice:

@@ -18,7 +18,8 @@
 #
 # Parameters (environment): SIZE_MIB RUNS MSIZE_MIB MRUNS CAP FAST_CAP SOURCES
 # SKIP_SINGLE SKIP_MULTI NO_TMPFS B_STORAGE=tmpfs|disk OUT P2PC_BIN (use this
-# binary instead of building ./cmd/p2pc) GET_FLAGS (extra flags for get in (b)).
+# binary instead of building ./cmd/p2pc) GET_FLAGS (extra flags for get in (b))
+# WARM_MIB (free memory warmed before each timed command in (a); 0 turns it off).
 #
 # Traffic goes only over loopback and the namespaces this script creates;
 # the root namespace's interfaces are never touched. Everything is removed
@@ -38,6 +39,7 @@ MRUNS=${MRUNS:-1}          # (b) runs of each source count
 CAP=${CAP:-100mbit}        # (b) uplink of each source
 FAST_CAP=${FAST_CAP-1gbit} # (b) one more source on a faster link, p2pc vs rsync ("" to skip)
 SOURCES=${SOURCES:-"1 2 4"}
+WARM_MIB=${WARM_MIB:-$((2 * SIZE_MIB))} # (a) warm free memory before each timed command (0: off); see warm_memory
 SKIP_MULTI=${SKIP_MULTI:-}
 SKIP_SINGLE=${SKIP_SINGLE:-}
 NL=$'\n'
@@ -122,6 +124,21 @@ CMDLINE=$(
 )
 
 # ---------------------------------------------------------------- (a) ----
+# warm_memory: make sure the next command finds WARM_MIB of free memory
+# that the host backs. This VM reports free pages to its host (virtio-balloon
+# free page reporting) and pages out cold memory (DAMON, "pageout"): a page
+# the guest allocates after the host took it back costs a host fault on
+# first touch, and 1 GiB of such pages took rsync 2.4 s of kernel time to
+# fill (perf: copy_folio_from_iter_atomic) where warm ones take 0.5. Which
+# command of a run met cold pages depended on what the one before it had
+# freed; filling and freeing WARM_MIB of tmpfs just before each timed
+# command gives every command the same start.
+warm_memory() {
+	[[ $WARM_MIB -gt 0 ]] || return 0
+	local f=/dev/shm/p2pc-bench-warm.$$
+	head -c "$((WARM_MIB << 20))" /dev/zero >"$f" && rm -f "$f"
+}
+
 # single_source LABEL DIR: the source store, the files and the destination
 # all live in DIR (a disk or a tmpfs). Appends a JSON object to SINGLE_JSON
 # and table rows to SINGLE_ROWS.
@@ -176,6 +193,7 @@ single_source() {
 		local name=$1 spid=$2 s0 s1
 		shift 2
 		rm -rf "$dir/a-dst" "$dir/a.out"
+		warm_memory
 		sync
 		s0=$(proc_cpu "$spid")
 		t0=$(now)

@@ -16,6 +16,10 @@ const Lanes = 16
 // messages of the same length (BenchmarkLanes).
 const minLanes = 8
 
+// maxSteps bounds the 64-byte steps of one block16 call: 1024 steps (64
+// KiB of each message) take about 0.35 ms.
+const maxSteps = 1024
+
 // Accelerated reports whether messages are hashed many at a time here.
 func Accelerated() bool { return accelerated }
 
@@ -58,11 +62,16 @@ func sum16(out [][Size]byte, msgs [][]byte) {
 	}
 	var ptrs [Lanes]*byte
 	full := n / 64
-	if full > 0 {
+	// In runs of at most maxSteps: an assembly call cannot be preempted,
+	// and a goroutine that does not stop holds up the whole program at the
+	// garbage collector's stop-the-world.
+	for done := 0; done < full; {
+		k := min(full-done, maxSteps)
 		for l := range ptrs {
-			ptrs[l] = &msgs[l%len(msgs)][0]
+			ptrs[l] = &msgs[l%len(msgs)][done*64]
 		}
-		block16(&dig, &ptrs, full)
+		block16(&dig, &ptrs, k)
+		done += k
 	}
 	// The rest of each message, the 0x80 byte, zeros and the length in
 	// bits: one more 64-byte step, or two when the length does not fit.

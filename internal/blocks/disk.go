@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // Layout of a store directory; see the package documentation.
@@ -616,13 +615,8 @@ func (d *DiskStore) writeDirect(dir, tmp string, data []byte) (bool, error) {
 		return false, nil
 	}
 	defer df.Close()
-	buf := data
-	if uintptr(unsafe.Pointer(&data[0]))%dioAlign != 0 {
-		bp := getAligned(len(data))
-		defer putAligned(bp)
-		buf = (*bp)[:len(data)]
-		copy(buf, data)
-	}
+	buf, bp := alignedCopy(data)
+	defer putAligned(bp)
 	if _, err := df.WriteAt(buf, 0); err != nil {
 		if errors.Is(err, syscall.EINVAL) {
 			d.noDirect.Store(true)

@@ -361,13 +361,7 @@ func (d *DiskStore) OpenPartial(ctx context.Context, file ID, m *Manifest) (*Par
 // it; the others are buffered, their write-back started at once.
 func (p *Partial) WriteAt(data []byte, off int64) error {
 	if p.dio != nil && !p.dioOff.Load() && len(data) > 0 && off%dioAlign == 0 && len(data)%dioAlign == 0 {
-		buf := data
-		var bp *[]byte
-		if uintptr(unsafe.Pointer(&data[0]))%dioAlign != 0 {
-			bp = getAligned(len(data))
-			buf = (*bp)[:len(data)]
-			copy(buf, data)
-		}
+		buf, bp := alignedCopy(data)
 		_, err := p.dio.WriteAt(buf, off)
 		putAligned(bp)
 		if err == nil {
@@ -402,6 +396,19 @@ func getAligned(n int) *[]byte {
 		return &b
 	}
 	return alignedPool.Get().(*[]byte)
+}
+
+// alignedCopy returns data itself if it starts on a dioAlign boundary,
+// else a copy in a pooled aligned buffer bp (to give back with putAligned;
+// nil when data is returned as is).
+func alignedCopy(data []byte) (buf []byte, bp *[]byte) {
+	if uintptr(unsafe.Pointer(&data[0]))%dioAlign == 0 {
+		return data, nil
+	}
+	bp = getAligned(len(data))
+	buf = (*bp)[:len(data)]
+	copy(buf, data)
+	return buf, bp
 }
 
 func putAligned(bp *[]byte) {

@@ -2,7 +2,6 @@ package blocks
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/p2pc/p2pc/internal/multisha"
 )
@@ -53,8 +52,8 @@ func VerifyAll(ids []ID, data [][]byte, ok []Verified, errs []error) {
 				continue
 			}
 			done[j] = true
-			if len(data[j]) > MaxBlockSize {
-				ok[j], errs[j] = Verified{}, fmt.Errorf("block %s: %d bytes: %w", ids[j].Short(), len(data[j]), ErrTooLarge)
+			if err := checkLen(ids[j], len(data[j])); err != nil {
+				ok[j], errs[j] = Verified{}, err
 				continue
 			}
 			msgs[k], at[k] = data[j], j
@@ -62,8 +61,8 @@ func VerifyAll(ids []ID, data [][]byte, ok []Verified, errs []error) {
 		}
 		multisha.SumEqual(sums[:k], msgs[:k])
 		for n, j := range at[:k] {
-			if got := ID(sums[n]); got != ids[j] {
-				ok[j], errs[j] = Verified{}, fmt.Errorf("block %s: content hashes to %s: %w", ids[j].Short(), got.Short(), ErrCorrupt)
+			if err := checkSum(ids[j], ID(sums[n])); err != nil {
+				ok[j], errs[j] = Verified{}, err
 				continue
 			}
 			ok[j], errs[j] = Verified{id: ids[j], data: data[j]}, nil

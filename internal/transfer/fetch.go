@@ -185,21 +185,20 @@ func (f *Fetcher) newFetch(file blocks.ID, p Progress) *fetch {
 		log:   f.log.With("file", file.Short()),
 		store: f.store,
 		prog:  p,
-		lanes: lanes(),
 		start: time.Now(),
 		stats: FetchStats{File: file, Peers: make(map[string]*PeerStats)},
 	}
 }
 
-// lanes is how many received blocks a fetch gathers before it verifies
-// them together: one (each at once) where blocks are hashed one at a time
-// anyway.
-func lanes() int {
+// batchLanes is how many received blocks a fetch gathers before it
+// verifies them together: one (each at once) where blocks are hashed one
+// at a time anyway.
+var batchLanes = func() int {
 	if multisha.Accelerated() {
 		return multisha.Lanes
 	}
 	return 1
-}
+}()
 
 // finish snapshots the stats of a fetch that has returned err.
 func (f *Fetcher) finish(r *fetch, err error) (*FetchStats, error) {
@@ -242,7 +241,6 @@ type fetch struct {
 	vmu     sync.Mutex
 	vq      []arrived
 	vqBytes int // bytes of the blocks in vq
-	lanes   int // drain a batch once this many are queued
 
 	mu           sync.Mutex
 	pending      []int // indices into units not yet done
@@ -827,11 +825,7 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 	for i, u := range j.units {
 		ids[i] = r.units[u].id
 	}
-	type received struct {
-		u int
-		b *rxBlock
-	}
-	var got []received
+	var got []arrived
 	rctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
 	answered := 0
@@ -846,7 +840,7 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 		if len(b.data) != un.size {
 			return false, fmt.Errorf("%w: block %s: %d bytes, manifest says %d", errBadBlock, un.id.Short(), len(b.data), un.size)
 		}
-		got = append(got, received{u, b})
+		got = append(got, arrived{p: p, u: u, b: b})
 		answered++
 		return true, nil
 	})
@@ -881,7 +875,8 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 	now := time.Now()
 	r.vmu.Lock()
 	for k := range got {
-		r.vq = append(r.vq, arrived{p, got[k].u, got[k].b, now})
+		got[k].at = now
+		r.vq = append(r.vq, got[k])
 		r.vqBytes += len(got[k].b.data)
 		got[k].b = nil
 	}
@@ -927,7 +922,7 @@ func (r *fetch) drain(ctx context.Context) error {
 		idle := r.inflight == 0
 		r.mu.Unlock()
 		r.vmu.Lock()
-		if len(r.vq) == 0 || (!idle && len(r.vq) < r.lanes && r.vqBytes < maxQueueBytes && time.Since(r.vq[0].at) < maxQueueWait) {
+		if len(r.vq) == 0 || (!idle && len(r.vq) < batchLanes && r.vqBytes < maxQueueBytes && time.Since(r.vq[0].at) < maxQueueWait) {
 			r.vmu.Unlock()
 			return r.commit(false)
 		}

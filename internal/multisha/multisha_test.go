@@ -30,8 +30,6 @@ func checkEqual(t *testing.T, msgs [][]byte) {
 	}
 }
 
-func TestAccelerated(t *testing.T) { t.Logf("accelerated: %v", Accelerated()) }
-
 // The kernel directly, for every lane count: SumEqual would hash fewer
 // than minLanes messages with crypto/sha256.
 func TestSum16Lanes(t *testing.T) {

@@ -50,6 +50,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return classifyJobErr(ctx.Err(), err)
 	}
+	defer p.Release()
 	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
 		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
 	}

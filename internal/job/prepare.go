@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
@@ -36,6 +37,44 @@ type Prepared struct {
 	// Previous is the report of an earlier, unfinished run of the same job
 	// in OutDir (nil if none): its done tasks are reused.
 	Previous *report.Report
+
+	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
+	lock *dirlock.Lock
+}
+
+// Release lets the output folder go: another run may use it. The caller
+// of Prepare calls it once the job has ended (it is idempotent).
+func (p *Prepared) Release() error {
+	if p.lock == nil {
+		return nil
+	}
+	err := p.lock.Release()
+	p.lock = nil
+	return err
+}
+
+// lockOutDir makes out if it is missing (made says so) and locks it for
+// this run. When another run holds it, the error (ErrBadInput) names that
+// run and nothing is changed.
+func lockOutDir(out string) (lock *dirlock.Lock, made bool, err error) {
+	if _, err := os.Stat(out); errors.Is(err, fs.ErrNotExist) {
+		made = true
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, false, bad(fmt.Errorf("output folder %s: %w", out, err))
+	}
+	lock, err = dirlock.Acquire(filepath.Join(out, dirlock.FileName))
+	var held *dirlock.HeldError
+	switch {
+	case errors.As(err, &held):
+		return nil, false, bad(fmt.Errorf("output folder %s is in use by another p2pc run (%s): wait for it to end, or choose another --out", out, held.Owner))
+	case err != nil:
+		if made {
+			os.Remove(out)
+		}
+		return nil, false, bad(fmt.Errorf("output folder %s: %w", out, err))
+	}
+	return lock, made, nil
 }
 
 // PrepareOptions tune Prepare.
@@ -54,12 +93,35 @@ type PrepareOptions struct {
 // the inputs, computes the job ID and checks the output folder. Every
 // error it returns satisfies errors.Is(err, ErrBadInput) unless it is an
 // internal failure.
-func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (*Prepared, error) {
+func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepared, retErr error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	p := &Prepared{Spec: job}
+	out := job.Output
+	if opts.OutDir != "" {
+		var err error
+		if out, err = filepath.Abs(opts.OutDir); err != nil {
+			return nil, bad(fmt.Errorf("output folder: %w", err))
+		}
+	}
+	p.OutDir = out
+	// The output folder is this run's until Release: take it first, so a
+	// second run on it stops at once and changes nothing.
+	lock, made, err := lockOutDir(out)
+	if err != nil {
+		return nil, err
+	}
+	p.lock = lock
+	defer func() {
+		if retErr != nil {
+			p.Release()
+			if made {
+				os.Remove(out) // only if still empty
+			}
+		}
+	}()
 	plug, err := pluginbuild.Resolve(ctx, job.PluginPath, opts.CacheDir, log)
 	if err != nil {
 		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, err))
@@ -81,13 +143,6 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (*Prepared
 	}
 	p.ID = JobID(job, plug.Digest, p.Inputs)
 
-	out := job.Output
-	if opts.OutDir != "" {
-		if out, err = filepath.Abs(opts.OutDir); err != nil {
-			return nil, bad(fmt.Errorf("output folder: %w", err))
-		}
-	}
-	p.OutDir = out
 	prev, err := checkOutDir(out, p.ID, opts.Force)
 	if err != nil {
 		return nil, err
@@ -132,7 +187,7 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 			return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
 		}
 		for _, e := range entries {
-			if e.Name() != ".p2pc" && e.Name() != "tasks" && !force {
+			if e.Name() != ".p2pc" && e.Name() != "tasks" && e.Name() != dirlock.FileName && !force {
 				return nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
 			}
 		}

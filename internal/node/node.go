@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
@@ -64,6 +65,7 @@ type Node struct {
 	// runner only.
 	workOnce sync.Once
 	workDir  string
+	workLock *dirlock.Dir // holds workDir
 	workErr  error
 	slotMade []bool
 

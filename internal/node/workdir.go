@@ -7,9 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
-	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/dirlock"
 )
 
 // Work folders. Every slot has one, reused by task after task and emptied
@@ -18,22 +17,31 @@ import (
 // (on a peer with 32 busy slots they contended for the parent folder's
 // lock and were most of its per-task kernel time).
 //
-// The folders live in DATA/work/<pid>-<start>, so two p2pc processes
+// The folders live in DATA/work/<pid>-<random>, a folder this process
+// owns through the lock in it (internal/dirlock), so two p2pc processes
 // sharing a data directory never touch each other's, and a node removes
-// the folders of processes that died without cleaning up.
+// the folders of processes that died without cleaning up: those whose
+// lock it can take. (The pid in the name is for people.)
 
 // workRoot makes this process's work folder, once, after sweeping those
 // of dead processes. Called by slot runners under no lock: n.workOnce.
 func (n *Node) workRoot() (string, error) {
 	n.workOnce.Do(func() {
 		parent := filepath.Join(n.cfg.DataDir, "work")
-		pluginhost.RemoveDeadOwnerDirs(filepath.Join(parent, "*-*"), "")
-		dir := filepath.Join(parent, strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
 			n.workErr = fmt.Errorf("make work folder: %w", err)
 			return
 		}
-		n.workDir = dir
+		removed, err := dirlock.Sweep(parent, "")
+		if len(removed) > 0 || err != nil {
+			n.log.Debug("swept work folders of dead processes", "removed", removed, "err", err)
+		}
+		d, err := dirlock.Make(parent, strconv.Itoa(os.Getpid())+"-")
+		if err != nil {
+			n.workErr = fmt.Errorf("make work folder: %w", err)
+			return
+		}
+		n.workLock, n.workDir = d, d.Path
 	})
 	return n.workDir, n.workErr
 }
@@ -77,8 +85,8 @@ func (n *Node) clearSlotDir(slot int, dir string, staged bool) {
 // removeWork removes this process's work folder (at shutdown, when no
 // task runs).
 func (n *Node) removeWork() {
-	if n.workDir != "" {
-		os.RemoveAll(n.workDir)
+	if n.workLock != nil {
+		n.workLock.Remove()
 	}
 }
 

@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -56,6 +56,9 @@ type dirs struct {
 	// short directory in /tmp when root's path is too long for a socket
 	// address (108 bytes on Linux, the socket's own name included).
 	sock string
+	// owned are the folders the pool holds the lock of (root, and sock
+	// when it is apart): Close removes them.
+	owned []*dirlock.Dir
 }
 
 // maxSockDir is the longest directory the sockets can live in: go-plugin
@@ -181,11 +184,8 @@ func (pl *Pool) Close() error {
 			wg.Go(p.shutdown)
 		}
 		wg.Wait()
-		if d.sock != "" && d.sock != d.root {
-			os.RemoveAll(d.sock)
-		}
-		if d.root != "" {
-			pl.closeErr = os.RemoveAll(d.root)
+		for _, o := range d.owned {
+			pl.closeErr = errors.Join(pl.closeErr, o.Remove())
 		}
 		if len(procs) > 0 {
 			pl.hostLog.Debug("plugin pool closed", "killed", len(procs))
@@ -375,7 +375,8 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 }
 
 // dirPrefix names a pool's private directory in os.TempDir(), followed by
-// the host's pid, "-" and a random suffix.
+// the host's pid (for people; the lock in it decides who owns it), "-" and
+// a random suffix.
 const dirPrefix = "p2pc-plugin-"
 
 // makeDirs makes the private HOME, TMPDIR and (unless Config.Dir) working
@@ -383,11 +384,13 @@ const dirPrefix = "p2pc-plugin-"
 // left behind. Called with pl.mu held.
 func (pl *Pool) makeDirs() error {
 	sweepStaleDirs(pl.hostLog)
-	root, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
+	name := dirPrefix + strconv.Itoa(os.Getpid()) + "-"
+	rootDir, err := dirlock.Make(os.TempDir(), name)
 	if err != nil {
 		return fmt.Errorf("make private dir: %w", err)
 	}
-	d := dirs{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), work: pl.cfg.Dir}
+	root := rootDir.Path
+	d := dirs{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp"), work: pl.cfg.Dir, owned: []*dirlock.Dir{rootDir}}
 	mk := []string{d.home, d.tmp}
 	if d.work == "" {
 		d.work = filepath.Join(root, "work")
@@ -395,54 +398,42 @@ func (pl *Pool) makeDirs() error {
 	}
 	for _, dir := range mk {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			os.RemoveAll(root)
+			rootDir.Remove()
 			return fmt.Errorf("make private dir: %w", err)
 		}
 	}
 	d.sock = root
 	if len(root) > maxSockDir {
-		if d.sock, err = os.MkdirTemp("/tmp", dirPrefix+strconv.Itoa(os.Getpid())+"-"); err != nil {
-			os.RemoveAll(root)
+		sockDir, err := dirlock.Make("/tmp", name)
+		if err != nil {
+			rootDir.Remove()
 			return fmt.Errorf("make socket dir: %w", err)
 		}
+		d.sock = sockDir.Path
+		d.owned = append(d.owned, sockDir)
 	}
 	pl.dirs = d
 	return nil
 }
 
 // sweepStaleDirs removes the private directories of hosts that no longer
-// run (a host killed with SIGKILL cannot remove its own). A directory of a
-// live process, or of one whose pid was reused, is left alone.
+// run (a host killed with SIGKILL cannot remove its own): those whose lock
+// it can take. A directory whose lock is held is left alone, whatever PID
+// namespace its owner runs in.
 func sweepStaleDirs(log *slog.Logger) {
 	tmps := []string{os.TempDir()}
-	if tmps[0] != "/tmp" {
+	if filepath.Clean(tmps[0]) != "/tmp" {
 		tmps = append(tmps, "/tmp") // socket folders when TMPDIR is long
 	}
 	for _, tmp := range tmps {
-		for _, dir := range RemoveDeadOwnerDirs(filepath.Join(tmp, dirPrefix+"*-*"), dirPrefix) {
+		removed, err := dirlock.Sweep(tmp, dirPrefix)
+		for _, dir := range removed {
 			log.Debug("removed private dir of a dead host", "dir", dir)
 		}
-	}
-}
-
-// RemoveDeadOwnerDirs removes the directories matching pattern whose
-// names are prefix, a pid and "-" (then anything), when that process no
-// longer runs, and returns those it removed. The directories of this
-// process and of live ones are left alone.
-func RemoveDeadOwnerDirs(pattern, prefix string) []string {
-	matches, _ := filepath.Glob(pattern)
-	var removed []string
-	for _, dir := range matches {
-		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), prefix), "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || pidAlive(pid) {
-			continue
-		}
-		if os.RemoveAll(dir) == nil {
-			removed = append(removed, dir)
+		if err != nil {
+			log.Warn("sweep private dirs of dead hosts", "err", err)
 		}
 	}
-	return removed
 }
 
 // Verify asks the plugin to check an output (sdk.Verifier). It returns nil

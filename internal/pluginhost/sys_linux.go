@@ -32,11 +32,6 @@ func killTree(pid int, _ *os.Process) {
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
-// pidAlive: a process pid exists (a zombie counts).
-func pidAlive(pid int) bool {
-	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // waitExit blocks until process pid has exited, leaving it unreaped (a
 // zombie keeps its PID and process-group ID reserved).
 func waitExit(pid int) error {

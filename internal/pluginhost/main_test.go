@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +31,8 @@ import (
 //	P2PC_TEST_PLUGIN=startcrash  write to stderr and exit 7 before serving
 //
 // P2PC_TEST_HOST=1 makes it a host instead: a pool running one long task,
-// printing the plugin's pid, for the host-SIGKILL test.
+// printing the plugin's pid, for the host-SIGKILL test. P2PC_TEST_HOST=busy
+// and =sweep are the hosts of TestSweepAcrossPIDNamespaces.
 const (
 	envPlugin = "P2PC_TEST_PLUGIN"
 	envHost   = "P2PC_TEST_HOST"
@@ -55,7 +59,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", envPlugin, mode)
 		os.Exit(2)
 	}
-	if os.Getenv(envHost) != "" {
+	switch os.Getenv(envHost) {
+	case "":
+	case "busy":
+		os.Exit(busyHostMain())
+	case "sweep":
+		os.Exit(sweepHostMain())
+	default:
 		hostMain()
 		os.Exit(0)
 	}
@@ -185,6 +195,14 @@ func writeFD2(s string) { syscall.Write(2, []byte(s)) }
 
 // hostMain runs a pool with one long task and prints the plugin's pid.
 func hostMain() {
+	pl := testPool(1)
+	req := &sdk.Request{TaskID: "long", Params: mustJSON(params{Op: "sleep", MS: 100_000, Child: true})}
+	_, err := pl.Run(context.Background(), req, printHost{}, 0)
+	fmt.Println("run returned:", err)
+}
+
+// testPool is a pool of the test binary as its plugin, for the host modes.
+func testPool(size int) *Pool {
 	exe, err := os.Executable()
 	if err != nil {
 		panic(err)
@@ -193,10 +211,64 @@ func hostMain() {
 	if err != nil {
 		panic(err)
 	}
-	pl := NewPool(Config{Path: exe, Checksum: sum, Env: []string{envPlugin + "=task"}}, 1)
-	req := &sdk.Request{TaskID: "long", Params: mustJSON(params{Op: "sleep", MS: 100_000, Child: true})}
-	_, err = pl.Run(context.Background(), req, printHost{}, 0)
-	fmt.Println("run returned:", err)
+	return NewPool(Config{Path: exe, Checksum: sum, Env: []string{envPlugin + "=task"}}, size)
+}
+
+// busyHostMain runs short tasks in two plugin processes until stdin
+// closes. It prints "dir <private folder>" after its first task and
+// "done <tasks> <failures>" at the end; it exits 1 if a task failed.
+func busyHostMain() int {
+	pl := testPool(2)
+	defer pl.Close()
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+	}()
+	var n, failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%d", w, i)
+				_, err := pl.Run(context.Background(), &sdk.Request{TaskID: id, Params: mustJSON(params{Op: "pid", MS: 5})}, nil, 0)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "task", id, "failed:", err)
+					failed.Add(1)
+				}
+				if n.Add(1) == 1 {
+					fmt.Println("dir", pl.privateRoot(), pl.dirs.sock)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("done", n.Load(), failed.Load())
+	if failed.Load() > 0 {
+		return 1
+	}
+	return 0
+}
+
+// sweepHostMain starts and closes a pool five times (each first start
+// sweeps the folders of dead hosts), running a task in each; it exits 1
+// if a task failed.
+func sweepHostMain() int {
+	for range 5 {
+		pl := testPool(1)
+		_, err := pl.Run(context.Background(), &sdk.Request{TaskID: "t", Params: mustJSON(params{Op: "pid"})}, nil, 0)
+		pl.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sweeping host's task failed:", err)
+			return 1
+		}
+	}
+	return 0
 }
 
 type printHost struct{ sdk.UnsupportedHost }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/node"
 )
@@ -31,8 +33,13 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 	if len(static) == 0 && c.NoMDNS {
 		return &submitterSwarm{name: host, stop: func() {}}, nil
 	}
-	// A private folder per run: several jobs may be submitted at once.
-	dataDir := filepath.Join(g.Data, "submit", fmt.Sprint(os.Getpid()))
+	// A private folder per run (several jobs may be submitted at once),
+	// owned through its lock: those of runs that died are swept.
+	own, err := submitDir(g)
+	if err != nil {
+		return nil, err
+	}
+	dataDir := own.Path
 	adv := ""
 	if len(static) > 0 {
 		adv = node.LocalIPFor(static[0].Addr)
@@ -47,6 +54,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		Logger:    g.Logger,
 	})
 	if err != nil {
+		own.Remove()
 		return nil, withCode(exitBadInput, err)
 	}
 	nctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -66,12 +74,30 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 	if err != nil {
 		cancel()
 		wg.Wait()
+		own.Remove()
 		return nil, withCode(exitBadInput, err)
 	}
 	sw := &node.Swarm{Self: name, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
 	return &submitterSwarm{
 		name:   name,
 		remote: &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
-		stop:   func() { cancel(); wg.Wait(); os.RemoveAll(dataDir) },
+		stop:   func() { cancel(); wg.Wait(); own.Remove() },
 	}, nil
+}
+
+// submitDir makes this run's folder in DATA/submit, after removing those
+// of runs that died (whose lock it can take).
+func submitDir(g *Globals) (*dirlock.Dir, error) {
+	parent := filepath.Join(g.Data, "submit")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("submitter folder: %w", err)
+	}
+	if removed, err := dirlock.Sweep(parent, ""); len(removed) > 0 || err != nil {
+		g.Logger.Debug("swept submitter folders of dead runs", "removed", removed, "err", err)
+	}
+	d, err := dirlock.Make(parent, strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("submitter folder: %w", err)
+	}
+	return d, nil
 }

@@ -16,7 +16,7 @@
 // So no folder with a final name ever exists without a held lock, and
 // Sweep never sees a half-made one under that name.
 //
-// Sweep(parent, prefix) removes the folders in parent named prefix... (and
+// Sweep(parent, prefix) removes the folders in parent named prefix* (and
 // the staging folders of that prefix) whose lock it can take: it takes the
 // lock, checks that the lock file is still the one at the path, removes
 // the folder, then lets the lock go. A folder whose lock is held is left

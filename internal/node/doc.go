@@ -16,9 +16,11 @@
 // inline when small, else as blocks the coordinator fetches. Leases that
 // arrive together come in one Leases message, results ready together
 // leave in one Results message. Each slot has a work folder of its own
-// (DATA/work/<pid>-*/slot<N>), emptied after every task and reused: a
-// task still starts in an empty private folder, without the directory
-// operations a fresh folder per task would cost.
+// (DATA/work/<pid>-*/slot<N>; the node owns DATA/work/<pid>-* through a
+// lock held in it, and removes those of dead nodes, see internal/dirlock),
+// emptied after every task and reused: a task still starts in an empty
+// private folder, without the directory operations a fresh folder per
+// task would cost.
 //
 // Fair sharing. The node's slots are shared between the sessions of all
 // coordinators: slot runners take leases from the sessions in round-robin

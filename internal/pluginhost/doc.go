@@ -58,8 +58,11 @@
 //     removes along with HOME, TMPDIR and go-plugin's socket directory
 //     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the sockets go to a
 //     directory of that name in /tmp instead when $TMPDIR is too long for
-//     a unix socket address; the first start of a pool removes those of
-//     hosts that died without Close);
+//     a unix socket address). The pool owns these folders through a lock
+//     held in each for its life (internal/dirlock); the first start of a
+//     pool removes those whose lock it can take: hosts that died without
+//     Close. The pid in the name is only for people: a PID says nothing
+//     across PID namespaces;
 //   - has stdin on /dev/null (go-plugin would hand it the host's stdin);
 //   - leads its own process group (Setpgid) and is killed with
 //     kill(-pgid, SIGKILL), so whatever it started dies with it;

@@ -222,7 +222,7 @@ func killCgroup(dir string) {
 }
 
 // cgroupRemoveStale removes the lab cgroups of owners no longer running.
-func cgroupRemoveStale() ([]string, error) {
+func cgroupRemoveStale(owners *staleOwners) ([]string, error) {
 	var roots []string
 	if ctl, err := findCPUControllerNoMount(); err == nil {
 		roots = append(roots, ctl.Root)
@@ -235,7 +235,7 @@ func cgroupRemoveStale() ([]string, error) {
 	for _, root := range roots {
 		entries, _ := os.ReadDir(root)
 		for _, e := range entries {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), LabPrefix) || ownerAlive(e.Name()) {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), LabPrefix) || !owners.gone(e.Name()) {
 				continue
 			}
 			dir := filepath.Join(root, e.Name())
@@ -298,7 +298,11 @@ func PrioritiseSelf() (undo func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCPUCgroups(ctl, fmt.Sprintf("%s%d-0-self", LabPrefix, os.Getpid()))
+	name, err := LabName("0-self")
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCPUCgroups(ctl, name)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,10 @@
 // end-to-end tests: network namespaces joined by a bridge (or one
 // namespace on loopback), a `p2pc join` per peer under a CFS CPU quota
 // (cgroup v1 or v2), and `p2pc run` in a namespace of its own. Everything
-// a lab makes is named LabPrefix+"<owner pid>-..." and removed when it
-// closes; a new lab removes what crashed runs left behind. Labs need
-// root; LabAvailable says whether this process can build them.
+// a lab makes is named LabPrefix+"<owner pid>-..." (LabName) and removed
+// when it closes; a new lab removes what crashed runs left behind, judged
+// by the owner's lock in LabLockDir, never by its pid (labowner.go). Labs
+// need root; LabAvailable says whether this process can build them.
 //
 // Private network namespaces for tests that multicast (netns.go):
 // MainInNetns re-executes a test binary inside one.

@@ -196,9 +196,13 @@ func NewLab(ctx context.Context, cfg LabConfig) (*Lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new lab: %w", err)
 	}
+	name, err := LabName(strconv.FormatInt(labSeq.Add(1), 10))
+	if err != nil {
+		return nil, fmt.Errorf("new lab: %w", err)
+	}
 	l := &Lab{
 		cfg:  cfg,
-		name: fmt.Sprintf("%s%d-%d", LabPrefix, os.Getpid(), labSeq.Add(1)),
+		name: name,
 		net:  ops,
 	}
 	l.log = cfg.Logger.With("component", "lab", "lab", l.name)

@@ -18,9 +18,10 @@ import (
 )
 
 // LabPrefix starts the name of every network namespace and cgroup a lab
-// makes: "p2pcb-<pid of the owner>-<lab number>-<node>". The owner's PID
-// lets a later run tell a crashed run's leftovers (owner gone: removed)
-// from those of a lab that is still running (left alone).
+// makes: "p2pcb-<pid of the owner>-<lab number>-<node>" (see LabName). A
+// later run tells a crashed run's leftovers (owner gone: removed) from
+// those of a lab still running (left alone) by the owner's lock in
+// LabLockDir, not by its PID.
 const LabPrefix = "p2pcb-"
 
 // Lab address plan (Bridge mode). The addresses exist only inside the
@@ -215,28 +216,10 @@ func (o *netOps) netnsCommandArgs(ns string, args ...string) []string {
 // the lab's number, and optionally more.
 var labNameRe = regexp.MustCompile(`^` + regexp.QuoteMeta(LabPrefix) + `([0-9]+)-[0-9]+(-.*)?$`)
 
-// ownerAlive reports whether the lab object named name (LabPrefix +
-// "<pid>-<n>...") belongs to a process that is still running. A name that
-// is not a lab object's counts as alive: it is never touched.
-func ownerAlive(name string) bool {
-	m := labNameRe.FindStringSubmatch(name)
-	if m == nil {
-		return true
-	}
-	pid, err := strconv.Atoi(m[1])
-	if err != nil || pid <= 0 {
-		return true
-	}
-	if pid == os.Getpid() {
-		return true
-	}
-	err = syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // CleanStaleLabs removes the network namespaces and cgroups that labs of
-// processes no longer running left behind (a crash, a SIGKILL). Labs of
-// live processes are left alone. It returns what it removed.
+// processes no longer running left behind (a crash, a SIGKILL): those
+// whose owner's lock it can take (labowner.go). Labs of live processes are
+// left alone. It returns what it removed.
 func CleanStaleLabs() ([]string, error) {
 	if err := LabAvailable(); err != nil {
 		return nil, err
@@ -245,6 +228,8 @@ func CleanStaleLabs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	owners := newStaleOwners()
+	defer owners.release()
 	var removed []string
 	var errs []error
 	entries, _ := os.ReadDir("/run/netns")
@@ -253,7 +238,7 @@ func CleanStaleLabs() ([]string, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, LabPrefix) || ownerAlive(name) {
+		if !strings.HasPrefix(name, LabPrefix) || !owners.gone(name) {
 			continue
 		}
 		if err := deleteNetns(ip, name); err != nil {
@@ -265,7 +250,7 @@ func CleanStaleLabs() ([]string, error) {
 	// Lab TMPDIRs (and lab folders made by NewLab) of dead owners.
 	tmp, _ := os.ReadDir(os.TempDir())
 	for _, e := range tmp {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), LabPrefix) || ownerAlive(e.Name()) {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), LabPrefix) || !owners.gone(e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(os.TempDir(), e.Name())); err != nil {
@@ -274,10 +259,12 @@ func CleanStaleLabs() ([]string, error) {
 		}
 		removed = append(removed, "folder "+filepath.Join(os.TempDir(), e.Name()))
 	}
-	cg, err := cgroupRemoveStale()
+	cg, err := cgroupRemoveStale(owners)
 	removed = append(removed, cg...)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	owners.release()
+	sweepLockFiles()
 	return removed, errors.Join(errs...)
 }

@@ -39,7 +39,11 @@ func startCoreFiller(cores []int) (*coreFiller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core filler: %w", err)
 	}
-	f := &coreFiller{dir: filepath.Join(ctl.Root, fmt.Sprintf("%s%d-0-filler", harness.LabPrefix, os.Getpid()))}
+	name, err := harness.LabName("0-filler")
+	if err != nil {
+		return nil, fmt.Errorf("core filler: %w", err)
+	}
+	f := &coreFiller{dir: filepath.Join(ctl.Root, name)}
 	if err := os.Mkdir(f.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("core filler: %w", err)
 	}

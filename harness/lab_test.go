@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,7 +162,11 @@ func TestLabQuota(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cpu controller: %v", err)
 	}
-	cg, err := newCPUCgroups(ctl, fmt.Sprintf("%s%d-quota-test", LabPrefix, os.Getpid()))
+	name, err := LabName("0-quota-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := newCPUCgroups(ctl, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +183,20 @@ func TestLabQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	defer p.Kill()
+	// The shell moves itself into the cgroup, then becomes the loop.
+	pid := strconv.Itoa(p.Pid())
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, _ := os.ReadFile(procs)
+		cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		if slices.Contains(strings.Fields(string(b)), pid) && strings.Contains(string(cmd), "while") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop (pid %s) was not running in its cgroup after 5s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	c0, err := ProcCPU(p.Pid())
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,15 +68,42 @@ func startCoreFiller(cores []int) (*coreFiller, error) {
 		}
 		f.cmds = append(f.cmds, cmd)
 	}
-	// Check that the spinners got going (taskset and chrt exist, the
-	// cgroup took them).
-	time.Sleep(200 * time.Millisecond)
-	b, _ := os.ReadFile(procs)
-	if n := len(splitLines(string(b))); n < len(cores) {
-		f.stop()
-		return nil, fmt.Errorf("core filler: %d of %d spinners running (taskset, chrt?)", n, len(cores))
+	// Wait until the spinners got going: every process in the cgroup runs
+	// under SCHED_IDLE (so taskset and chrt exist and worked), as many as
+	// cores. A spinner that failed leaves the cgroup, and the wait ends at
+	// its deadline.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(procs)
+		pids := splitLines(string(b))
+		if len(pids) >= len(cores) && allIdle(pids) {
+			return f, nil
+		}
+		if time.Now().After(deadline) {
+			f.stop()
+			return nil, fmt.Errorf("core filler: %d of %d spinners running under SCHED_IDLE after 5s (taskset, chrt?)", len(pids), len(cores))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return f, nil
+}
+
+// allIdle: every process of pids runs under SCHED_IDLE (policy 5, the
+// 41st field of /proc/<pid>/stat).
+func allIdle(pids []string) bool {
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return false
+		}
+		// Fields after the command name, which may hold spaces: state is
+		// field 3, policy field 41.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 39 || f[38] != "5" {
+			return false
+		}
+	}
+	return true
 }
 
 // stop ends the spinners this filler started and removes its cgroup.

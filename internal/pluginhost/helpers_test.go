@@ -121,6 +121,18 @@ func waitDead(t testing.TB, pid int, d time.Duration, what string) {
 	}
 }
 
+// waitUntil fails unless cond holds within d; what says what it waited for.
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // testHost records a call's callbacks.
 type testHost struct {
 	sdk.UnsupportedHost

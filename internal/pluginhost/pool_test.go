@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -537,7 +538,11 @@ func TestIdleProcessDies(t *testing.T) {
 	pid := runPID(t, pl)
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitDead(t, pid, time.Second, "killed idle plugin")
-	time.Sleep(50 * time.Millisecond)
+	waitUntil(t, time.Second, "the pool to see its idle process exit", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return len(pl.idle) == 1 && pl.idle[0].hasExited()
+	})
 	if got := runPID(t, pl); got == pid {
 		t.Fatal("dead pid reused")
 	}
@@ -547,13 +552,35 @@ func TestIdleProcessDies(t *testing.T) {
 // exit of the thread of the goroutine that asked for it.
 func TestPluginSurvivesStarterThread(t *testing.T) {
 	pl, _ := newTestPool(t, 1)
-	pidc := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // exits locked: the runtime ends this thread
-		pidc <- runPID(t, pl)
-	}()
-	pid := <-pidc
-	time.Sleep(300 * time.Millisecond)
+	// The runtime never ends the main thread: a goroutine that lands
+	// there keeps it (locked) until the test ends, and the next try runs
+	// elsewhere.
+	hold := make(chan struct{})
+	defer close(hold)
+	var tid, pid int
+	for tid == 0 {
+		tidc, pidc := make(chan int, 1), make(chan int, 1)
+		go func() {
+			runtime.LockOSThread() // exits locked: the runtime ends this thread
+			if syscall.Gettid() == os.Getpid() {
+				tidc <- 0
+				<-hold
+				runtime.UnlockOSThread()
+				return
+			}
+			tidc <- syscall.Gettid()
+			pidc <- runPID(t, pl)
+		}()
+		if tid = <-tidc; tid != 0 {
+			pid = <-pidc
+		}
+	}
+	// Pdeathsig is sent as the thread exits: once it is gone, a plugin
+	// that got it is dead or dying, and the warm call below would fail.
+	waitUntil(t, 5*time.Second, fmt.Sprintf("thread %d to exit", tid), func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+		return errors.Is(err, fs.ErrNotExist)
+	})
 	if !alive(pid) {
 		t.Fatal("the plugin died with the thread that started it")
 	}

@@ -306,18 +306,27 @@ func TestConformanceChecks(t *testing.T) {
 		}
 	}
 	var calls atomic.Int64
-	hung := make(chan struct{})
-	hangs := taskFunc(func(ctx context.Context, _ *sdk.Request, _ sdk.Host) (*sdk.Result, error) {
+	hung := make(chan string, 1) // the hung call's work dir, once it returned
+	hangs := taskFunc(func(ctx context.Context, req *sdk.Request, _ sdk.Host) (*sdk.Result, error) {
 		if calls.Add(1) == 3 { // the cancel check: ignore ctx for a while
 			time.Sleep(time.Second)
-			defer close(hung)
+			defer func() { hung <- req.WorkDir }()
 		}
 		return nil, nil
 	})
 	t.Cleanup(func() {
-		if calls.Load() >= 3 { // it hung:
-			<-hung                            // wait till it returned
-			time.Sleep(50 * time.Millisecond) // and its work dir is gone
+		if calls.Load() < 3 {
+			return
+		}
+		dir := <-hung // it hung: wait till it returned and its work dir is gone
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the hung task's work dir %s was not removed within 5s of its return", dir)
+				return
+			}
 		}
 	})
 

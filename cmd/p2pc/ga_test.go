@@ -53,6 +53,9 @@ func bestLength(t *testing.T, out string) int {
 // checkpoint on another peer, the job completes, its answer is about as
 // good as an undisturbed run's, and the report shows the move.
 func TestGAIslandSurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; a resume after SIGKILL is covered in -short by TestCheckpointResumeAfterKill")
+	}
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "ga1", 1), startPeer(t, dir, "ga2", 1), startPeer(t, dir, "ga3", 1), startPeer(t, dir, "ga4", 1)}
 	spec := writeSpec(t, dir, "ga.yaml", gaSpec)

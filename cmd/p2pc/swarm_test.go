@@ -119,6 +119,9 @@ func TestSwarmStaticPeers(t *testing.T) {
 }
 
 func TestSwarmSurvivesKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; peers killed mid-job: TestCheckpointResumeAfterKill covers SIGKILL in -short")
+	}
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 4 {
@@ -190,6 +193,9 @@ func restart(t *testing.T, dir string, p *peer) *peer {
 }
 
 func TestSwarmStoppedPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; TestSwarmStaticPeers covers the swarm in -short")
+	}
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2)}
 	spec := writeSpec(t, dir, "s.yaml", `
@@ -249,6 +255,9 @@ tasks:
 }
 
 func TestTwoSubmitters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; TestSwarmStaticPeers covers the swarm in -short")
+	}
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "t1", 2), startPeer(t, dir, "t2", 2), startPeer(t, dir, "t3", 2)}
 	var runs []*harness.Proc
@@ -311,6 +320,9 @@ tasks:
 // peers and the job runs on all of them, with the same image as a local
 // run. It needs the private network namespace TestMain makes.
 func TestMDNSSwarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; discovery's mDNS tests and TestSwarmStaticPeers cover it in -short")
+	}
 	harness.RequirePrivateNetns(t)
 	dir := t.TempDir()
 	var names []string

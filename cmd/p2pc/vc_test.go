@@ -142,6 +142,9 @@ tasks:
 // since; the coordinator replays their recorded results instead of
 // applying them again. Every value 1..N is produced exactly once.
 func TestGlobalsExactlyOnceAcrossKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; TestGlobalsLinearizable and TestCheckpointResumeAfterKill cover globals and kills in -short")
+	}
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "x1", 1), startPeer(t, dir, "x2", 1), startPeer(t, dir, "x3", 1)}
 	const tasks, each = 2, 120

@@ -81,6 +81,9 @@ func TestVerifyOneLiar(t *testing.T) {
 }
 
 func TestVerifyColludingLiars(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; TestVerifyOneLiar covers voting in -short")
+	}
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 3 {

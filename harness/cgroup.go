@@ -240,6 +240,7 @@ func cgroupRemoveStale(owners *staleOwners) ([]string, error) {
 			}
 			dir := filepath.Join(root, e.Name())
 			if err := removeCgroupTree(dir); err != nil {
+				owners.failedFor(e.Name())
 				errs = append(errs, err)
 				continue
 			}

@@ -242,6 +242,7 @@ func CleanStaleLabs() ([]string, error) {
 			continue
 		}
 		if err := deleteNetns(ip, name); err != nil {
+			owners.failedFor(name)
 			errs = append(errs, err)
 			continue
 		}
@@ -254,6 +255,7 @@ func CleanStaleLabs() ([]string, error) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(os.TempDir(), e.Name())); err != nil {
+			owners.failedFor(e.Name())
 			errs = append(errs, err)
 			continue
 		}
@@ -265,6 +267,6 @@ func CleanStaleLabs() ([]string, error) {
 		errs = append(errs, err)
 	}
 	owners.release()
-	sweepLockFiles()
+	sweepLockFiles(owners.failed)
 	return removed, errors.Join(errs...)
 }

@@ -11,7 +11,7 @@ import (
 // TestStaleOwners: lab objects are left behind only when their owner's
 // lock is free, whatever their pid says. Owner 999999998 holds its lock
 // (as a process in another PID namespace would, where that pid exists);
-// 999999999 does not.
+// 999999999 does not; 999999997 has no lock file.
 func TestStaleOwners(t *testing.T) {
 	if err := os.MkdirAll(LabLockDir, 0o755); err != nil {
 		t.Skipf("no %s: %v", LabLockDir, err)
@@ -21,6 +21,12 @@ func TestStaleOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Release()
+	dead, err := dirlock.Acquire(ownerLockPath(999999999))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Unlock() // the owner died: its lock file is left, unlocked
+	os.Remove(ownerLockPath(999999997))
 	self := os.Getpid()
 	owners := newStaleOwners()
 	defer owners.release()
@@ -34,6 +40,7 @@ func TestStaleOwners(t *testing.T) {
 		{"p2pcb-999999998-1-p2", false},
 		{"p2pcb-999999999-1", true}, // lock free
 		{"p2pcb-999999999-1-p2", true},
+		{"p2pcb-999999997-1", false}, // no lock file: an owner from before the locks
 		{"p2pcb-qout", false}, // not a lab object: never touched
 		{"p2pcb-final", false},
 		{"p2pcb-12-x", false},

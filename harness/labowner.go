@@ -27,6 +27,10 @@ const LabLockDir = "/run/p2pcb"
 var (
 	ownerOnce sync.Once
 	ownerErr  error
+	// ownerLock is held for the life of the process (and referenced
+	// here for as long: an unreachable *os.File is closed by the GC,
+	// and its lock with it).
+	ownerLock *dirlock.Lock
 )
 
 // LabName returns LabPrefix + "<this process's pid>-" + suffix, after
@@ -38,7 +42,8 @@ func LabName(suffix string) (string, error) {
 			return
 		}
 		// Held until the process exits: never released.
-		_, err := dirlock.Acquire(ownerLockPath(os.Getpid()))
+		l, err := dirlock.Acquire(ownerLockPath(os.Getpid()))
+		ownerLock = l
 		var held *dirlock.HeldError
 		if errors.As(err, &held) {
 			err = fmt.Errorf("lab names %s%d-* belong to %s (a process with this pid in another PID namespace)", LabPrefix, os.Getpid(), held.Owner)
@@ -61,25 +66,33 @@ func ownerLockPath(pid int) string {
 // behind: it takes the locks of gone owners and holds them until release,
 // so that no new owner with the same pid names anything meanwhile.
 type staleOwners struct {
-	taken map[int]*dirlock.Lock
-	alive map[int]bool
+	taken  map[int]*dirlock.Lock
+	alive  map[int]bool
+	failed map[int]bool // an object of theirs could not be removed
 }
 
 func newStaleOwners() *staleOwners {
-	return &staleOwners{taken: map[int]*dirlock.Lock{}, alive: map[int]bool{}}
+	return &staleOwners{taken: map[int]*dirlock.Lock{}, alive: map[int]bool{}, failed: map[int]bool{}}
+}
+
+func labOwner(name string) (int, bool) {
+	m := labNameRe.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(m[1])
+	return pid, err == nil && pid > 0
 }
 
 // gone reports whether the lab object named name belongs to an owner that
 // no longer holds its lock. A name that is not a lab object's, this
 // process's names, and owners that cannot be judged count as alive: they
-// are never touched.
+// are never touched. So do owners without a lock file (a p2pc from before
+// the locks, or an unknown one): their objects live in /run and in the
+// cgroup tree, and a reboot clears them.
 func (s *staleOwners) gone(name string) bool {
-	m := labNameRe.FindStringSubmatch(name)
-	if m == nil {
-		return false
-	}
-	pid, err := strconv.Atoi(m[1])
-	if err != nil || pid <= 0 || pid == os.Getpid() {
+	pid, ok := labOwner(name)
+	if !ok || pid == os.Getpid() {
 		return false
 	}
 	if _, ok := s.taken[pid]; ok {
@@ -88,7 +101,12 @@ func (s *staleOwners) gone(name string) bool {
 	if s.alive[pid] {
 		return false
 	}
-	l, err := dirlock.Acquire(ownerLockPath(pid))
+	path := ownerLockPath(pid)
+	if _, err := os.Stat(path); err != nil {
+		s.alive[pid] = true
+		return false
+	}
+	l, err := dirlock.Acquire(path)
 	if err != nil {
 		s.alive[pid] = true
 		return false
@@ -97,21 +115,35 @@ func (s *staleOwners) gone(name string) bool {
 	return true
 }
 
-// release lets go of the locks taken (removing their files).
+// failedFor notes that an object named name could not be removed: its
+// owner's lock file stays, so that a later sweep tries again.
+func (s *staleOwners) failedFor(name string) {
+	if pid, ok := labOwner(name); ok {
+		s.failed[pid] = true
+	}
+}
+
+// release lets go of the locks taken, removing the lock files of owners
+// whose objects are all gone.
 func (s *staleOwners) release() {
-	for _, l := range s.taken {
-		l.Release()
+	for pid, l := range s.taken {
+		if s.failed[pid] {
+			l.Unlock()
+		} else {
+			l.Release()
+		}
+		delete(s.taken, pid)
 	}
 }
 
 // sweepLockFiles removes the lock files of owners gone that left no lab
-// object behind.
-func sweepLockFiles() {
+// object behind (except those in skip).
+func sweepLockFiles(skip map[int]bool) {
 	entries, _ := os.ReadDir(LabLockDir)
 	for _, e := range entries {
 		pidText, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), LabPrefix), ".lock")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid == os.Getpid() {
+		if !ok || err != nil || pid == os.Getpid() || skip[pid] {
 			continue
 		}
 		if l, err := dirlock.Acquire(ownerLockPath(pid)); err == nil {

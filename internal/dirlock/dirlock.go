@@ -81,7 +81,9 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("%s is locked by %s", e.Path, e.Owner)
 }
 
-// Lock is a held lock on one lock file.
+// Lock is a held lock on one lock file. Keep it reachable for as long as
+// it must hold: the garbage collector closes an unreachable file, and the
+// lock goes with it.
 type Lock struct {
 	path string
 	f    *os.File
@@ -140,7 +142,13 @@ func (l *Lock) Release() error {
 	return errors.Join(err, l.f.Close())
 }
 
-// Dir is a folder this process owns: it holds the lock in it until Remove.
+// Unlock lets the lock go and leaves the lock file in place.
+func (l *Lock) Unlock() error {
+	return l.f.Close()
+}
+
+// Dir is a folder this process owns: it holds the lock in it until Remove
+// (keep it reachable until then, as a Lock).
 type Dir struct {
 	// Path is the folder.
 	Path string

@@ -3,6 +3,7 @@ package dirlock
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 
 // TestMain lets the test binary act as a folder owner in another process:
 // with DIRLOCK_TEST_MAKE=parent it makes a folder there, prints its path
-// and waits to be killed.
+// and holds it until its stdin closes.
 func TestMain(m *testing.M) {
 	if parent := os.Getenv("DIRLOCK_TEST_MAKE"); parent != "" {
 		d, err := Make(parent, "owned-")
@@ -23,7 +24,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Stdout.WriteString(d.Path + "\n")
-		select {}
+		io.Copy(io.Discard, os.Stdin) // hold the folder until stdin closes or a kill
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -34,6 +36,10 @@ func startOwner(t *testing.T, parent string) (*exec.Cmd, string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "DIRLOCK_TEST_MAKE="+parent)
 	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +47,7 @@ func startOwner(t *testing.T, parent string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatalf("owner process: no folder: %v", err)

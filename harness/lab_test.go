@@ -109,7 +109,9 @@ func TestLab(t *testing.T) {
 				}
 			}
 			spec := echoSpec(t, dir, 16)
-			sub, err := lab.Submit(ctx, SubmitOptions{Spec: spec, Out: filepath.Join(dir, "out"), SampleCPU: 100 * time.Millisecond})
+			// Both peers must have enrolled before a task is handed out:
+			// mDNS may find one later than the other.
+			sub, err := lab.Submit(ctx, SubmitOptions{Spec: spec, Out: filepath.Join(dir, "out"), Args: []string{"--min-peers", "2"}, SampleCPU: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -94,7 +94,8 @@ func TestSwarmStaticPeers(t *testing.T) {
 	peers := []*peer{startPeer(t, dir, "p1", 2), startPeer(t, dir, "p2", 2), startPeer(t, dir, "p3", 2)}
 	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(mandelbrotSpec, 32, 31))
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	// Every peer enrols before a task is handed out, so each takes part.
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--join", addrs(peers))
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -332,7 +333,7 @@ func TestMDNSSwarm(t *testing.T) {
 	}
 	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(mandelbrotSpec, 48, 47))
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "0")
+	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "0", "--min-peers", "3")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}

@@ -41,7 +41,7 @@ func TestStaleOwners(t *testing.T) {
 		{"p2pcb-999999999-1", true}, // lock free
 		{"p2pcb-999999999-1-p2", true},
 		{"p2pcb-999999997-1", false}, // no lock file: an owner from before the locks
-		{"p2pcb-qout", false}, // not a lab object: never touched
+		{"p2pcb-qout", false},        // not a lab object: never touched
 		{"p2pcb-final", false},
 		{"p2pcb-12-x", false},
 		{"other-999999999-1", false},

@@ -52,7 +52,7 @@ func LabName(suffix string) (string, error) {
 			ownerErr = fmt.Errorf("own lab names: %w", err)
 		}
 	})
-	if ownerErr != nil {
+	if ownerLock == nil {
 		return "", ownerErr
 	}
 	return LabPrefix + strconv.Itoa(os.Getpid()) + "-" + suffix, nil

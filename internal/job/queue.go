@@ -219,8 +219,12 @@ func (q *queue) saveTrust() {
 	}
 	q.mu.Unlock()
 	data, _ := json.MarshalIndent(saved, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
 		err = report.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		q.r.log.Warn("save trust file", "path", path, "err", err)
 	}
 }
 

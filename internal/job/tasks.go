@@ -132,18 +132,6 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result
 	return out
 }
 
-// countedAttempts counts the attempts that used up a retry: infrastructure
-// losses and cancellations do not.
-func countedAttempts(as []report.Attempt) int {
-	n := 0
-	for _, a := range as {
-		if a.Outcome != report.OutcomeLost && a.Outcome != report.OutcomeCanceled {
-			n++
-		}
-	}
-	return n
-}
-
 func (r *runner) execute(ctx context.Context, work string, l *lease) (*sdk.Result, error) {
 	job := r.p.Spec
 	i, attempt := l.task, l.attempt

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -47,7 +48,7 @@ type RemoteOptions struct {
 // Session is a running job as seen by the swarm.
 type Session struct {
 	r        *runner
-	q        *queue
+	q        *sched.Queue
 	workRoot string
 
 	once    sync.Once
@@ -146,15 +147,15 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
-		s.q.enrol(peer.Name)
+		s.q.Enrol(peer.Name)
 	default:
 		return fmt.Errorf("enrol %s: unexpected first message %T", peer.Name, first.Msg)
 	}
 
-	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*lease{},
+	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
 	err = w.run(ctx, cancel)
-	lost := s.q.lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
+	lost := s.q.Lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
 	if lost > 0 {
 		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", err)
 	}
@@ -177,7 +178,7 @@ type remoteWorker struct {
 	stream peerpb.Peer_WorkClient
 
 	mu     sync.Mutex
-	leases map[uint64]*lease // by lease id
+	leases map[uint64]*sched.Lease // by lease id
 
 	outbox  chan *peerpb.ToPeer
 	credits chan int
@@ -319,7 +320,7 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			}
 		case *peerpb.FromPeer_Progress:
 			if l := w.get(m.Progress.LeaseId); l != nil {
-				w.s.r.opts.Events.TaskProgress(l.taskID, m.Progress.Fraction, m.Progress.Note)
+				w.s.r.opts.Events.TaskProgress(l.TaskID, m.Progress.Fraction, m.Progress.Note)
 			}
 		case *peerpb.FromPeer_Partial:
 			if l := w.get(m.Partial.LeaseId); l != nil {
@@ -344,7 +345,7 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 	}
 }
 
-func (w *remoteWorker) get(id uint64) *lease {
+func (w *remoteWorker) get(id uint64) *sched.Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.leases[id]
@@ -373,18 +374,21 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 				continue
 			}
 		}
-		l, err := w.s.q.next(ctx, w.peer.Name)
+		l, err := w.s.q.Next(ctx, w.peer.Name)
 		if err != nil {
-			if errors.Is(err, errDrained) || errors.Is(err, errExcluded) {
+			if errors.Is(err, sched.ErrExcluded) {
+				return errExcluded
+			}
+			if errors.Is(err, errDrained) {
 				return err
 			}
 			return nil
 		}
-		batch := []*lease{l}
+		batch := []*sched.Lease{l}
 		msgs := []*peerpb.Lease{w.leaseMsg(l)}
 		size := len(msgs[0].Params)
 		for credit--; credit > 0 && len(batch) < MaxBatch && size < MaxBatchBytes; credit-- {
-			l := w.s.q.tryNext(w.peer.Name)
+			l := w.s.q.TryNext(w.peer.Name)
 			if l == nil {
 				break
 			}
@@ -394,7 +398,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		for _, l := range batch {
-			w.leases[l.id] = l
+			w.leases[l.ID] = l
 		}
 		w.mu.Unlock()
 		msg := &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: msgs[0]}}
@@ -412,23 +416,23 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 	}
 }
 
-func (w *remoteWorker) leaseMsg(l *lease) *peerpb.Lease {
+func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
-		LeaseId: l.id, TaskId: l.taskID, Attempt: uint32(l.attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.task),
-		DigestOnly: l.digestOnly,
+		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.Task),
+		DigestOnly: l.DigestOnly,
 	}
 }
 
 // watchRevoke tells the peer to stop a lease that was taken back.
-func (w *remoteWorker) watchRevoke(ctx context.Context, l *lease) {
+func (w *remoteWorker) watchRevoke(ctx context.Context, l *sched.Lease) {
 	select {
 	case <-ctx.Done():
-	case <-l.revoked:
-		if w.get(l.id) == nil {
+	case <-l.Revoked():
+		if w.get(l.ID) == nil {
 			return
 		}
 		select {
-		case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Cancel{Cancel: &peerpb.Cancel{LeaseId: l.id}}}:
+		case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Cancel{Cancel: &peerpb.Cancel{LeaseId: l.ID}}}:
 		case <-ctx.Done():
 		}
 	}
@@ -444,46 +448,46 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	if l == nil {
 		return // unknown or already settled lease: ignore
 	}
-	out := result{outcome: res.Outcome, end: time.Unix(0, res.EndedUnixNano).UTC()}
+	out := sched.Result{Outcome: res.Outcome, End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
-		out.end = time.Now().UTC()
+		out.End = time.Now().UTC()
 	}
 	if res.Error != "" {
-		out.err = errors.New(res.Error)
+		out.Err = errors.New(res.Error)
 	}
 	switch res.Outcome {
 	case report.OutcomeOK, report.OutcomeTaskError, report.OutcomeCrashed, report.OutcomeTimeout, report.OutcomeCanceled, report.OutcomeLost:
 	default:
-		out.outcome, out.err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
+		out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
 	}
-	if out.outcome == report.OutcomeOK && l.digestOnly {
-		out.digest = fmt.Sprintf("%x", res.Digest)
-		out.fetch = func(ctx context.Context, dir string) error {
+	if out.Outcome == report.OutcomeOK && l.DigestOnly {
+		out.Digest = fmt.Sprintf("%x", res.Digest)
+		out.Fetch = func(ctx context.Context, dir string) error {
 			_, _, err := w.stage(ctx, dir, res)
 			return err
 		}
-	} else if out.outcome == report.OutcomeOK {
-		stage := filepath.Join(w.s.workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10)+".out")
+	} else if out.Outcome == report.OutcomeOK {
+		stage := filepath.Join(w.s.workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
 		digest, files, err := w.stage(ctx, stage, res)
 		if err == nil && w.s.r.verifier {
 			if err = w.s.r.verifyOutput(ctx, l, stage, files); errors.Is(err, errRejected) {
 				os.RemoveAll(stage)
-				out.outcome, out.err = report.OutcomeRejected, err
-				w.s.q.finish(l, out)
+				out.Outcome, out.Err = report.OutcomeRejected, err
+				w.s.q.Finish(l, out)
 				return
 			}
 		}
 		if err != nil {
 			os.RemoveAll(stage)
-			out.outcome, out.err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
+			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
 			if ctx.Err() != nil {
-				out.outcome = report.OutcomeCanceled
+				out.Outcome = report.OutcomeCanceled
 			}
 		} else {
-			out.stage, out.digest, out.files = stage, digest, files
+			out.Stage, out.Digest, out.Files = stage, digest, files
 		}
 	}
-	w.s.q.finish(l, out)
+	w.s.q.Finish(l, out)
 }
 
 // maxInline bounds an inline output file; larger ones must travel as blocks.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -86,12 +87,11 @@ type runner struct {
 	opts RunOptions
 	log  *slog.Logger
 	pool *pluginhost.Pool
-	vc   *vcState
+	vc   *vc.State
 	// workRoot holds per-attempt folders (OUT/.p2pc/work).
 	workRoot string
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
-	q        *queue
 
 	mu    sync.Mutex // guards rep and dirty
 	rep   *report.Report
@@ -137,13 +137,14 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	for i, t := range job.Tasks {
 		ids[i] = t.ID
 	}
-	r.vc = newVC(ids)
+	var keep func(ctx context.Context, data []byte) error
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
-		r.vc.store = func(ctx context.Context, data []byte) error {
+		keep = func(ctx context.Context, data []byte) error {
 			_, _, err := blocks.PutFile(ctx, ro.Store, bytes.NewReader(data), 0)
 			return err
 		}
 	}
+	r.vc = vc.New(ids, keep, r.log)
 	reused := r.reuse()
 	if err := r.journal(); err != nil {
 		return nil, err
@@ -235,7 +236,7 @@ func (r *runner) reuse() int {
 			continue
 		}
 		t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
-		t.Files = relFiles(t.ID, files)
+		t.Files = report.TaskFiles(t.ID, files)
 		r.rep.Summary.Done++
 		n++
 	}

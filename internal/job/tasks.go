@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -29,7 +30,6 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		return 0
 	}
 	q := newQueue(r, pending)
-	r.q = q
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for slot := 0; slot < r.opts.Slots && slot < len(pending); slot++ {
@@ -59,82 +59,82 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if all, _ := q.done(); all {
+		if all, _ := q.Done(); all {
 			break
 		}
 		select {
 		case <-ctx.Done():
-		case <-q.changed():
+		case <-q.Changed():
 			continue
 		case <-tick.C:
-			q.expire(limit)
+			q.Expire(limit)
 			continue
 		}
 		break
 	}
-	q.close()
+	q.Close()
 	stop()
 	wg.Wait()
-	q.saveTrust()
-	if q.verifying() {
-		peers := q.peerReport()
+	q.SaveTrust()
+	if q.Verifying() {
+		peers := q.PeerReport()
 		r.mu.Lock()
 		r.rep.Peers = peers
 		r.mu.Unlock()
 	}
-	_, failed = q.done()
+	_, failed = q.Done()
 	return failed
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue
 // drains or ctx ends.
-func (r *runner) localWorker(ctx context.Context, q *queue, workRoot string) {
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string) {
 	for {
-		l, err := q.next(ctx, r.opts.Node)
+		l, err := q.Next(ctx, r.opts.Node)
 		if err != nil {
 			return
 		}
-		q.finish(l, r.runLocal(ctx, workRoot, l))
+		q.Finish(l, r.runLocal(ctx, workRoot, l))
 	}
 }
 
 // runLocal runs one lease in the local pool and stages its output.
-func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result {
+func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) sched.Result {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-l.revoked:
+		case <-l.Revoked():
 			cancel()
 		case <-actx.Done():
 		}
 	}()
-	work := filepath.Join(workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10))
+	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
 	defer os.RemoveAll(work)
 	res, err := r.execute(actx, work, l)
-	var out result
+	var out sched.Result
 	if err == nil {
-		out.stage = work + ".out"
-		if err = outputs.Gather(work, out.stage, res); err == nil {
-			out.digest, out.files, err = outputs.Digest(out.stage)
+		out.Stage = work + ".out"
+		if err = outputs.Gather(work, out.Stage, res); err == nil {
+			out.Digest, out.Files, err = outputs.Digest(out.Stage)
 			if err == nil && r.verifier {
-				err = r.verifyOutput(ctx, l, out.stage, out.files)
+				err = r.verifyOutput(ctx, l, out.Stage, out.Files)
 			}
 		}
 	}
-	out.err = err
+	out.Err = err
 	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.outcome = outputs.Classify(actx, err)
+	out.Outcome = outputs.Classify(actx, err)
 	if errors.Is(err, errRejected) {
-		out.outcome = report.OutcomeRejected
+		out.Outcome = report.OutcomeRejected
 	}
-	out.end = time.Now().UTC()
+	out.End = time.Now().UTC()
 	return out
 }
 
-func (r *runner) execute(ctx context.Context, work string, l *lease) (*sdk.Result, error) {
+func (r *runner) execute(ctx context.Context, work string, l *sched.Lease) (*sdk.Result, error) {
 	job := r.p.Spec
-	i, attempt := l.task, l.attempt
+	i, attempt := l.Task, l.Attempt
 	task := job.Tasks[i]
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, fmt.Errorf("make work dir: %w", err)
@@ -175,14 +175,6 @@ func (r *runner) place(id, stage string) error {
 	return nil
 }
 
-func relFiles(id string, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = filepath.ToSlash(filepath.Join("tasks", id, n))
-	}
-	return out
-}
-
 // taskHost relays the reduce step's callbacks to Events; the shared-state
 // calls are for tasks only.
 type taskHost struct {
@@ -206,11 +198,11 @@ var errRejected = errors.New("rejected by the plugin's check")
 
 // verifyOutput runs the plugin's Verify on a staged output. A rejection
 // comes back wrapping errRejected.
-func (r *runner) verifyOutput(ctx context.Context, l *lease, stage string, files []string) error {
+func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string, files []string) error {
 	req := &sdk.VerifyRequest{
 		JobID:  r.p.ID,
-		TaskID: l.taskID,
-		Params: r.p.Spec.TaskParamsJSON(l.task),
+		TaskID: l.TaskID,
+		Params: r.p.Spec.TaskParamsJSON(l.Task),
 		Inputs: r.inputFiles(),
 	}
 	for _, f := range files {

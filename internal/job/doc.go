@@ -18,6 +18,11 @@
 // tasks are done, and re-running the same job resumes: tasks recorded as
 // done whose files still match their digest are not run again.
 //
+// The decisions are made by plain data structures in subpackages: sched
+// (the lease queue, the vote, trust) and vc (the state tasks share). This
+// package gives them their side effects: output folders, events, the
+// report's lock and journal.
+//
 // The digest of a task's output is the SHA-256 of its canonical listing:
 // one line "<sha256 of file> <size> <name>\n" per file, sorted by name.
 package job

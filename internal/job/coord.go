@@ -24,7 +24,7 @@ var errExcluded = fmt.Errorf("%w: %w", ErrRefused, sched.ErrExcluded)
 // newQueue makes the job's lease queue over the pending tasks.
 func newQueue(r *runner, pending []int) *sched.Queue {
 	return sched.New(sched.Config{
-		JobID:      r.p.ID,
+		JobID:      r.p.ID.String(),
 		Verify:     r.p.Spec.Verify,
 		Retries:    r.p.Spec.Retries,
 		Pending:    pending,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"io"
 	"io/fs"
 	"os"
@@ -16,7 +15,9 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -63,7 +64,7 @@ type Peer struct {
 }
 
 // JobID is the job's ID.
-func (s *Session) JobID() string { return s.r.p.ID }
+func (s *Session) JobID() string { return s.r.p.ID.String() }
 
 // PluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
 // another platform are not offered the job.
@@ -80,7 +81,7 @@ func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
 func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	r := s.r
 	ro := r.opts.Remote
-	put := func(name, path string, digest [32]byte) (*peerpb.FileRef, error) {
+	put := func(name, path string, digest digest.ID) (*peerpb.FileRef, error) {
 		m, id, err := blocks.PutPath(ctx, ro.Store, path, blocks.DefaultBlockSize)
 		if err != nil {
 			return nil, fmt.Errorf("publish %s: %w", name, err)
@@ -89,7 +90,7 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	}
 	h := &peerpb.Hello{
 		Proto:           ProtocolVersion,
-		JobId:           r.p.ID,
+		JobId:           r.p.ID.String(),
 		JobName:         r.p.Spec.Name,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,

@@ -5,15 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/job/vc"
+	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -78,7 +78,7 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	if opts.JournalEvery <= 0 {
 		opts.JournalEvery = time.Second
 	}
-	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID[:12])}
+	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12])}
 	return r.run(ctx)
 }
 
@@ -191,7 +191,7 @@ func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
 	job := r.p.Spec
 	rep := &report.Report{
 		Format:  report.Format,
-		JobID:   r.p.ID,
+		JobID:   r.p.ID.String(),
 		Name:    job.Name,
 		Spec:    job.File,
 		State:   report.StateRunning,
@@ -199,7 +199,7 @@ func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
 		Node:    r.opts.Node,
 		Plugin: report.Plugin{
 			Path:    r.p.Plugin.Path,
-			Digest:  r.p.Plugin.DigestHex(),
+			Digest:  r.p.Plugin.Digest.String(),
 			Name:    info.Name,
 			Version: info.Version,
 		},

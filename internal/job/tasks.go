@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/outputs"
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -124,7 +125,7 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	}
 	out.Err = err
 	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.Outcome = outputs.Classify(actx, err)
+	out.Outcome = pluginhost.Classify(actx, err)
 	if errors.Is(err, errRejected) {
 		out.Outcome = report.OutcomeRejected
 	}
@@ -140,7 +141,7 @@ func (r *runner) execute(ctx context.Context, work string, l *sched.Lease) (*sdk
 		return nil, fmt.Errorf("make work dir: %w", err)
 	}
 	req := &sdk.Request{
-		JobID:   r.p.ID,
+		JobID:   r.p.ID.String(),
 		TaskID:  task.ID,
 		Attempt: attempt,
 		Params:  job.TaskParamsJSON(i),
@@ -200,7 +201,7 @@ var errRejected = errors.New("rejected by the plugin's check")
 // comes back wrapping errRejected.
 func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string, files []string) error {
 	req := &sdk.VerifyRequest{
-		JobID:  r.p.ID,
+		JobID:  r.p.ID.String(),
 		TaskID: l.TaskID,
 		Params: r.p.Spec.TaskParamsJSON(l.Task),
 		Inputs: r.inputFiles(),

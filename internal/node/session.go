@@ -514,7 +514,7 @@ func (s *session) exec(it *queued, slot int) {
 	if err == nil {
 		err = s.collect(ctx, work, out, res, l, &staged)
 	}
-	res.Outcome = outputs.Classify(ctx, err)
+	res.Outcome = pluginhost.Classify(ctx, err)
 	if err != nil {
 		res.Error = err.Error()
 		res.Outputs = nil

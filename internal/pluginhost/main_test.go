@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -189,7 +190,7 @@ func hostMain() {
 	if err != nil {
 		panic(err)
 	}
-	sum, err := Digest(exe)
+	sum, err := digest.File(exe)
 	if err != nil {
 		panic(err)
 	}

@@ -24,7 +24,7 @@ type submitterSwarm struct {
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("%s-run-%d", host, os.Getpid())
-	static, err := discovery.ParseAddrs(joinList(c.Join))
+	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
@@ -58,10 +58,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 			g.Logger.Warn("submitter node", "err", err)
 		}
 	}()
-	var addrs []string
-	for _, p := range static {
-		addrs = append(addrs, p.Addr)
-	}
+	addrs := static.Addrs()
 	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs})
 	if err != nil {
 		cancel()

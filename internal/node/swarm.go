@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -71,7 +72,7 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 	refused := map[string]bool{}
 	failedAt := map[string]time.Time{}
 	var mu sync.Mutex                  // guards refused, failedAt
-	staticNames := map[string]string{} // addr -> name, once known
+	static := &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns)}
 
 	tick := time.NewTicker(retry / 2)
 	defer tick.Stop()
@@ -90,18 +91,10 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 				want[c.Name] = c
 			}
 		}
-		for _, addr := range sw.Static {
-			name, ok := staticNames[addr]
-			if !ok {
-				info, err := sw.info(ctx, addr)
-				if err != nil {
-					continue
-				}
-				name = info.Name
-				staticNames[addr] = name
-			}
-			if _, ok := want[name]; !ok && name != sw.Self {
-				want[name] = Candidate{Name: name, Addr: addr, Slots: 1, Compatible: true}
+		peers, _ := static.Find(ctx) // the silent ones are asked again next round
+		for _, p := range peers {
+			if _, ok := want[p.Name]; !ok && p.Name != sw.Self {
+				want[p.Name] = Candidate{Name: p.Name, Addr: p.Addr, Slots: 1, Compatible: true}
 			}
 		}
 		// End the sessions of peers that are gone.
@@ -163,12 +156,3 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 	}
 }
 
-func (sw *Swarm) info(ctx context.Context, addr string) (*peerpb.InfoResponse, error) {
-	conn, err := sw.Conns.Conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return peerpb.NewPeerClient(conn).Info(ctx, &peerpb.InfoRequest{Proto: ProtocolVersion})
-}

@@ -71,7 +71,7 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 	active := map[string]*enrolment{} // by peer name
 	refused := map[string]bool{}
 	failedAt := map[string]time.Time{}
-	var mu sync.Mutex                  // guards refused, failedAt
+	var mu sync.Mutex // guards refused, failedAt
 	static := &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns)}
 
 	tick := time.NewTicker(retry / 2)
@@ -155,4 +155,3 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 		}
 	}
 }
-

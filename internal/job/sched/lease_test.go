@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestPrefetchTakesPendingInOrder(t *testing.T) {
 			t.Errorf("lease %+v: want attempt 0 of peer a, uploading", l)
 		}
 	}
-	if want := []string{"t0", "t1", "t2"}; !equal(got, want) {
+	if want := []string{"t0", "t1", "t2"}; !slices.Equal(got, want) {
 		t.Errorf("prefetched %v, want %v", got, want)
 	}
 	for i, rt := range f.rep.Tasks {
@@ -39,18 +40,6 @@ func TestPrefetchTakesPendingInOrder(t *testing.T) {
 			t.Errorf("task %d is %s, want running", i, rt.State)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestLeaseLifecycle(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/outputs"
 )
@@ -64,8 +65,8 @@ func (e queueEnv) TaskRetry(id, outcome string, err error) {
 }
 
 // Fetch gets a digest-only replica's output into a new folder of the work
-// root and checks it against digest.
-func (e queueEnv) Fetch(ctx context.Context, id, digest string, fetch sched.FetchFunc) (string, []string, error) {
+// root and checks it against want.
+func (e queueEnv) Fetch(ctx context.Context, id string, want digest.ID, fetch sched.FetchFunc) (string, []string, error) {
 	dir, err := os.MkdirTemp(e.r.workRoot, id+".fetch-*")
 	if err != nil {
 		return "", nil, fmt.Errorf("fetch output of %s: %w", id, err)
@@ -75,8 +76,8 @@ func (e queueEnv) Fetch(ctx context.Context, id, digest string, fetch sched.Fetc
 		return "", nil, err
 	}
 	got, files, err := outputs.Digest(dir)
-	if err == nil && got != digest {
-		err = fmt.Errorf("fetched output hashes to %.12s, not %.12s", got, digest)
+	if err == nil && got != want {
+		err = fmt.Errorf("fetched output hashes to %.12s, not %.12s", got.String(), want.String())
 	}
 	if err != nil {
 		os.RemoveAll(dir)

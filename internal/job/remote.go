@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -462,14 +463,19 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
 	}
 	if out.Outcome == report.OutcomeOK && l.DigestOnly {
-		out.Digest = fmt.Sprintf("%x", res.Digest)
-		out.Fetch = func(ctx context.Context, dir string) error {
-			_, _, err := w.stage(ctx, dir, res)
-			return err
+		d, err := digest.FromBytes(res.Digest)
+		if err != nil {
+			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent a bad digest: %w", w.peer.Name, err)
+		} else {
+			out.Digest = d
+			out.Fetch = func(ctx context.Context, dir string) error {
+				_, _, err := w.stage(ctx, dir, res)
+				return err
+			}
 		}
 	} else if out.Outcome == report.OutcomeOK {
 		stage := filepath.Join(w.s.workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
-		digest, files, err := w.stage(ctx, stage, res)
+		d, files, err := w.stage(ctx, stage, res)
 		if err == nil && w.s.r.verifier {
 			if err = w.s.r.verifyOutput(ctx, l, stage, files); errors.Is(err, errRejected) {
 				os.RemoveAll(stage)
@@ -485,7 +491,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 				out.Outcome = report.OutcomeCanceled
 			}
 		} else {
-			out.Stage, out.Digest, out.Files = stage, digest, files
+			out.Stage, out.Digest, out.Files = stage, d, files
 		}
 	}
 	w.s.q.Finish(l, out)
@@ -494,87 +500,87 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 // maxInline bounds an inline output file; larger ones must travel as blocks.
 const maxInline = 4 << 20
 
-func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (string, []string, error) {
+func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (digest.ID, []string, error) {
 	if inlineOnly(res.Outputs) {
 		return stageInline(stage, res)
 	}
 	ro := w.s.r.opts.Remote
 	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	root, err := os.OpenRoot(stage)
 	if err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	defer root.Close()
 	for _, o := range res.Outputs {
 		name := filepath.Clean(filepath.FromSlash(o.Name))
 		if !filepath.IsLocal(name) {
-			return "", nil, fmt.Errorf("output name %q is not a local path", o.Name)
+			return digest.ID{}, nil, fmt.Errorf("output name %q is not a local path", o.Name)
 		}
 		if dir := filepath.Dir(name); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 		}
 		switch {
 		case len(o.FileId) == 0:
 			if err := checkInline(o); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 			if err := root.WriteFile(name, o.Data, 0o644); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 		default:
 			id, err := blocks.IDFromBytes(o.FileId)
 			if err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			f := transfer.NewFetcher(ro.Store, ro.Conns, transfer.FetchOptions{Logger: w.s.r.log})
 			if _, err := f.Fetch(ctx, id, []string{w.peer.Addr}, nil); err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			if err := blocks.ExportFile(ctx, ro.Store, id, filepath.Join(stage, name)); err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 		}
 	}
-	digest, files, err := outputs.Digest(stage)
+	d, files, err := outputs.Digest(stage)
 	if err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
-	if got := fmt.Sprintf("%x", res.Digest); got != digest {
-		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, files hash to %.12s", got, digest)
+	if !bytes.Equal(res.Digest, d[:]) {
+		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, files hash to %.12s", res.Digest, d.String())
 	}
-	return digest, files, nil
+	return d, files, nil
 }
 
 // stageInline stages an output that is only inline data (or nothing): the
 // most common result of small tasks, so it takes the fewest file system
 // calls (mkdir, create, write, close) and is digested from memory.
-func stageInline(stage string, res *peerpb.Result) (string, []string, error) {
+func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) {
 	var data []byte
 	var files []string
 	if len(res.Outputs) == 1 {
 		o := res.Outputs[0]
 		if err := checkInline(o); err != nil {
-			return "", nil, err
+			return digest.ID{}, nil, err
 		}
 		data, files = o.Data, []string{sdk.DataFile}
 	}
-	digest := outputs.DigestInline(data)
-	if got := fmt.Sprintf("%x", res.Digest); got != digest {
-		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, data hashes to %.12s", got, digest)
+	d := outputs.DigestInline(data)
+	if !bytes.Equal(res.Digest, d[:]) {
+		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, data hashes to %.12s", res.Digest, d.String())
 	}
 	if err := os.Mkdir(stage, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	if files != nil {
 		if err := os.WriteFile(filepath.Join(stage, sdk.DataFile), data, 0o644); err != nil {
-			return "", nil, err
+			return digest.ID{}, nil, err
 		}
 	}
-	return digest, files, nil
+	return d, files, nil
 }
 
 // checkInline checks an inline output's size against its claim and the

@@ -232,7 +232,7 @@ func (r *runner) reuse() int {
 		}
 		dir := filepath.Join(r.p.OutDir, "tasks", t.ID)
 		d, files, err := outputs.Digest(dir)
-		if err != nil || d != old.Digest {
+		if err != nil || d.String() != old.Digest {
 			continue
 		}
 		t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest

@@ -526,11 +526,8 @@ func (s *session) exec(it *queued, slot int) {
 func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result, l *peerpb.Lease, staged *bool) error {
 	if len(out.Files) == 0 && len(out.Data) <= inlineOutput && !l.DigestOnly && s.n.cfg.Lie.Rate <= 0 {
 		// Fast path: inline data only, digested in memory.
-		d, err := hex.DecodeString(outputs.DigestInline(out.Data))
-		if err != nil {
-			return err
-		}
-		res.Digest = d
+		d := outputs.DigestInline(out.Data)
+		res.Digest = d[:]
 		if out.Data != nil {
 			sum := sha256.Sum256(out.Data)
 			res.Outputs = []*peerpb.Output{{Name: sdk.DataFile, Size: int64(len(out.Data)), Digest: sum[:], Data: out.Data}}
@@ -545,15 +542,11 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 	if err := s.n.lie(stage, l); err != nil {
 		return err
 	}
-	digest, names, err := outputs.Digest(stage)
+	d, names, err := outputs.Digest(stage)
 	if err != nil {
 		return err
 	}
-	d, err := hex.DecodeString(digest)
-	if err != nil {
-		return err
-	}
-	res.Digest = d
+	res.Digest = d[:]
 	for _, name := range names {
 		path := filepath.Join(stage, filepath.FromSlash(name))
 		fi, err := os.Stat(path)

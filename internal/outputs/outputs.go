@@ -2,7 +2,6 @@ package outputs
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -61,7 +60,7 @@ func Gather(work, stage string, res *sdk.Result) error {
 // Digest returns the digest of the files below dir (its canonical
 // listing: "<sha256> <size> <name>\n" per regular file, sorted by
 // slash-separated name) and the sorted names.
-func Digest(dir string) (string, []string, error) {
+func Digest(dir string) (digest.ID, []string, error) {
 	type entry struct {
 		name string
 		size int64
@@ -94,7 +93,7 @@ func Digest(dir string) (string, []string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("digest outputs: %w", err)
+		return digest.ID{}, nil, fmt.Errorf("digest outputs: %w", err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	h := sha256.New()
@@ -103,16 +102,20 @@ func Digest(dir string) (string, []string, error) {
 		fmt.Fprintf(h, "%x %d %s\n", e.sum, e.size, e.name)
 		names[i] = e.name
 	}
-	return hex.EncodeToString(h.Sum(nil)), names, nil
+	var id digest.ID
+	h.Sum(id[:0])
+	return id, names, nil
 }
 
 // DigestInline returns what Digest would return for an output made of the
 // inline data alone (the file "data", or no file at all when data is
 // nil), without touching the disk.
-func DigestInline(data []byte) string {
+func DigestInline(data []byte) digest.ID {
 	h := sha256.New()
 	if data != nil {
 		fmt.Fprintf(h, "%x %d %s\n", sha256.Sum256(data), len(data), sdk.DataFile)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var id digest.ID
+	h.Sum(id[:0])
+	return id
 }

@@ -245,7 +245,7 @@ func TestRejectedOutputsExcludeThePeer(t *testing.T) {
 	// The rejected tasks run again elsewhere.
 	for range 3 {
 		l := f.take(t, "good")
-		f.q.Finish(l, Result{Outcome: report.OutcomeOK, Digest: "d", Stage: "s" + l.TaskID})
+		f.q.Finish(l, Result{Outcome: report.OutcomeOK, Digest: dg("d"), Stage: "s" + l.TaskID})
 	}
 	if all, failed := f.q.Done(); !all || failed != 0 {
 		t.Errorf("Done = %v, %d", all, failed)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
@@ -52,10 +53,10 @@ type Env interface {
 	Place(id, stage string) error
 	// Discard removes a staged output that no vote needs any more.
 	Discard(stage string)
-	// Fetch gets the output of task id with digest into a new stage
-	// through fetch, checks it against digest, and returns the stage and
-	// its files; on error nothing is left behind.
-	Fetch(ctx context.Context, id, digest string, fetch FetchFunc) (stage string, files []string, err error)
+	// Fetch gets the output of task id with digest d into a new stage
+	// through fetch, checks it against d, and returns the stage and its
+	// files; on error nothing is left behind.
+	Fetch(ctx context.Context, id string, d digest.ID, fetch FetchFunc) (stage string, files []string, err error)
 	// TaskDone: a task is decided for good (ok: accepted).
 	TaskDone(id string, ok bool)
 	// TaskRetry: an attempt failed, or a task was reopened, and the task
@@ -133,14 +134,14 @@ type Result struct {
 	Stage  string
 	Files  []string
 	Fetch  FetchFunc
-	Digest string
+	Digest digest.ID
 	End    time.Time
 }
 
 // vote is a replica's successful result.
 type vote struct {
 	peer   string
-	digest string
+	digest digest.ID
 	// stage holds the output, if this replica uploaded it; fetch gets it
 	// into a folder otherwise.
 	stage string
@@ -157,7 +158,8 @@ type taskState struct {
 	quorum   int // matching votes needed (1 when adaptive trust skips replication)
 	disputed bool
 	settled  bool
-	fetching bool // an accepted output is being fetched
+	fetching bool      // an accepted output is being fetched
+	accepted digest.ID // the accepted digest, once settled
 	votes    []vote
 }
 
@@ -559,10 +561,7 @@ func (q *Queue) failLocked(task int, err error) {
 	q.remaining--
 	q.failed++
 	rt.State = report.TaskFailed
-	rt.Votes = rt.Votes[:0]
-	for _, v := range ts.votes {
-		rt.Votes = append(rt.Votes, report.Vote{Peer: v.peer, Digest: v.digest})
-	}
+	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	if q.Verifying() {
 		rt.Verdict = "failed: " + err.Error()
 	}

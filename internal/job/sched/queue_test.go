@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
 )
@@ -44,7 +45,7 @@ func (e *fakeEnv) Discard(stage string) {
 	e.discarded = append(e.discarded, stage)
 }
 
-func (e *fakeEnv) Fetch(ctx context.Context, id, digest string, fetch FetchFunc) (string, []string, error) {
+func (e *fakeEnv) Fetch(ctx context.Context, id string, _ digest.ID, fetch FetchFunc) (string, []string, error) {
 	e.mu.Lock()
 	e.fetched = append(e.fetched, id)
 	ferr := e.fetchErr
@@ -141,7 +142,7 @@ func (f *fixture) idle(peer string) {
 // finish ends peer's lease of task with outcome (and digest).
 func (f *fixture) finish(peer, task, outcome, digest string) bool {
 	l := f.leases[peer+"/"+task]
-	res := Result{Outcome: outcome, Digest: digest, End: f.clock.Now().Add(time.Second)}
+	res := Result{Outcome: outcome, Digest: dg(digest), End: f.clock.Now().Add(time.Second)}
 	if outcome == report.OutcomeOK {
 		if l.DigestOnly {
 			res.Fetch = func(context.Context, string) error { return nil }
@@ -244,14 +245,14 @@ func TestVoting(t *testing.T) {
 			name: "disagreement at the cap: no quorum", verify: verify(2, 2, 2), tasks: 1,
 			steps:   []step{idle("c"), take("a", "t0"), take("b", "t0"), ok("a", "t0", "d1"), ok("b", "t0", "d2"), none("c")},
 			state:   []string{report.TaskFailed},
-			verdict: []string{"failed: no quorum: a=d1, b=d2"},
+			verdict: []string{"failed: no quorum: " + voteText("a", "d1", "b", "d2")},
 			placed:  map[string]string{},
 		},
 		{
 			name: "disagreement and nobody else to ask: no quorum", verify: verify(2, 2, 5), tasks: 1,
 			steps:   []step{take("a", "t0"), take("b", "t0"), ok("a", "t0", "d1"), ok("b", "t0", "d2")},
 			state:   []string{report.TaskFailed},
-			verdict: []string{"failed: no quorum: a=d1, b=d2"},
+			verdict: []string{"failed: no quorum: " + voteText("a", "d1", "b", "d2")},
 		},
 		{
 			name: "a failed replica is retried, the vote still forms", verify: verify(2, 2, 2), tasks: 1, maxFails: 1,

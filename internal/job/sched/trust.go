@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
 )
@@ -29,10 +30,10 @@ func (q *Queue) trustOf(peer string) *peerTrust {
 
 // judgeLocked updates the trust of task's voters against the accepted
 // digest, and excludes peers that lost too many votes.
-func (q *Queue) judgeLocked(task int, digest string) {
+func (q *Queue) judgeLocked(task int, d digest.ID) {
 	for _, v := range q.tasks[task].votes {
 		tr := q.trustOf(v.peer)
-		if v.digest == digest {
+		if v.digest == d {
 			tr.valid++
 			tr.streak++
 			continue
@@ -82,7 +83,7 @@ func (q *Queue) excludeLocked(peer, why string) {
 			continue
 		}
 		rt := &q.rep.Tasks[t]
-		if countOf(ts.votes, rt.Digest) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
+		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}
 		// Reopen: run replicas on other peers until a quorum forms again.
@@ -93,7 +94,7 @@ func (q *Queue) excludeLocked(peer, why string) {
 		q.rep.Summary.Done--
 		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
 		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
-		q.needLocked(t, max(ts.quorum-countOf(ts.votes, rt.Digest), 1))
+		q.needLocked(t, max(ts.quorum-countOf(ts.votes, ts.accepted), 1))
 	}
 }
 

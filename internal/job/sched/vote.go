@@ -1,16 +1,18 @@
 package sched
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
 // ballot is what the vote on one task is decided from.
 type ballot struct {
-	digests     []string // the votes, in arrival order
+	digests     []digest.ID // the votes, in arrival order
 	quorum      int
 	disputed    bool // two digests have been seen
 	started     int  // replicas started so far
@@ -35,9 +37,9 @@ const (
 // verdict is a vote's decision.
 type verdict struct {
 	action   action
-	digest   string // the winner (accept), or the leader
-	n        int    // replicas to add (more)
-	disputed bool   // the task is disputed now
+	digest   digest.ID // the winner (accept), or the leader
+	n        int       // replicas to add (more)
+	disputed bool      // the task is disputed now
 }
 
 // tally decides a task's vote.
@@ -49,14 +51,15 @@ type verdict struct {
 // majority of all votes; otherwise the task fails, naming the votes. So
 // a minority of liars can never win a disputed task.
 func tally(b ballot) verdict {
-	count := map[string]int{}
+	count := map[digest.ID]int{}
 	for _, d := range b.digests {
 		count[d]++
 	}
-	best, bestN, total := "", 0, 0
+	var best digest.ID
+	bestN, total := 0, 0
 	for d, n := range count {
 		total += n
-		if n > bestN || (n == bestN && d < best) {
+		if n > bestN || (n == bestN && bytes.Compare(d[:], best[:]) < 0) {
 			best, bestN = d, n
 		}
 	}
@@ -131,19 +134,19 @@ func (q *Queue) otherVoterLocked(task int) bool {
 func (q *Queue) voteList(task int) string {
 	var parts []string
 	for _, v := range q.tasks[task].votes {
-		parts = append(parts, fmt.Sprintf("%s=%.12s", v.peer, v.digest))
+		parts = append(parts, fmt.Sprintf("%s=%.12s", v.peer, v.digest.String()))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // acceptLocked decides task for digest: places a copy of that output,
 // updates the voters' trust, revokes other replicas.
-func (q *Queue) acceptLocked(task int, digest string) bool {
+func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
 	rt := &q.rep.Tasks[task]
 	var winner *vote
 	for i := range ts.votes {
-		if v := &ts.votes[i]; v.digest == digest && v.stage != "" {
+		if v := &ts.votes[i]; v.digest == d && v.stage != "" {
 			winner = v
 			break
 		}
@@ -151,7 +154,7 @@ func (q *Queue) acceptLocked(task int, digest string) bool {
 	if winner == nil {
 		// Only digest-only replicas hold it: fetch it from one of them, off
 		// the lock, then decide again.
-		if !ts.fetching && !q.fetchLocked(task, digest) {
+		if !ts.fetching && !q.fetchLocked(task, d) {
 			q.needLocked(task, 1)
 		}
 		return false
@@ -162,21 +165,18 @@ func (q *Queue) acceptLocked(task int, digest string) bool {
 		return false
 	}
 	winner.stage = ""
-	ts.settled = true
+	ts.settled, ts.accepted = true, d
 	ts.need = 0
 	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
 	q.remaining--
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digest, report.TaskFiles(rt.ID, winner.files)
-	rt.Votes = rt.Votes[:0]
-	for _, v := range ts.votes {
-		rt.Votes = append(rt.Votes, report.Vote{Peer: v.peer, Digest: v.digest})
-	}
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, d.String(), report.TaskFiles(rt.ID, winner.files)
+	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	if q.Verifying() {
-		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, digest), len(ts.votes))
+		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, d), len(ts.votes))
 		if ts.quorum == 1 && q.verify.Replicas > 1 {
 			rt.Verdict += " (trusted peer, not replicated)"
 		}
-		q.judgeLocked(task, digest)
+		q.judgeLocked(task, d)
 	}
 	q.rep.Summary.Done++
 	q.revokeCopiesLocked(task)
@@ -185,14 +185,14 @@ func (q *Queue) acceptLocked(task int, digest string) bool {
 	return true
 }
 
-// fetchLocked starts fetching the output with digest from a digest-only
-// voter; when it arrives (and matches the digest) the task is tallied
-// again. It returns false if no voter can provide it.
-func (q *Queue) fetchLocked(task int, digest string) bool {
+// fetchLocked starts fetching the output with digest d from a digest-only
+// voter; when it arrives (and matches d) the task is tallied again. It
+// returns false if no voter can provide it.
+func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
 	for i := range ts.votes {
 		v := ts.votes[i]
-		if v.digest != digest || v.fetch == nil {
+		if v.digest != d || v.fetch == nil {
 			continue
 		}
 		ts.fetching = true
@@ -200,7 +200,7 @@ func (q *Queue) fetchLocked(task int, digest string) bool {
 		q.fetches.Add(1)
 		go func() {
 			defer q.fetches.Done()
-			stage, files, err := q.env.Fetch(q.fetchCtx, id, digest, v.fetch)
+			stage, files, err := q.env.Fetch(q.fetchCtx, id, d, v.fetch)
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			q.repMu.Lock()
@@ -236,12 +236,20 @@ func (q *Queue) fetchLocked(task int, digest string) bool {
 	return false
 }
 
-func countOf(vs []vote, digest string) int {
+func countOf(vs []vote, d digest.ID) int {
 	n := 0
 	for _, v := range vs {
-		if v.digest == digest {
+		if v.digest == d {
 			n++
 		}
 	}
 	return n
+}
+
+// reportVotes appends the votes as report.json gives them (hex digests).
+func reportVotes(out []report.Vote, vs []vote) []report.Vote {
+	for _, v := range vs {
+		out = append(out, report.Vote{Peer: v.peer, Digest: v.digest.String()})
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
@@ -73,7 +74,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (*Prepared
 		if !fi.Mode().IsRegular() {
 			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %s is not a regular file", job.File, in.Pos.Line, in.Pos.Col, in.Name, in.Path))
 		}
-		d, err := pluginbuild.FileDigest(in.Path)
+		d, err := blocks.FileDigest(in.Path)
 		if err != nil {
 			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %w", job.File, in.Pos.Line, in.Pos.Col, in.Name, err))
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -51,7 +52,7 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", outputs.Classify(ctx, err), "err", err)
+		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", pluginhost.Classify(ctx, err), "err", err)
 	}
 	return err
 }

@@ -22,15 +22,20 @@ import (
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
-// ProtocolVersion is the peer protocol version this build speaks.
-const ProtocolVersion = 2
-
-// Swarm enrols remote peers into a running job: it calls Session.Enrol
-// for every peer that can take the job's tasks, as peers come and go,
-// until ctx ends.
+// Swarm enrols remote peers into a running job: for every peer that can
+// take the job's tasks (plugins built for goos/goarch), as peers come and
+// go, it calls enrol, which runs the peer's work session; it cancels the
+// session's ctx when the peer leaves, and does not enrol again a peer
+// whose session ended with peerpb.ErrRefused. Serve returns when ctx
+// ends. The coordinator owns this interface; package node implements it
+// without importing this package.
 type Swarm interface {
-	Serve(ctx context.Context, s *Session)
+	Serve(ctx context.Context, jobID, goos, goarch string, enrol EnrolFunc)
 }
+
+// EnrolFunc runs the job's work session with the peer name at addr over
+// client (Session.Enrol).
+type EnrolFunc = func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
 
 // RemoteOptions give a job what it needs to farm tasks out to peers.
 type RemoteOptions struct {
@@ -61,12 +66,9 @@ type Peer struct {
 	Addr string
 }
 
-// JobID is the job's ID.
-func (s *Session) JobID() string { return s.r.p.ID }
-
-// PluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
+// pluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
 // another platform are not offered the job.
-func (s *Session) PluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
+func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
 // publish puts the plugin and the inputs into the block store, once.
 func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
@@ -87,14 +89,14 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		return &peerpb.FileRef{Name: name, FileId: id[:], Size: m.Size, Digest: digest[:]}, nil
 	}
 	h := &peerpb.Hello{
-		Proto:           ProtocolVersion,
+		Proto:           peerpb.ProtocolVersion,
 		JobId:           r.p.ID,
 		JobName:         r.p.Spec.Name,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 	}
-	h.PluginOs, h.PluginArch = s.PluginPlatform()
+	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error
 	if h.Plugin, err = put("plugin", r.p.Plugin.Path, r.p.Plugin.Digest); err != nil {
 		return nil, err
@@ -109,16 +111,17 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	return h, nil
 }
 
-// ErrRefused: the peer will not take part in the job (protocol version,
-// platform, or its own reasons). Do not enrol it again for this job.
-var ErrRefused = errors.New("peer refused the job")
+// ErrRefused is peerpb.ErrRefused: the peer will not take part in the
+// job. Do not enrol it again for this job.
+var ErrRefused = peerpb.ErrRefused
 
 // Enrol runs the job's work session with one peer until the job ends,
 // the peer leaves, the connection breaks, or ctx ends (cancel it when
 // the membership declares the peer dead). Every lease the peer held is
 // requeued at once when Enrol returns, without counting against the
 // tasks' retries.
-func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient) error {
+func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
+	peer := Peer{Name: name, Addr: addr}
 	hello, err := s.publish(ctx)
 	if err != nil {
 		return err
@@ -307,8 +310,8 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 				return context.Cause(ctx)
 			}
 		case *peerpb.FromPeer_Results:
-			if len(m.Results.Results) > MaxBatch {
-				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), MaxBatch)
+			if len(m.Results.Results) > peerpb.MaxBatch {
+				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
 			}
 			for _, res := range m.Results.Results {
 				select {
@@ -350,15 +353,6 @@ func (w *remoteWorker) get(id uint64) *lease {
 	return w.leases[id]
 }
 
-// MaxBatch bounds the leases (or results) in one Leases (Results)
-// message, and MaxBatchBytes their size, the coordinator's and the peers'
-// alike: a batch saves per-message costs on both sides when many slots free
-// up at once, and stays a small message.
-const (
-	MaxBatch      = 256
-	MaxBatchBytes = 1 << 20
-)
-
 // lease waits for credits and sends one lease per credit: as many as are
 // ready at once go out in one message.
 func (w *remoteWorker) lease(ctx context.Context) error {
@@ -383,7 +377,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		batch := []*lease{l}
 		msgs := []*peerpb.Lease{w.leaseMsg(l)}
 		size := len(msgs[0].Params)
-		for credit--; credit > 0 && len(batch) < MaxBatch && size < MaxBatchBytes; credit-- {
+		for credit--; credit > 0 && len(batch) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes; credit-- {
 			l := w.s.q.tryNext(w.peer.Name)
 			if l == nil {
 				break

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -51,7 +52,8 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		}()
 		go func() {
 			defer wg.Done()
-			r.opts.Remote.Swarm.Serve(wctx, sess)
+			goos, goarch := pluginPlatform()
+			r.opts.Remote.Swarm.Serve(wctx, r.p.ID, goos, goarch, sess.Enrol)
 		}()
 	}
 	// Backstop for workers that hang without their connection breaking.
@@ -124,7 +126,7 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result
 	}
 	out.err = err
 	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.outcome = outputs.Classify(actx, err)
+	out.outcome = pluginhost.Classify(actx, err)
 	if errors.Is(err, errRejected) {
 		out.outcome = report.OutcomeRejected
 	}

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
@@ -315,10 +314,10 @@ func (s *session) sender(ctx context.Context, stream peerpb.Peer_WorkServer) err
 	}
 }
 
-// Batch limits are the coordinator's (package job).
+// Batch limits are the protocol's.
 const (
-	maxBatch      = job.MaxBatch
-	maxBatchBytes = job.MaxBatchBytes
+	maxBatch      = peerpb.MaxBatch
+	maxBatchBytes = peerpb.MaxBatchBytes
 )
 
 // sendBatched sends m; if m is a result, the results queued behind it go
@@ -514,7 +513,7 @@ func (s *session) exec(it *queued, slot int) {
 	if err == nil {
 		err = s.collect(ctx, work, out, res, l, &staged)
 	}
-	res.Outcome = outputs.Classify(ctx, err)
+	res.Outcome = pluginhost.Classify(ctx, err)
 	if err != nil {
 		res.Error = err.Error()
 		res.Outputs = nil

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
@@ -45,25 +44,23 @@ type Swarm struct {
 	Retry time.Duration
 }
 
-var _ job.Swarm = (*Swarm)(nil)
-
 type enrolment struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// Serve enrols peers into s's job until ctx ends.
-func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
+// Serve enrols peers into the job jobID until ctx ends: enrol runs one
+// peer's work session (job.Swarm, which this type implements).
+func (sw *Swarm) Serve(ctx context.Context, jobID, goos, goarch string, enrol func(ctx context.Context, name, addr string, client peerpb.PeerClient) error) {
 	log := sw.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("component", "swarm", "job", s.JobID()[:12])
+	log = log.With("component", "swarm", "job", short(jobID))
 	retry := sw.Retry
 	if retry <= 0 {
 		retry = time.Second
 	}
-	goos, goarch := s.PluginPlatform()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -137,11 +134,11 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 				defer wg.Done()
 				defer close(e.done)
 				defer cancel()
-				err := s.Enrol(ectx, job.Peer{Name: c.Name, Addr: c.Addr}, peerpb.NewPeerClient(conn))
+				err := enrol(ectx, c.Name, c.Addr, peerpb.NewPeerClient(conn))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
-				case errors.Is(err, job.ErrRefused):
+				case errors.Is(err, peerpb.ErrRefused):
 					refused[c.Name] = true
 				case err != nil:
 					log.Info("peer session ended", "peer", c.Name, "err", err)

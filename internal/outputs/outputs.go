@@ -1,19 +1,15 @@
 package outputs
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/pluginhost"
-	"github.com/p2pc/p2pc/internal/report"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -90,7 +86,7 @@ func Digest(dir string) (string, []string, error) {
 		if err != nil {
 			return err
 		}
-		sum, err := pluginbuild.FileDigest(path)
+		sum, err := blocks.FileDigest(path)
 		if err != nil {
 			return err
 		}
@@ -108,25 +104,6 @@ func Digest(dir string) (string, []string, error) {
 		names[i] = e.name
 	}
 	return hex.EncodeToString(h.Sum(nil)), names, nil
-}
-
-// Classify maps the error of a plugin call to a report outcome: ok,
-// canceled (ctx ended), timeout, task_error (the task's own failure) or
-// crashed (the plugin process failed).
-func Classify(ctx context.Context, err error) string {
-	var te *sdk.TaskError
-	switch {
-	case err == nil:
-		return report.OutcomeOK
-	case ctx.Err() != nil:
-		return report.OutcomeCanceled
-	case errors.Is(err, pluginhost.ErrTimeout):
-		return report.OutcomeTimeout
-	case errors.As(err, &te):
-		return report.OutcomeTaskError
-	default:
-		return report.OutcomeCrashed
-	}
 }
 
 // DigestInline returns what Digest would return for an output made of the

@@ -3,7 +3,7 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/internal/blocks"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -60,7 +60,7 @@ type Config struct {
 }
 
 // Digest returns the SHA-256 of the file at path, read as a stream.
-func Digest(path string) ([32]byte, error) { return pluginbuild.FileDigest(path) }
+func Digest(path string) ([32]byte, error) { return blocks.FileDigest(path) }
 
 // Stats counts what a Pool did since NewPool.
 type Stats struct {

@@ -202,27 +202,27 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 	h := &leaseHost{r: w.s.r, l: l}
 	var err error
 	switch c.Op {
-	case "send":
+	case peerpb.OpSend:
 		err = h.Send(ctx, c.To, c.Data)
-	case "recv":
+	case peerpb.OpRecv:
 		var m sdk.Message
 		if m, err = h.Recv(ctx); err == nil {
 			reply.From, reply.Value, reply.Seq = m.From, m.Data, m.Seq
 		}
-	case "load", "store", "cas":
+	case peerpb.OpLoad, peerpb.OpStore, peerpb.OpCAS:
 		var g sdk.Global
 		switch c.Op {
-		case "load":
+		case peerpb.OpLoad:
 			g, err = h.Load(ctx, c.Key)
-		case "store":
+		case peerpb.OpStore:
 			g, err = h.Store(ctx, c.Key, c.Data)
 		default:
 			reply.Ok, g, err = h.CompareAndSwap(ctx, c.Key, c.Version, c.Data)
 		}
 		reply.Version, reply.Value = g.Version, g.Value
-	case "checkpoint":
+	case peerpb.OpCheckpoint:
 		err = h.Checkpoint(ctx, c.Data)
-	case "resume":
+	case peerpb.OpResume:
 		reply.Value, reply.Ok, err = h.Resume(ctx)
 	default:
 		reply.Unsupported = true

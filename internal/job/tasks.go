@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -100,7 +100,9 @@ func (r *runner) localWorker(ctx context.Context, q *queue, workRoot string) {
 	}
 }
 
-// runLocal runs one lease in the local pool and stages its output.
+// runLocal runs one lease in the local pool, through the same path as a
+// peer's slot (package taskrun), and checks its output with the plugin's
+// Verify if it has one, as an output from a peer is checked.
 func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -113,25 +115,36 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result
 	}()
 	work := filepath.Join(workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10))
 	defer os.RemoveAll(work)
-	res, err := r.execute(actx, work, l)
-	var out result
-	if err == nil {
-		out.stage = work + ".out"
-		if err = outputs.Gather(work, out.stage, res); err == nil {
-			out.digest, out.files, err = outputs.Digest(out.stage)
-			if err == nil && r.verifier {
-				err = r.verifyOutput(ctx, l, out.stage, out.files)
+	var out taskrun.Output
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		out.Err = fmt.Errorf("make work dir: %w", err)
+		out.Outcome = pluginhost.Classify(actx, out.Err)
+	} else {
+		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+	}
+	if out.Err == nil && r.verifier {
+		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
+			// A revoked lease (another copy won, or it expired) ends as canceled.
+			out.Err, out.Outcome = err, pluginhost.Classify(actx, err)
+			if errors.Is(err, errRejected) {
+				out.Outcome = report.OutcomeRejected
 			}
 		}
 	}
-	out.err = err
-	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.outcome = pluginhost.Classify(actx, err)
-	if errors.Is(err, errRejected) {
-		out.outcome = report.OutcomeRejected
+	return result{outcome: out.Outcome, err: out.Err, stage: out.Stage, files: out.Files, digest: out.Digest, end: time.Now().UTC()}
+}
+
+// attempt describes lease l for taskrun, on whichever slot it runs.
+func (r *runner) attempt(l *lease, host sdk.Host) taskrun.Attempt {
+	return taskrun.Attempt{
+		JobID:   r.p.ID,
+		TaskID:  l.taskID,
+		Attempt: l.attempt,
+		Params:  r.p.Spec.TaskParamsJSON(l.task),
+		Inputs:  r.inputFiles(),
+		Timeout: r.p.Spec.Timeout,
+		Host:    host,
 	}
-	out.end = time.Now().UTC()
-	return out
 }
 
 // countedAttempts counts the attempts that used up a retry: infrastructure
@@ -144,24 +157,6 @@ func countedAttempts(as []report.Attempt) int {
 		}
 	}
 	return n
-}
-
-func (r *runner) execute(ctx context.Context, work string, l *lease) (*sdk.Result, error) {
-	job := r.p.Spec
-	i, attempt := l.task, l.attempt
-	task := job.Tasks[i]
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("make work dir: %w", err)
-	}
-	req := &sdk.Request{
-		JobID:   r.p.ID,
-		TaskID:  task.ID,
-		Attempt: attempt,
-		Params:  job.TaskParamsJSON(i),
-		Inputs:  r.inputFiles(),
-		WorkDir: work,
-	}
-	return r.pool.Run(ctx, req, &leaseHost{r: r, l: l}, job.Timeout)
 }
 
 func (r *runner) inputFiles() []sdk.File {

@@ -20,3 +20,15 @@ const (
 // with Refuse: protocol version, platform, or its own reasons). Whoever
 // enrols peers does not enrol it again for this job.
 var ErrRefused = errors.New("peer refused the job")
+
+// HostCall.Op values: a task's sdk.Host calls that a peer tunnels to the
+// coordinator, which holds the job's shared state.
+const (
+	OpSend       = "send"
+	OpRecv       = "recv"
+	OpLoad       = "load"
+	OpStore      = "store"
+	OpCAS        = "cas"
+	OpCheckpoint = "checkpoint"
+	OpResume     = "resume"
+)

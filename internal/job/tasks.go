@@ -147,18 +147,6 @@ func (r *runner) attempt(l *lease, host sdk.Host) taskrun.Attempt {
 	}
 }
 
-// countedAttempts counts the attempts that used up a retry: infrastructure
-// losses and cancellations do not.
-func countedAttempts(as []report.Attempt) int {
-	n := 0
-	for _, a := range as {
-		if a.Outcome != report.OutcomeLost && a.Outcome != report.OutcomeCanceled {
-			n++
-		}
-	}
-	return n
-}
-
 func (r *runner) inputFiles() []sdk.File {
 	files := make([]sdk.File, len(r.p.Inputs))
 	for i, in := range r.p.Inputs {

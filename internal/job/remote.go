@@ -199,39 +199,7 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 		reply.Error = "no such lease on this peer"
 		return reply
 	}
-	h := &leaseHost{r: w.s.r, l: l}
-	var err error
-	switch c.Op {
-	case peerpb.OpSend:
-		err = h.Send(ctx, c.To, c.Data)
-	case peerpb.OpRecv:
-		var m sdk.Message
-		if m, err = h.Recv(ctx); err == nil {
-			reply.From, reply.Value, reply.Seq = m.From, m.Data, m.Seq
-		}
-	case peerpb.OpLoad, peerpb.OpStore, peerpb.OpCAS:
-		var g sdk.Global
-		switch c.Op {
-		case peerpb.OpLoad:
-			g, err = h.Load(ctx, c.Key)
-		case peerpb.OpStore:
-			g, err = h.Store(ctx, c.Key, c.Data)
-		default:
-			reply.Ok, g, err = h.CompareAndSwap(ctx, c.Key, c.Version, c.Data)
-		}
-		reply.Version, reply.Value = g.Version, g.Value
-	case peerpb.OpCheckpoint:
-		err = h.Checkpoint(ctx, c.Data)
-	case peerpb.OpResume:
-		reply.Value, reply.Ok, err = h.Resume(ctx)
-	default:
-		reply.Unsupported = true
-		err = fmt.Errorf("unknown host call %q", c.Op)
-	}
-	if err != nil {
-		reply.Error = err.Error()
-	}
-	return reply
+	return peerpb.ServeHost(ctx, &leaseHost{r: w.s.r, l: l}, c)
 }
 
 func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) error {

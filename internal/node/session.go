@@ -507,7 +507,7 @@ func (s *session) exec(it *queued, slot int) {
 		Params:  l.Params,
 		Inputs:  s.inputs,
 		Timeout: s.timeout,
-		Host:    &tunnelHost{s: s, id: l.LeaseId},
+		Host:    newTunnelHost(s, l.LeaseId),
 	}
 	if !l.DigestOnly {
 		a.InlineMax = inlineOutput // sent inline anyway: skip the disk
@@ -577,11 +577,18 @@ func (s *session) collect(ctx context.Context, out taskrun.Output, res *peerpb.R
 // shared-state calls (messages between tasks, job-global variables,
 // checkpoints) as HostCalls.
 type tunnelHost struct {
-	s  *session
-	id uint64
+	peerpb.HostClient // the shared-state calls, through call
+	s                 *session
+	id                uint64
 }
 
 var _ sdk.Host = (*tunnelHost)(nil)
+
+func newTunnelHost(s *session, id uint64) *tunnelHost {
+	h := &tunnelHost{s: s, id: id}
+	h.Call = h.call
+	return h
+}
 
 // call tunnels one Host call to the coordinator and waits for its reply.
 func (h *tunnelHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.HostReply, error) {
@@ -605,51 +612,10 @@ func (h *tunnelHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.Host
 	}
 	select {
 	case r := <-ch:
-		switch {
-		case r.Unsupported:
-			return nil, fmt.Errorf("%s: %w", c.Op, sdk.ErrUnsupported)
-		case r.Error != "":
-			return nil, errors.New(r.Error)
-		}
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-func (h *tunnelHost) Send(ctx context.Context, to string, data []byte) error {
-	_, err := h.call(ctx, &peerpb.HostCall{Op: peerpb.OpSend, To: to, Data: data})
-	return err
-}
-
-func (h *tunnelHost) Recv(ctx context.Context) (sdk.Message, error) {
-	r, err := h.call(ctx, &peerpb.HostCall{Op: peerpb.OpRecv})
-	if err != nil {
-		return sdk.Message{}, err
-	}
-	return sdk.Message{From: r.From, Data: r.Value, Seq: r.Seq}, nil
-}
-
-func (h *tunnelHost) global(ctx context.Context, c *peerpb.HostCall) (bool, sdk.Global, error) {
-	r, err := h.call(ctx, c)
-	if err != nil {
-		return false, sdk.Global{}, err
-	}
-	return r.Ok, sdk.Global{Version: r.Version, Value: r.Value}, nil
-}
-
-func (h *tunnelHost) Load(ctx context.Context, key string) (sdk.Global, error) {
-	_, g, err := h.global(ctx, &peerpb.HostCall{Op: peerpb.OpLoad, Key: key})
-	return g, err
-}
-
-func (h *tunnelHost) Store(ctx context.Context, key string, value []byte) (sdk.Global, error) {
-	_, g, err := h.global(ctx, &peerpb.HostCall{Op: peerpb.OpStore, Key: key, Data: value})
-	return g, err
-}
-
-func (h *tunnelHost) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (bool, sdk.Global, error) {
-	return h.global(ctx, &peerpb.HostCall{Op: peerpb.OpCAS, Key: key, Version: version, Data: value})
 }
 
 // Checkpoint keeps a copy of the state in this node's block store too,
@@ -658,16 +624,7 @@ func (h *tunnelHost) Checkpoint(ctx context.Context, state []byte) error {
 	if _, _, err := blocks.PutFile(ctx, h.s.n.store, bytes.NewReader(state), 0); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	_, err := h.call(ctx, &peerpb.HostCall{Op: peerpb.OpCheckpoint, Data: state})
-	return err
-}
-
-func (h *tunnelHost) Resume(ctx context.Context) ([]byte, bool, error) {
-	r, err := h.call(ctx, &peerpb.HostCall{Op: peerpb.OpResume})
-	if err != nil {
-		return nil, false, err
-	}
-	return r.Value, r.Ok, nil
+	return h.HostClient.Checkpoint(ctx, state)
 }
 
 func (h *tunnelHost) Progress(ctx context.Context, fraction float64, note string) error {

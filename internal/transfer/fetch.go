@@ -224,7 +224,32 @@ type fetch struct {
 	part    *blocks.Partial // with inPlace: the file being assembled in the store
 }
 
+// run fetches file from targets: it adds the peers, gets the manifest and
+// plans what is missing, then transfers it.
 func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error {
+	if err := r.addPeers(targets); err != nil {
+		return err
+	}
+	if err := r.prepare(ctx, file); err != nil {
+		return err
+	}
+	missing := len(r.st.units)
+	if missing == 0 {
+		return nil
+	}
+	if len(r.st.peers) == 0 {
+		return fmt.Errorf("%d blocks missing and no peers given: %w", missing, ErrNoHolder)
+	}
+	total, present := r.st.counts()
+	r.log.Info("fetching", "blocks", total, "present", present, "missing", missing, "peers", len(r.st.peers))
+	if b, ok := r.store.(interface{ NewBatch() *blocks.Batch }); ok && r.part == nil {
+		r.batch = b.NewBatch()
+	}
+	return r.transfer(ctx)
+}
+
+// addPeers adds each target once as a source.
+func (r *fetch) addPeers(targets []string) error {
 	seen := map[string]bool{"": true}
 	for _, t := range targets {
 		if seen[t] {
@@ -241,7 +266,12 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 		}
 		r.st.addPeer(t, c, bulk)
 	}
+	return nil
+}
 
+// prepare gets the manifest, opens the file assembled in place (if so),
+// plans the missing blocks and sizes FetchFile's output.
+func (r *fetch) prepare(ctx context.Context, file blocks.ID) error {
 	m, err := r.manifest(ctx, file)
 	if err != nil {
 		return err
@@ -261,21 +291,16 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 			return fmt.Errorf("write file: %w", err)
 		}
 	}
-	missing := len(r.st.units)
-	if missing == 0 {
-		return nil
-	}
-	if len(r.st.peers) == 0 {
-		return fmt.Errorf("%d blocks missing and no peers given: %w", missing, ErrNoHolder)
-	}
-	total, present := r.st.counts()
-	r.log.Info("fetching", "blocks", total, "present", present, "missing", missing, "peers", len(r.st.peers))
+	return nil
+}
 
-	if b, ok := r.store.(interface{ NewBatch() *blocks.Batch }); ok && r.part == nil {
-		r.batch = b.NewBatch()
-	}
+// transfer fetches the planned blocks: Concurrency workers send requests
+// and drain the verify queue, a refresher asks the peers again what they
+// hold every RefreshInterval, and, if the store batches, a committer makes
+// written blocks durable every CommitInterval. A committer's failure ends
+// the fetch with its error.
+func (r *fetch) transfer(ctx context.Context) error {
 	r.refresh(ctx)
-
 	cctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	workers, wctx := errgroup.WithContext(cctx)
@@ -283,39 +308,29 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 	refreshCtx, stopRefresh := context.WithCancel(wctx)
 	var bg errgroup.Group
 	bg.Go(func() error {
-		t := time.NewTicker(r.opts.RefreshInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-refreshCtx.Done():
-				return nil
-			case <-t.C:
-				r.refresh(refreshCtx)
-			}
-		}
+		every(refreshCtx.Done(), r.opts.RefreshInterval, func() bool {
+			r.refresh(refreshCtx)
+			return true
+		})
+		return nil
 	})
 	stopCommits := make(chan struct{})
 	if r.batch != nil {
 		bg.Go(func() error {
-			t := time.NewTicker(r.opts.CommitInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopCommits:
-					return nil
-				case <-t.C:
-					if err := r.commit(true); err != nil {
-						fail(err)
-						return nil
-					}
+			every(stopCommits, r.opts.CommitInterval, func() bool {
+				if err := r.commit(true); err != nil {
+					fail(err)
+					return false
 				}
-			}
+				return true
+			})
+			return nil
 		})
 	}
 	for range r.opts.Concurrency {
 		workers.Go(func() error { return r.worker(wctx) })
 	}
-	err = workers.Wait()
+	err := workers.Wait()
 	r.vq.release()
 	stopRefresh()
 	close(stopCommits)
@@ -333,6 +348,22 @@ func (r *fetch) run(ctx context.Context, file blocks.ID, targets []string) error
 		return err
 	}
 	return nil
+}
+
+// every calls f every interval until stop is closed or f returns false.
+func every(stop <-chan struct{}, interval time.Duration, f func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if !f() {
+				return
+			}
+		}
+	}
 }
 
 // commit makes the blocks written so far durable in the store (if it

@@ -202,25 +202,19 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 	return peerpb.ServeHost(ctx, &leaseHost{r: w.s.r, l: l}, c)
 }
 
+// run serves the peer's session until it ends: one goroutine sends on the
+// stream, one turns credits into leases, a pool settles results, and the
+// receive loop hands each message to its handler.
 func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil)
 
-	wg.Add(2)
-	go func() { // the only goroutine that sends on the stream
+	results := make(chan *peerpb.Result, 64)
+	wg.Add(3)
+	go func() {
 		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-w.outbox:
-				if err := w.stream.Send(m); err != nil {
-					cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
-					return
-				}
-			}
-		}
+		w.sendLoop(ctx, cancel)
 	}()
 	go func() { // turns the peer's credits into leases
 		defer wg.Done()
@@ -228,32 +222,9 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			cancel(err)
 		}
 	}()
-
-	results := make(chan *peerpb.Result, 64)
-	wg.Add(1)
-	go func() { // stages results off the receive loop
+	go func() {
 		defer wg.Done()
-		var rwg sync.WaitGroup
-		defer rwg.Wait()
-		sem := make(chan struct{}, 8)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case res := <-results:
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				rwg.Add(1)
-				go func() {
-					defer rwg.Done()
-					defer func() { <-sem }()
-					w.settle(ctx, res)
-				}()
-			}
-		}
+		w.settleLoop(ctx, results)
 	}()
 
 	for {
@@ -264,55 +235,106 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			}
 			return fmt.Errorf("receive from %s: %w", w.peer.Name, err)
 		}
-		switch m := msg.Msg.(type) {
-		case *peerpb.FromPeer_Pull:
-			select {
-			case w.credits <- int(min(m.Pull.N, 1<<16)):
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Result:
-			select {
-			case results <- m.Result:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Results:
-			if len(m.Results.Results) > peerpb.MaxBatch {
-				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
-			}
-			for _, res := range m.Results.Results {
-				select {
-				case results <- res:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
-			}
-		case *peerpb.FromPeer_Progress:
-			if l := w.get(m.Progress.LeaseId); l != nil {
-				w.s.r.opts.Events.TaskProgress(l.taskID, m.Progress.Fraction, m.Progress.Note)
-			}
-		case *peerpb.FromPeer_Partial:
-			if l := w.get(m.Partial.LeaseId); l != nil {
-				(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
-			}
-		case *peerpb.FromPeer_Call:
-			if n := w.calls.Add(1); n > maxCallsInFlight {
-				w.calls.Add(-1)
-				return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
-			}
-			wg.Add(1)
-			go func(c *peerpb.HostCall) {
-				defer wg.Done()
-				defer w.calls.Add(-1)
-				reply := w.hostCall(ctx, c)
-				select {
-				case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
-				case <-ctx.Done():
-				}
-			}(m.Call)
+		if err := w.handle(ctx, msg, results, &wg); err != nil {
+			return err
 		}
 	}
+}
+
+// sendLoop is the only goroutine that sends on the stream.
+func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-w.outbox:
+			if err := w.stream.Send(m); err != nil {
+				cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
+				return
+			}
+		}
+	}
+}
+
+// settleLoop settles results off the receive loop, 8 at a time.
+func (w *remoteWorker) settleLoop(ctx context.Context, results <-chan *peerpb.Result) {
+	var rwg sync.WaitGroup
+	defer rwg.Wait()
+	sem := make(chan struct{}, 8)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case res := <-results:
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				defer func() { <-sem }()
+				w.settle(ctx, res)
+			}()
+		}
+	}
+}
+
+// handle acts on one message from the peer: credits go to the leaser,
+// results to the settlers, progress and partial results to the job's
+// events, host calls to goroutines of their own (on wg). An error ends
+// the session.
+func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results chan<- *peerpb.Result, wg *sync.WaitGroup) error {
+	switch m := msg.Msg.(type) {
+	case *peerpb.FromPeer_Pull:
+		select {
+		case w.credits <- int(min(m.Pull.N, 1<<16)):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Result:
+		select {
+		case results <- m.Result:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Results:
+		if len(m.Results.Results) > peerpb.MaxBatch {
+			return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
+		}
+		for _, res := range m.Results.Results {
+			select {
+			case results <- res:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	case *peerpb.FromPeer_Progress:
+		if l := w.get(m.Progress.LeaseId); l != nil {
+			w.s.r.opts.Events.TaskProgress(l.taskID, m.Progress.Fraction, m.Progress.Note)
+		}
+	case *peerpb.FromPeer_Partial:
+		if l := w.get(m.Partial.LeaseId); l != nil {
+			(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
+		}
+	case *peerpb.FromPeer_Call:
+		if n := w.calls.Add(1); n > maxCallsInFlight {
+			w.calls.Add(-1)
+			return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
+		}
+		wg.Add(1)
+		go func(c *peerpb.HostCall) {
+			defer wg.Done()
+			defer w.calls.Add(-1)
+			reply := w.hostCall(ctx, c)
+			select {
+			case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
+			case <-ctx.Done():
+			}
+		}(m.Call)
+	}
+	return nil
 }
 
 func (w *remoteWorker) get(id uint64) *lease {

@@ -12,6 +12,9 @@ import (
 	"github.com/p2pc/p2pc/internal/node"
 )
 
+// node.Swarm enrols peers for the coordinator, without importing it.
+var _ job.Swarm = (*node.Swarm)(nil)
+
 // submitterSwarm is the node `p2pc run` starts so that peers can take
 // part: it serves the job's blocks and enrols peers. It takes no work
 // itself (its local slots run tasks directly).

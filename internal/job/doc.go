@@ -1,7 +1,8 @@
 // Package job runs a job on the submitter: it prepares the job (resolves
 // or builds the plugin, hashes the inputs, computes the job ID, checks the
-// output folder), farms the tasks out to executors (the local machine's
-// slots; peers later), retries failed attempts, collects each task's
+// output folder), farms the tasks out to the local machine's slots and to
+// the swarm's peers (both run an attempt through package taskrun, the one
+// execution path), verifies outputs, retries failed attempts, collects each task's
 // output atomically into the output folder, runs the optional reduce step
 // and keeps report.json up to date as a journal.
 //

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -58,14 +58,11 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 }
 
 func (r *runner) placeArtifacts(work string, res *sdk.Result) error {
-	stage := work + ".out"
-	if err := outputs.Gather(work, stage, res); err != nil {
-		return err
-	}
-	_, names, err := outputs.Digest(stage)
+	out, err := taskrun.Collect(work, res, 0, nil)
 	if err != nil {
 		return err
 	}
+	stage, names := out.Stage, out.Files
 	for _, n := range names {
 		top := strings.SplitN(n, "/", 2)[0]
 		if reserved[top] {

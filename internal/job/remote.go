@@ -25,15 +25,20 @@ import (
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
-// ProtocolVersion is the peer protocol version this build speaks.
-const ProtocolVersion = 2
-
-// Swarm enrols remote peers into a running job: it calls Session.Enrol
-// for every peer that can take the job's tasks, as peers come and go,
-// until ctx ends.
+// Swarm enrols remote peers into a running job: for every peer that can
+// take the job's tasks (plugins built for goos/goarch), as peers come and
+// go, it calls enrol, which runs the peer's work session; it cancels the
+// session's ctx when the peer leaves, and does not enrol again a peer
+// whose session ended with peerpb.ErrRefused. Serve returns when ctx
+// ends. The coordinator owns this interface; package node implements it
+// without importing this package.
 type Swarm interface {
-	Serve(ctx context.Context, s *Session)
+	Serve(ctx context.Context, jobID, goos, goarch string, enrol EnrolFunc)
 }
+
+// EnrolFunc runs the job's work session with the peer name at addr over
+// client (Session.Enrol).
+type EnrolFunc = func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
 
 // RemoteOptions give a job what it needs to farm tasks out to peers.
 type RemoteOptions struct {
@@ -64,12 +69,9 @@ type Peer struct {
 	Addr string
 }
 
-// JobID is the job's ID.
-func (s *Session) JobID() string { return s.r.p.ID.String() }
-
-// PluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
+// pluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
 // another platform are not offered the job.
-func (s *Session) PluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
+func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
 // publish puts the plugin and the inputs into the block store, once.
 func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
@@ -90,14 +92,14 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		return &peerpb.FileRef{Name: name, FileId: id[:], Size: m.Size, Digest: digest[:]}, nil
 	}
 	h := &peerpb.Hello{
-		Proto:           ProtocolVersion,
+		Proto:           peerpb.ProtocolVersion,
 		JobId:           r.p.ID.String(),
 		JobName:         r.p.Spec.Name,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 	}
-	h.PluginOs, h.PluginArch = s.PluginPlatform()
+	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error
 	if h.Plugin, err = put("plugin", r.p.Plugin.Path, r.p.Plugin.Digest); err != nil {
 		return nil, err
@@ -112,16 +114,17 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	return h, nil
 }
 
-// ErrRefused: the peer will not take part in the job (protocol version,
-// platform, or its own reasons). Do not enrol it again for this job.
-var ErrRefused = errors.New("peer refused the job")
+// ErrRefused is peerpb.ErrRefused: the peer will not take part in the
+// job. Do not enrol it again for this job.
+var ErrRefused = peerpb.ErrRefused
 
 // Enrol runs the job's work session with one peer until the job ends,
 // the peer leaves, the connection breaks, or ctx ends (cancel it when
 // the membership declares the peer dead). Every lease the peer held is
 // requeued at once when Enrol returns, without counting against the
 // tasks' retries.
-func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient) error {
+func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
+	peer := Peer{Name: name, Addr: addr}
 	hello, err := s.publish(ctx)
 	if err != nil {
 		return err
@@ -199,60 +202,22 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 		reply.Error = "no such lease on this peer"
 		return reply
 	}
-	h := &leaseHost{r: w.s.r, l: l}
-	var err error
-	switch c.Op {
-	case "send":
-		err = h.Send(ctx, c.To, c.Data)
-	case "recv":
-		var m sdk.Message
-		if m, err = h.Recv(ctx); err == nil {
-			reply.From, reply.Value, reply.Seq = m.From, m.Data, m.Seq
-		}
-	case "load", "store", "cas":
-		var g sdk.Global
-		switch c.Op {
-		case "load":
-			g, err = h.Load(ctx, c.Key)
-		case "store":
-			g, err = h.Store(ctx, c.Key, c.Data)
-		default:
-			reply.Ok, g, err = h.CompareAndSwap(ctx, c.Key, c.Version, c.Data)
-		}
-		reply.Version, reply.Value = g.Version, g.Value
-	case "checkpoint":
-		err = h.Checkpoint(ctx, c.Data)
-	case "resume":
-		reply.Value, reply.Ok, err = h.Resume(ctx)
-	default:
-		reply.Unsupported = true
-		err = fmt.Errorf("unknown host call %q", c.Op)
-	}
-	if err != nil {
-		reply.Error = err.Error()
-	}
-	return reply
+	return peerpb.ServeHost(ctx, &leaseHost{r: w.s.r, l: l}, c)
 }
 
+// run serves the peer's session until it ends: one goroutine sends on the
+// stream, one turns credits into leases, a pool settles results, and the
+// receive loop hands each message to its handler.
 func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil)
 
-	wg.Add(2)
-	go func() { // the only goroutine that sends on the stream
+	results := make(chan *peerpb.Result, 64)
+	wg.Add(3)
+	go func() {
 		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-w.outbox:
-				if err := w.stream.Send(m); err != nil {
-					cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
-					return
-				}
-			}
-		}
+		w.sendLoop(ctx, cancel)
 	}()
 	go func() { // turns the peer's credits into leases
 		defer wg.Done()
@@ -260,32 +225,9 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			cancel(err)
 		}
 	}()
-
-	results := make(chan *peerpb.Result, 64)
-	wg.Add(1)
-	go func() { // stages results off the receive loop
+	go func() {
 		defer wg.Done()
-		var rwg sync.WaitGroup
-		defer rwg.Wait()
-		sem := make(chan struct{}, 8)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case res := <-results:
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				rwg.Add(1)
-				go func() {
-					defer rwg.Done()
-					defer func() { <-sem }()
-					w.settle(ctx, res)
-				}()
-			}
-		}
+		w.settleLoop(ctx, results)
 	}()
 
 	for {
@@ -296,55 +238,106 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			}
 			return fmt.Errorf("receive from %s: %w", w.peer.Name, err)
 		}
-		switch m := msg.Msg.(type) {
-		case *peerpb.FromPeer_Pull:
-			select {
-			case w.credits <- int(min(m.Pull.N, 1<<16)):
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Result:
-			select {
-			case results <- m.Result:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Results:
-			if len(m.Results.Results) > MaxBatch {
-				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), MaxBatch)
-			}
-			for _, res := range m.Results.Results {
-				select {
-				case results <- res:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
-			}
-		case *peerpb.FromPeer_Progress:
-			if l := w.get(m.Progress.LeaseId); l != nil {
-				w.s.r.opts.Events.TaskProgress(l.TaskID, m.Progress.Fraction, m.Progress.Note)
-			}
-		case *peerpb.FromPeer_Partial:
-			if l := w.get(m.Partial.LeaseId); l != nil {
-				(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
-			}
-		case *peerpb.FromPeer_Call:
-			if n := w.calls.Add(1); n > maxCallsInFlight {
-				w.calls.Add(-1)
-				return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
-			}
-			wg.Add(1)
-			go func(c *peerpb.HostCall) {
-				defer wg.Done()
-				defer w.calls.Add(-1)
-				reply := w.hostCall(ctx, c)
-				select {
-				case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
-				case <-ctx.Done():
-				}
-			}(m.Call)
+		if err := w.handle(ctx, msg, results, &wg); err != nil {
+			return err
 		}
 	}
+}
+
+// sendLoop is the only goroutine that sends on the stream.
+func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-w.outbox:
+			if err := w.stream.Send(m); err != nil {
+				cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
+				return
+			}
+		}
+	}
+}
+
+// settleLoop settles results off the receive loop, 8 at a time.
+func (w *remoteWorker) settleLoop(ctx context.Context, results <-chan *peerpb.Result) {
+	var rwg sync.WaitGroup
+	defer rwg.Wait()
+	sem := make(chan struct{}, 8)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case res := <-results:
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				defer func() { <-sem }()
+				w.settle(ctx, res)
+			}()
+		}
+	}
+}
+
+// handle acts on one message from the peer: credits go to the leaser,
+// results to the settlers, progress and partial results to the job's
+// events, host calls to goroutines of their own (on wg). An error ends
+// the session.
+func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results chan<- *peerpb.Result, wg *sync.WaitGroup) error {
+	switch m := msg.Msg.(type) {
+	case *peerpb.FromPeer_Pull:
+		select {
+		case w.credits <- int(min(m.Pull.N, 1<<16)):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Result:
+		select {
+		case results <- m.Result:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Results:
+		if len(m.Results.Results) > peerpb.MaxBatch {
+			return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
+		}
+		for _, res := range m.Results.Results {
+			select {
+			case results <- res:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	case *peerpb.FromPeer_Progress:
+		if l := w.get(m.Progress.LeaseId); l != nil {
+			w.s.r.opts.Events.TaskProgress(l.TaskID, m.Progress.Fraction, m.Progress.Note)
+		}
+	case *peerpb.FromPeer_Partial:
+		if l := w.get(m.Partial.LeaseId); l != nil {
+			(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
+		}
+	case *peerpb.FromPeer_Call:
+		if n := w.calls.Add(1); n > maxCallsInFlight {
+			w.calls.Add(-1)
+			return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
+		}
+		wg.Add(1)
+		go func(c *peerpb.HostCall) {
+			defer wg.Done()
+			defer w.calls.Add(-1)
+			reply := w.hostCall(ctx, c)
+			select {
+			case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
+			case <-ctx.Done():
+			}
+		}(m.Call)
+	}
+	return nil
 }
 
 func (w *remoteWorker) get(id uint64) *sched.Lease {
@@ -352,15 +345,6 @@ func (w *remoteWorker) get(id uint64) *sched.Lease {
 	defer w.mu.Unlock()
 	return w.leases[id]
 }
-
-// MaxBatch bounds the leases (or results) in one Leases (Results)
-// message, and MaxBatchBytes their size, the coordinator's and the peers'
-// alike: a batch saves per-message costs on both sides when many slots free
-// up at once, and stays a small message.
-const (
-	MaxBatch      = 256
-	MaxBatchBytes = 1 << 20
-)
 
 // lease waits for credits and sends one lease per credit: as many as are
 // ready at once go out in one message.
@@ -389,7 +373,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		batch := []*sched.Lease{l}
 		msgs := []*peerpb.Lease{w.leaseMsg(l)}
 		size := len(msgs[0].Params)
-		for credit--; credit > 0 && len(batch) < MaxBatch && size < MaxBatchBytes; credit-- {
+		for credit--; credit > 0 && len(batch) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes; credit-- {
 			l := w.s.q.TryNext(w.peer.Name)
 			if l == nil {
 				break

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/job/sched"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -52,7 +52,8 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		}()
 		go func() {
 			defer wg.Done()
-			r.opts.Remote.Swarm.Serve(wctx, sess)
+			goos, goarch := pluginPlatform()
+			r.opts.Remote.Swarm.Serve(wctx, r.p.ID.String(), goos, goarch, sess.Enrol)
 		}()
 	}
 	// Backstop for workers that hang without their connection breaking.
@@ -99,7 +100,9 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 	}
 }
 
-// runLocal runs one lease in the local pool and stages its output.
+// runLocal runs one lease in the local pool, through the same path as a
+// peer's slot (package taskrun), and checks its output with the plugin's
+// Verify if it has one, as an output from a peer is checked.
 func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) sched.Result {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -112,43 +115,36 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	}()
 	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
 	defer os.RemoveAll(work)
-	res, err := r.execute(actx, work, l)
-	var out sched.Result
-	if err == nil {
-		out.Stage = work + ".out"
-		if err = outputs.Gather(work, out.Stage, res); err == nil {
-			out.Digest, out.Files, err = outputs.Digest(out.Stage)
-			if err == nil && r.verifier {
-				err = r.verifyOutput(ctx, l, out.Stage, out.Files)
+	var out taskrun.Output
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		out.Err = fmt.Errorf("make work dir: %w", err)
+		out.Outcome = pluginhost.Classify(actx, out.Err)
+	} else {
+		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+	}
+	if out.Err == nil && r.verifier {
+		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
+			// A revoked lease (another copy won, or it expired) ends as canceled.
+			out.Err, out.Outcome = err, pluginhost.Classify(actx, err)
+			if errors.Is(err, errRejected) {
+				out.Outcome = report.OutcomeRejected
 			}
 		}
 	}
-	out.Err = err
-	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.Outcome = pluginhost.Classify(actx, err)
-	if errors.Is(err, errRejected) {
-		out.Outcome = report.OutcomeRejected
-	}
-	out.End = time.Now().UTC()
-	return out
+	return sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, End: time.Now().UTC()}
 }
 
-func (r *runner) execute(ctx context.Context, work string, l *sched.Lease) (*sdk.Result, error) {
-	job := r.p.Spec
-	i, attempt := l.Task, l.Attempt
-	task := job.Tasks[i]
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("make work dir: %w", err)
-	}
-	req := &sdk.Request{
+// attempt describes lease l for taskrun, on whichever slot it runs.
+func (r *runner) attempt(l *sched.Lease, host sdk.Host) taskrun.Attempt {
+	return taskrun.Attempt{
 		JobID:   r.p.ID.String(),
-		TaskID:  task.ID,
-		Attempt: attempt,
-		Params:  job.TaskParamsJSON(i),
+		TaskID:  l.TaskID,
+		Attempt: l.Attempt,
+		Params:  r.p.Spec.TaskParamsJSON(l.Task),
 		Inputs:  r.inputFiles(),
-		WorkDir: work,
+		Timeout: r.p.Spec.Timeout,
+		Host:    host,
 	}
-	return r.pool.Run(ctx, req, &leaseHost{r: r, l: l}, job.Timeout)
 }
 
 func (r *runner) inputFiles() []sdk.File {

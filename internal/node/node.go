@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -279,4 +278,4 @@ func (n *Node) pool(digest [32]byte, path string) *pluginhost.Pool {
 }
 
 // ProtocolVersion is the peer protocol version this node speaks.
-const ProtocolVersion = job.ProtocolVersion
+const ProtocolVersion = peerpb.ProtocolVersion

@@ -2,6 +2,9 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# The staticcheck release (2026.2.2, module v0.8.2) `lint` and .ci/run use.
+staticcheck := "v0.8.2"
+
 # List the recipes.
 default:
     @just --list
@@ -19,10 +22,11 @@ test:
 test-race:
     go test -race ./...
 
-# Check formatting and vet.
+# Check formatting, vet and staticcheck (the release pinned at the top, as in .ci/run).
 lint:
     test -z "$(gofmt -l $(git ls-files '*.go'))" || { gofmt -l $(git ls-files '*.go'); exit 1; }
     go vet ./...
+    go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} ./...
 
 # Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:

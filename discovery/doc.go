@@ -4,7 +4,10 @@
 //
 //   - Finding: every source of peers sits behind the tiny Finder
 //     interface. Static is a fixed list (--join addresses, routed
-//     networks, tests); MDNS announces this node and browses for the
+//     networks, tests); Resolver turns static addresses into peers by
+//     asking each who it is (the node package asks with the peer
+//     protocol's Info call, the one resolver of `p2pc join`, `run` and
+//     `peers`) and keeps the answers; MDNS announces this node and browses for the
 //     others on the LAN with multicast DNS (github.com/hashicorp/mdns).
 //   - Keeping: Membership is a github.com/hashicorp/memberlist cluster
 //     (SWIM gossip with failure detection). It spreads each member's

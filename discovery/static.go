@@ -2,10 +2,12 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Peer is a node that can be contacted.
@@ -33,12 +35,13 @@ type Static []Peer
 // Find returns the list.
 func (s Static) Find(context.Context) ([]Peer, error) { return append([]Peer(nil), s...), nil }
 
-// ParseAddrs parses a comma-separated list of host:port addresses (as
-// given to --join), rejecting malformed ones with their position.
-func ParseAddrs(list string) (Static, error) {
+// ParseAddrs parses host:port addresses (as given to --join, which kong
+// splits at commas), rejecting malformed ones with their position and
+// dropping empty ones and repeats.
+func ParseAddrs(addrs []string) (Static, error) {
 	var out Static
 	seen := map[string]bool{}
-	for i, a := range strings.Split(list, ",") {
+	for i, a := range addrs {
 		a = strings.TrimSpace(a)
 		if a == "" {
 			continue
@@ -61,4 +64,71 @@ func ParseAddrs(list string) (Static, error) {
 		out = append(out, Peer{Addr: norm})
 	}
 	return out, nil
+}
+
+// Addrs returns the peers' addresses.
+func (s Static) Addrs() []string {
+	out := make([]string, len(s))
+	for i, p := range s {
+		out[i] = p.Addr
+	}
+	return out
+}
+
+// ResolveFunc asks the node at a static address (gRPC, host:port) who it
+// is: its name and gossip address.
+type ResolveFunc func(ctx context.Context, addr string) (Peer, error)
+
+// Resolver is the one way static addresses (--join) become peers: it
+// asks each address who it is through Resolve and keeps the answers, so
+// an address is asked until it answers once. It is a Finder: given to
+// Membership.JoinFrom it joins static peers as they come up.
+type Resolver struct {
+	Addrs   []string
+	Resolve ResolveFunc
+
+	mu    sync.Mutex
+	known map[string]Peer
+}
+
+// Find resolves the addresses that have not answered yet and returns the
+// peers of those that have; the error names the addresses that did not
+// answer this time.
+func (r *Resolver) Find(ctx context.Context) ([]Peer, error) {
+	var out []Peer
+	var errs []error
+	for _, a := range r.Addrs {
+		p, err := r.Lookup(ctx, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Lookup resolves one address, once: a later call returns the first
+// answer.
+func (r *Resolver) Lookup(ctx context.Context, addr string) (Peer, error) {
+	r.mu.Lock()
+	p, ok := r.known[addr]
+	r.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := r.Resolve(ctx, addr)
+	if err != nil {
+		return Peer{}, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	if p.Addr == "" {
+		p.Addr = addr
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.known == nil {
+		r.known = map[string]Peer{}
+	}
+	r.known[addr] = p
+	return p, nil
 }

@@ -2,24 +2,28 @@ package discovery
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestParseAddrs(t *testing.T) {
 	tests := []struct {
-		in      string
+		in      []string
 		want    []string
 		wantErr string
 	}{
-		{in: "", want: nil},
-		{in: "127.0.0.1:7000", want: []string{"127.0.0.1:7000"}},
-		{in: " a:1 , b:2,a:1 ", want: []string{"a:1", "b:2"}},
-		{in: "[::1]:9", want: []string{"[::1]:9"}},
-		{in: "127.0.0.1", wantErr: "peer address 1"},
-		{in: "a:1,b:0", wantErr: `peer address 2 "b:0": port must be 1-65535`},
-		{in: ":80", wantErr: "missing host"},
-		{in: "a:http", wantErr: "port must be"},
+		{in: nil, want: nil},
+		{in: []string{""}, want: nil},
+		{in: []string{"127.0.0.1:7000"}, want: []string{"127.0.0.1:7000"}},
+		{in: []string{" a:1 ", " b:2", "a:1 "}, want: []string{"a:1", "b:2"}},
+		{in: []string{"[::1]:9"}, want: []string{"[::1]:9"}},
+		{in: []string{"127.0.0.1"}, wantErr: "peer address 1"},
+		{in: []string{"a:1", "b:0"}, wantErr: `peer address 2 "b:0": port must be 1-65535`},
+		{in: []string{":80"}, wantErr: "missing host"},
+		{in: []string{"a:http"}, wantErr: "port must be"},
 	}
 	for _, tt := range tests {
 		got, err := ParseAddrs(tt.in)
@@ -38,8 +42,57 @@ func TestParseAddrs(t *testing.T) {
 		for _, p := range peers {
 			addrs = append(addrs, p.Addr)
 		}
-		if strings.Join(addrs, ",") != strings.Join(tt.want, ",") {
+		if !slices.Equal(addrs, tt.want) || !slices.Equal(got.Addrs(), addrs) {
 			t.Errorf("ParseAddrs(%q) = %v, want %v", tt.in, addrs, tt.want)
+		}
+	}
+}
+
+func TestResolver(t *testing.T) {
+	up := map[string]bool{"a:1": true}
+	asked := map[string]int{}
+	r := &Resolver{
+		Addrs: []string{"a:1", "b:2"},
+		Resolve: func(_ context.Context, addr string) (Peer, error) {
+			asked[addr]++
+			if !up[addr] {
+				return Peer{}, errors.New("connection refused")
+			}
+			return Peer{Name: "node-" + addr[:1], GossipAddr: addr[:1] + ":7946"}, nil
+		},
+	}
+	for _, c := range []struct {
+		name    string
+		up      string // comes up before this round
+		want    []string
+		err     string
+		askedA  int
+		askedB  int
+		lookupB bool
+	}{
+		{name: "one answers", want: []string{"node-a a:1 a:7946"}, err: "peer b:2: connection refused", askedA: 1, askedB: 1},
+		{name: "the silent one is asked again, the known one is not", want: []string{"node-a a:1 a:7946"}, err: "peer b:2", askedA: 1, askedB: 2},
+		{name: "it comes up", up: "b:2", want: []string{"node-a a:1 a:7946", "node-b b:2 b:7946"}, askedA: 1, askedB: 3},
+		{name: "both known: no call", want: []string{"node-a a:1 a:7946", "node-b b:2 b:7946"}, askedA: 1, askedB: 3, lookupB: true},
+	} {
+		if c.up != "" {
+			up[c.up] = true
+		}
+		peers, err := r.Find(t.Context())
+		var got []string
+		for _, p := range peers {
+			got = append(got, fmt.Sprintf("%s %s %s", p.Name, p.Addr, p.GossipAddr))
+		}
+		if !slices.Equal(got, c.want) || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: Find = %v, %v; want %v, %q", c.name, got, err, c.want, c.err)
+		}
+		if c.lookupB {
+			if p, err := r.Lookup(t.Context(), "b:2"); err != nil || p.Name != "node-b" {
+				t.Errorf("%s: Lookup = %+v, %v", c.name, p, err)
+			}
+		}
+		if asked["a:1"] != c.askedA || asked["b:2"] != c.askedB {
+			t.Errorf("%s: asked %v, want a %d, b %d", c.name, asked, c.askedA, c.askedB)
 		}
 	}
 }

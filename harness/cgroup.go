@@ -308,7 +308,8 @@ func PrioritiseSelf() (undo func() error, err error) {
 		return nil, err
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()))
-	if err := c.prioritise(); err == nil {
+	err = c.prioritise()
+	if err == nil {
 		err = os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), pid, 0o644)
 	}
 	if err != nil {

@@ -1,9 +1,9 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"math/bits"
 	"path/filepath"
 	"regexp"
@@ -290,16 +290,6 @@ func (p *parser) resources(n *yaml.Node) Resources {
 	return r
 }
 
-// memoryUnits are the units resources.memory accepts.
-var memoryUnits = map[string]int64{
-	"": 1, "B": 1,
-	"kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-}
-
-var memoryRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?) ?([A-Za-z]*)$`)
-
 // memory reads a size: an integer number of bytes or a string such as
 // "512MiB", "1.5GiB" or "2GB".
 func (p *parser) memory(n *yaml.Node) int64 {
@@ -313,23 +303,16 @@ func (p *parser) memory(n *yaml.Node) int64 {
 		p.errorf(n, "%s: expected a size like 512MiB, got %s", label, describe(n))
 		return 0
 	}
-	m := memoryRE.FindStringSubmatch(strings.TrimSpace(t.Value))
-	unit, ok := int64(0), false
-	if m != nil {
-		unit, ok = memoryUnits[m[2]]
-	}
-	if !ok {
+	bytes, err := ParseSize(t.Value)
+	switch {
+	case errors.Is(err, ErrSizeSyntax):
 		p.errorf(n, "%s: invalid size %s (use a number with B, kB, MB, GB, TB, KiB, MiB, GiB or TiB, like 512MiB)", label, short(t.Value))
 		return 0
-	}
-	r, _ := new(big.Rat).SetString(m[1])
-	r.Mul(r, new(big.Rat).SetInt64(unit))
-	bytes := new(big.Int).Quo(r.Num(), r.Denom())
-	if !bytes.IsInt64() || bytes.Sign() <= 0 {
+	case err != nil || bytes == 0:
 		p.errorf(n, "%s: size %s must be at least 1 byte and fit in 64 bits", label, short(t.Value))
 		return 0
 	}
-	return bytes.Int64()
+	return bytes
 }
 
 // inputs reads the inputs list.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/spec"
 )
 
 // BlocksCmd groups the commands on the local content-addressed store and
@@ -52,7 +52,7 @@ func pinFile(s *blocks.DiskStore, file blocks.ID, m *blocks.Manifest) error {
 // BlocksPutCmd is `p2pc blocks put`.
 type BlocksPutCmd struct {
 	File      string   `arg:"" type:"existingfile" help:"File to store."`
-	BlockSize byteSize `default:"1MiB" help:"Block size (e.g. 256KiB, 1MiB; at most 16MiB)."`
+	BlockSize byteSize `default:"1MiB" help:"Block size (e.g. 256KiB, 1MiB; at most 16MiB). Sizes: KiB, MiB, GiB are powers of 1024, kB, MB, GB powers of 1000."`
 	NoPin     bool     `help:"Do not pin the file (gc may then remove it)."`
 }
 
@@ -313,7 +313,7 @@ func (c *BlocksVerifyCmd) Run(g *Globals) error {
 
 // BlocksGcCmd is `p2pc blocks gc`.
 type BlocksGcCmd struct {
-	MaxBytes byteSize `default:"0" help:"Keep at most this many bytes of blocks (e.g. 10GiB); 0 removes every unpinned block."`
+	MaxBytes byteSize `default:"0" help:"Keep at most this many bytes of blocks (e.g. 10GiB, or 10GB = 10^9 bytes); 0 removes every unpinned block."`
 }
 
 func (c *BlocksGcCmd) Run(g *Globals) error {
@@ -403,34 +403,18 @@ func stopGRPC(gs *grpc.Server, d time.Duration) {
 	}
 }
 
-// byteSize is a flag value in bytes that accepts suffixes: 512, 64K, 1MiB,
-// 1.5GB (K, M, G, T are powers of 1024 with or without "iB"; "B" alone
-// means bytes).
+// byteSize is a flag value in bytes, read by spec.ParseSize as a spec's
+// sizes are: 512, 64KiB, 1MiB, 10GiB (powers of 1024) or 2GB, 500MB
+// (powers of 1000); units are case-sensitive.
 type byteSize int64
 
 func (b *byteSize) UnmarshalText(text []byte) error {
-	v, err := parseByteSize(string(text))
+	v, err := spec.ParseSize(string(text))
 	if err != nil {
 		return err
 	}
 	*b = byteSize(v)
 	return nil
-}
-
-func parseByteSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	num, unit := t, ""
-	if i >= 0 {
-		num, unit = t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
-	}
-	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "ib"), "b")
-	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit]
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || mult == 0 || f < 0 || f*mult > 1<<62 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 512, 64KiB, 1MiB, 10GiB)", s)
-	}
-	return int64(f * mult), nil
 }
 
 func fmtBytes(n int64) string {

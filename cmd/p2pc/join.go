@@ -32,7 +32,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if slots <= 0 {
 		slots = runtime.NumCPU()
 	}
-	static, err := discovery.ParseAddrs(joinList(c.Join))
+	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
@@ -57,26 +57,11 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
 	}
-	var joins []string
-	for _, p := range static {
-		joins = append(joins, p.Addr)
-	}
-	if _, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: joins}); err != nil {
+	if _, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()}); err != nil {
 		return withCode(exitBadInput, err)
 	}
 	// The first line on stdout says where the node listens (scripts and
 	// tests read it).
 	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d\n", n.Addr(), n.Name(), slots)
 	return n.Serve(g.Ctx)
-}
-
-func joinList(addrs []string) string {
-	out := ""
-	for i, a := range addrs {
-		if i > 0 {
-			out += ","
-		}
-		out += a
-	}
-	return out
 }

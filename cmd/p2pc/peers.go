@@ -10,7 +10,6 @@ import (
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
-	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -24,7 +23,7 @@ type PeersCmd struct {
 
 // Run joins the membership briefly as an observer, lists it and leaves.
 func (c *PeersCmd) Run(g *Globals) error {
-	static, err := discovery.ParseAddrs(joinList(c.Join))
+	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
@@ -58,20 +57,16 @@ func (c *PeersCmd) Run(g *Globals) error {
 	defer mem.Close()
 	conns := transfer.NewPool()
 	defer conns.Close()
-	for _, p := range static {
-		conn, err := conns.Conn(p.Addr)
-		if err != nil {
-			continue
+	resolver := &discovery.Resolver{Addrs: static.Addrs(), Resolve: node.ResolveStatic(conns)}
+	found, err := resolver.Find(ctx)
+	if errs, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range errs.Unwrap() {
+			fmt.Fprintf(os.Stderr, "p2pc: %v\n", e) // "peer ADDR: why", as before
 		}
-		ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
-		info, err := peerpb.NewPeerClient(conn).Info(ictx, &peerpb.InfoRequest{Proto: node.ProtocolVersion})
-		icancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "p2pc: peer %s: %v\n", p.Addr, err)
-			continue
-		}
-		if _, err := mem.Join(ctx, []string{info.GossipAddr}); err != nil {
-			fmt.Fprintf(os.Stderr, "p2pc: join %s: %v\n", info.GossipAddr, err)
+	}
+	for _, p := range found {
+		if _, err := mem.Join(ctx, []string{p.GossipAddr}); err != nil {
+			fmt.Fprintf(os.Stderr, "p2pc: join %s: %v\n", p.GossipAddr, err)
 		}
 	}
 	if !c.NoMDNS {

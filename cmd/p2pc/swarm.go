@@ -14,6 +14,9 @@ import (
 	"github.com/p2pc/p2pc/internal/node"
 )
 
+// node.Swarm enrols peers for the coordinator, without importing it.
+var _ job.Swarm = (*node.Swarm)(nil)
+
 // submitterSwarm is the node `p2pc run` starts so that peers can take
 // part: it serves the job's blocks and enrols peers. It takes no work
 // itself (its local slots run tasks directly).
@@ -26,7 +29,7 @@ type submitterSwarm struct {
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("%s-run-%d", host, os.Getpid())
-	static, err := discovery.ParseAddrs(joinList(c.Join))
+	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
@@ -66,10 +69,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 			g.Logger.Warn("submitter node", "err", err)
 		}
 	}()
-	var addrs []string
-	for _, p := range static {
-		addrs = append(addrs, p.Addr)
-	}
+	addrs := static.Addrs()
 	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs})
 	if err != nil {
 		cancel()

@@ -173,6 +173,23 @@ func hasSection(c *Config, suite string) bool {
 
 // gaReport writes the suite's files and returns its rows.
 func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, error) {
+	if err := gaWriteData(env, cfg, sizes, load); err != nil {
+		return nil, err
+	}
+	if err := gaWritePlots(env, cfg, sizes); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	if err := gaWriteSummary(env, cfg, sizes, load, res); err != nil {
+		return nil, err
+	}
+	gaRows(res, sizes)
+	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %d generations of %d tours, peers of 0.3-0.9 cores of quota", cfg.Islands, cfg.Sizes, cfg.Generations, cfg.Population)
+	return res, nil
+}
+
+// gaWriteData writes ga.csv and ga.json.
+func gaWriteData(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) error {
 	gens := float64(cfg.Generations)
 	var csvRows [][]string
 	for _, sz := range sizes {
@@ -189,7 +206,7 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 	}
 	if err := env.WriteCSV("ga.csv", []string{"kind", "cities", "setup", "peer", "cpu_cores", "tasks", "makespan_s", "wall_s",
 		"rate_islands_per_s", "rate_generations_per_s", "s_h", "s_h_max", "efficiency", "tail_bound"}, csvRows); err != nil {
-		return nil, err
+		return err
 	}
 	if err := env.WriteJSON("ga.json", map[string]any{
 		"machine": env.Machine, "config": cfg, "quick": env.Quick, "sizes": sizes,
@@ -205,16 +222,26 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 			"rounds":     "with rounds > 1 every figure is the median of its rounds (ABBA...: the mean of two)",
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
-	// The setups, in the order of the first size (every size has them all).
+// gaSetups returns the setups, in the order of the first size (every size
+// has them all).
+func gaSetups(sizes []gaSize) []Setup {
 	var setups []Setup
 	if len(sizes) > 0 {
 		for _, r := range sizes[0].Setups {
 			setups = append(setups, r.Setup)
 		}
 	}
+	return setups
+}
+
+// gaWritePlots writes speedup.svg and efficiency.svg.
+func gaWritePlots(env *Env, cfg gaConfig, sizes []gaSize) error {
+	setups := gaSetups(sizes)
 	xs := make([]float64, len(sizes))
 	for i, sz := range sizes {
 		xs[i] = float64(sz.Cities)
@@ -254,13 +281,19 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 		}
 	}
 	if err := env.WriteSVG("speedup.svg", speed.SVG()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := env.WriteSVG("efficiency.svg", eff.SVG()); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
-	res := &Result{}
+// gaWriteSummary writes summary.md, adding to res a note on disturbed
+// measurements.
+func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res *Result) error {
+	gens := float64(cfg.Generations)
+	setups := gaSetups(sizes)
 	var md Markdown
 	md.P("# Island GA for the TSP on heterogeneous setups (Fenech & Vella 5, Figure 4)")
 	md.P("%s", quickBanner(env))
@@ -327,9 +360,14 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 	md.P("Fenech & Vella report, for their largest problem size, 95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines, and substantial initialization costs that level out as the problem grows; their sizes and machines are not given. Here the fixed costs per island (dispatch, plugin call, instance generation, enrolment) weigh most at the smallest size, where an island takes a fraction of a second.")
 	md.P("Files: ga.json (all measurements), ga.csv, speedup.svg, efficiency.svg, ga-<cities>.yaml.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// gaRows adds the headline rows: every setup's efficiency and speedup at
+// the largest size, and its efficiency at the smallest.
+func gaRows(res *Result, sizes []gaSize) {
 	if len(sizes) > 0 {
 		last := sizes[len(sizes)-1]
 		for _, r := range last.Setups {
@@ -347,8 +385,6 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 			}
 		}
 	}
-	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %d generations of %d tours, peers of 0.3-0.9 cores of quota", cfg.Islands, cfg.Sizes, cfg.Generations, cfg.Population)
-	return res, nil
 }
 
 // gaEffYMax is the top of the efficiency chart: 110%, or more if a

@@ -45,51 +45,97 @@ type latencyRun struct {
 }
 
 func (latencySuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := latencyConfig{Tasks: 200, Peers: 10, Slots: 20, Runs: 10, SerialTasks: 200, DaskWorkers: 10, DaskThreads: 20}
-	if err := env.Config.Decode("latency", env.Quick, &cfg); err != nil {
+	d := &latencyData{}
+	plugin, spec, warm, err := latencySpecs(ctx, env, &d.cfg)
+	if err != nil {
 		return nil, err
+	}
+	phase := env.Progress.Phase("latency", d.cfg.Runs+3)
+	defer phase.Done()
+	if d.runs, d.all, err = latencyMeasure(ctx, env, d.cfg, spec, warm, phase); err != nil {
+		return nil, err
+	}
+	if err := d.compare(ctx, env, plugin, phase); err != nil {
+		return nil, err
+	}
+	d.summarise()
+	res := &Result{}
+	d.rows(res, env)
+	if err := d.writeData(env); err != nil {
+		return nil, err
+	}
+	if err := d.writePlot(env); err != nil {
+		return nil, err
+	}
+	if err := d.writeSummary(env); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// latencyData is what the latency suite measured and its statistics.
+type latencyData struct {
+	cfg    latencyConfig
+	runs   []latencyRun
+	all    []float64   // every task's latency of every run (ms)
+	serial *latencyRun // one peer, one slot; nil if not measured
+	dask   *daskResult // nil where skipped (derr says why)
+	derr   error
+	setup  string // the lab, as a row label
+	st     Stats  // of all
+	sp     Stats  // of the runs' makespans
+	daskSt Stats  // of Dask's latencies
+}
+
+// latencySpecs reads the configuration into cfg and writes the job spec
+// (kept with the results) and the warm-up spec.
+func latencySpecs(ctx context.Context, env *Env, cfg *latencyConfig) (plugin, spec, warm string, err error) {
+	*cfg = latencyConfig{Tasks: 200, Peers: 10, Slots: 20, Runs: 10, SerialTasks: 200, DaskWorkers: 10, DaskThreads: 20}
+	if err := env.Config.Decode("latency", env.Quick, cfg); err != nil {
+		return "", "", "", err
 	}
 	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 {
-		return nil, fmt.Errorf("latency: tasks, peers, slots and runs must be positive: %+v", cfg)
+		return "", "", "", fmt.Errorf("latency: tasks, peers, slots and runs must be positive: %+v", cfg)
 	}
-	plugin, err := env.Plugin(ctx, "echo")
+	plugin, err = env.Plugin(ctx, "echo")
 	if err != nil {
-		return nil, err
+		return "", "", "", err
 	}
-	spec, err := env.WriteSpec("latency", JobSpec{Name: "bench-latency", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
+	spec, err = env.WriteSpec("latency", JobSpec{Name: "bench-latency", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
 	if err != nil {
-		return nil, err
+		return "", "", "", err
 	}
 	// The warm-up holds every slot at once for a moment, so every peer
 	// starts all its plugin processes before the measurement.
-	warm, err := env.WriteSpec("latency-warmup", JobSpec{Name: "bench-latency-warmup", Plugin: plugin,
+	warm, err = env.WriteSpec("latency-warmup", JobSpec{Name: "bench-latency-warmup", Plugin: plugin,
 		Params: map[string]any{"sleep_ms": 300}, Tasks: []any{Range("i", cfg.Peers*cfg.Slots)}, Timeout: "1m"})
 	if err != nil {
-		return nil, err
+		return "", "", "", err
 	}
 	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
-		return nil, err
+		return "", "", "", err
 	}
-	phase := env.Progress.Phase("latency", cfg.Runs+3)
-	defer phase.Done()
+	return plugin, spec, warm, nil
+}
 
+// latencyMeasure runs the warm-up jobs, then the job cfg.Runs times, on a
+// lab of uniform peers; it returns the runs and all their latencies (ms).
+func latencyMeasure(ctx context.Context, env *Env, cfg latencyConfig, spec, warm string, phase Phase) (runs []latencyRun, all []float64, err error) {
 	lab, err := env.NewLab(ctx, uniformPeers(cfg.Peers, cfg.Slots))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer lab.Close()
 	for range 2 {
 		if _, err := env.Submit(ctx, lab, warm, harness.SubmitOptions{}); err != nil {
-			return nil, fmt.Errorf("latency warm-up: %w", err)
+			return nil, nil, fmt.Errorf("latency warm-up: %w", err)
 		}
 	}
 	phase.Step("warm-up done")
-	var runs []latencyRun
-	var all []float64
 	for i := range cfg.Runs {
 		sub, err := env.Submit(ctx, lab, spec, harness.SubmitOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("latency run %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("latency run %d: %w", i+1, err)
 		}
 		r := latencyRun{Run: i + 1, MakespanS: SpanOf(sub.Report).Makespan().Seconds(), Latency: Latencies(sub.Report)}
 		ms := latMS(r.Latency)
@@ -99,60 +145,72 @@ func (latencySuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		phase.Step(fmt.Sprintf("run %d: mean %.2f ms, p99 %.2f ms", i+1, r.Stats.Mean, r.Stats.P99))
 	}
 	if err := lab.CheckLogs(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := lab.Close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return runs, all, nil
+}
 
+// compare measures one peer with one slot, unloaded, and Dask.
+func (d *latencyData) compare(ctx context.Context, env *Env, plugin string, phase Phase) error {
 	// Unloaded: one peer, one slot, the tasks one after another.
-	var serial *latencyRun
-	if cfg.SerialTasks > 0 {
-		if serial, err = env.serialLatency(ctx, plugin, cfg.SerialTasks); err != nil {
-			return nil, err
+	if d.cfg.SerialTasks > 0 {
+		var err error
+		if d.serial, err = env.serialLatency(ctx, plugin, d.cfg.SerialTasks); err != nil {
+			return err
 		}
 	}
 	phase.Step("1 peer x 1 slot done")
-	dask, derr := env.runDask(ctx, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads, cfg.Runs)
-	if derr != nil && !errors.Is(derr, errSkip) {
-		return nil, derr
+	d.dask, d.derr = env.runDask(ctx, d.cfg.Tasks, d.cfg.DaskWorkers, d.cfg.DaskThreads, d.cfg.Runs)
+	if d.derr != nil && !errors.Is(d.derr, errSkip) {
+		return d.derr
 	}
-	phase.Step(comparatorStep("Dask", derr))
+	phase.Step(comparatorStep("Dask", d.derr))
+	return nil
+}
 
-	st := Summarise(all)
+// summarise computes the statistics.
+func (d *latencyData) summarise() {
+	d.setup = fmt.Sprintf("p2pc, %d peers x %d slots", d.cfg.Peers, d.cfg.Slots)
+	d.st = Summarise(d.all)
 	var spans []float64
-	for _, r := range runs {
+	for _, r := range d.runs {
 		spans = append(spans, r.MakespanS)
 	}
-	sp := Summarise(spans)
+	d.sp = Summarise(spans)
 	var daskAll []float64
-	var daskSt Stats
-	if dask != nil {
-		for _, r := range dask.Runs {
+	if d.dask != nil {
+		for _, r := range d.dask.Runs {
 			daskAll = append(daskAll, r.LatenciesMS...)
 		}
-		daskSt = Summarise(daskAll)
+		d.daskSt = Summarise(daskAll)
 	}
+}
 
-	res := &Result{}
-	setup := fmt.Sprintf("p2pc, %d peers x %d slots", cfg.Peers, cfg.Slots)
-	res.Add(setup, "latency mean ± sd (ms)", fmt.Sprintf("%.2f ± %.2f", st.Mean, st.SD), fmt.Sprintf("%.2f ± %.2f", preonLatencyMeanMS, preonLatencySDMS))
-	res.Add(setup, "latency p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f", st.P50, st.P99), "")
-	res.Add(setup, "first dispatch to last end (s)", fmt.Sprintf("%.3f ± %.3f", sp.Mean, sp.SD), fmt.Sprintf("%.2f ± 0.03", preonLastS))
-	if serial != nil {
-		res.Add("p2pc, 1 peer x 1 slot (unloaded)", "latency mean / p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f / %.2f", serial.Stats.Mean, serial.Stats.P50, serial.Stats.P99), "")
+// rows adds the headline rows.
+func (d *latencyData) rows(res *Result, env *Env) {
+	res.Add(d.setup, "latency mean ± sd (ms)", fmt.Sprintf("%.2f ± %.2f", d.st.Mean, d.st.SD), fmt.Sprintf("%.2f ± %.2f", preonLatencyMeanMS, preonLatencySDMS))
+	res.Add(d.setup, "latency p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f", d.st.P50, d.st.P99), "")
+	res.Add(d.setup, "first dispatch to last end (s)", fmt.Sprintf("%.3f ± %.3f", d.sp.Mean, d.sp.SD), fmt.Sprintf("%.2f ± 0.03", preonLastS))
+	if d.serial != nil {
+		res.Add("p2pc, 1 peer x 1 slot (unloaded)", "latency mean / p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f / %.2f", d.serial.Stats.Mean, d.serial.Stats.P50, d.serial.Stats.P99), "")
 	}
-	if dask != nil {
-		res.Add(fmt.Sprintf("Dask, %d workers x %d threads", dask.Workers, dask.Threads), "submit to result mean ± sd, p50 / p99 (ms)",
-			fmt.Sprintf("%.2f ± %.2f, %.2f / %.2f", daskSt.Mean, daskSt.SD, daskSt.P50, daskSt.P99), "")
+	if d.dask != nil {
+		res.Add(fmt.Sprintf("Dask, %d workers x %d threads", d.dask.Workers, d.dask.Threads), "submit to result mean ± sd, p50 / p99 (ms)",
+			fmt.Sprintf("%.2f ± %.2f, %.2f / %.2f", d.daskSt.Mean, d.daskSt.SD, d.daskSt.P50, d.daskSt.P99), "")
 	} else {
-		res.Add("Dask", "submit to result", skipped(derr), "")
+		res.Add("Dask", "submit to result", skipped(d.derr), "")
 	}
-	res.Note("%d echo tasks on %d peers x %d slots, %d runs (Preon: 200 echo jobs, 10 peers x 20 at once, 10 runs); all peers share this machine's %d cores", cfg.Tasks, cfg.Peers, cfg.Slots, cfg.Runs, env.Machine.Cores)
+	res.Note("%d echo tasks on %d peers x %d slots, %d runs (Preon: 200 echo jobs, 10 peers x 20 at once, 10 runs); all peers share this machine's %d cores", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Runs, env.Machine.Cores)
+}
 
+// writeData writes latency.json and latency.csv.
+func (d *latencyData) writeData(env *Env) error {
 	if err := env.WriteJSON("latency.json", map[string]any{
-		"machine": env.Machine, "config": cfg, "quick": env.Quick, "runs": runs, "latency_ms": st, "makespan_s": sp,
-		"serial": serial, "dask": dask, "dask_latency_ms": daskSt, "dask_skipped": errString(derr),
+		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs, "latency_ms": d.st, "makespan_s": d.sp,
+		"serial": d.serial, "dask": d.dask, "dask_latency_ms": d.daskSt, "dask_skipped": errString(d.derr),
 		"preon": map[string]float64{"mean_ms": preonLatencyMeanMS, "sd_ms": preonLatencySDMS, "last_end_s": preonLastS},
 		"definitions": map[string]string{
 			"latency":    "from report.json attempts: start = the coordinator issued the lease, end = the peer finished the task (one clock: all processes run on this machine)",
@@ -160,45 +218,50 @@ func (latencySuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			"dask":       "client.map of all tasks at once; per task, submit until its result reached the client (as_completed)",
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	var rows [][]string
-	for _, r := range runs {
+	for _, r := range d.runs {
 		for i, l := range r.Latency {
 			rows = append(rows, []string{"p2pc", fmt.Sprint(r.Run), fmt.Sprint(i), l.Task, l.Peer, f3(msOf(l.Dispatch)), f3(msOf(l.Latency))})
 		}
 	}
-	if serial != nil {
-		for i, l := range serial.Latency {
+	if d.serial != nil {
+		for i, l := range d.serial.Latency {
 			rows = append(rows, []string{"p2pc-1x1", "1", fmt.Sprint(i), l.Task, l.Peer, f3(msOf(l.Dispatch)), f3(msOf(l.Latency))})
 		}
 	}
-	if dask != nil {
-		for ri, r := range dask.Runs {
+	if d.dask != nil {
+		for ri, r := range d.dask.Runs {
 			for i, ms := range r.LatenciesMS {
 				rows = append(rows, []string{"dask", fmt.Sprint(ri + 1), fmt.Sprint(i), fmt.Sprint(i), "", "0", f3(ms)})
 			}
 		}
 	}
 	if err := env.WriteCSV("latency.csv", []string{"system", "run", "order", "task", "peer", "dispatch_ms", "latency_ms"}, rows); err != nil {
-		return nil, err
+		return err
 	}
 
-	// Figure 4: latency by dispatch order, every run overlaid.
+	return nil
+}
+
+// writePlot writes latency.svg: latency by dispatch order, every run
+// overlaid (Preon's Figure 4).
+func (d *latencyData) writePlot(env *Env) error {
 	var xs, ys, dx, dy []float64
-	for _, r := range runs {
+	for _, r := range d.runs {
 		for i, l := range r.Latency {
 			xs, ys = append(xs, float64(i)), append(ys, msOf(l.Latency))
 		}
 	}
-	series := []Series{{Name: fmt.Sprintf("p2pc (%d runs)", len(runs)), X: xs, Y: ys, Kind: Points, Radius: 2}}
-	if dask != nil {
-		for _, r := range dask.Runs {
+	series := []Series{{Name: fmt.Sprintf("p2pc (%d runs)", len(d.runs)), X: xs, Y: ys, Kind: Points, Radius: 2}}
+	if d.dask != nil {
+		for _, r := range d.dask.Runs {
 			for i, ms := range r.LatenciesMS {
 				dx, dy = append(dx, float64(i)), append(dy, ms)
 			}
 		}
-		series = append(series, Series{Name: fmt.Sprintf("Dask (%d runs)", len(dask.Runs)), X: dx, Y: dy, Kind: Points, Radius: 2})
+		series = append(series, Series{Name: fmt.Sprintf("Dask (%d runs)", len(d.dask.Runs)), X: dx, Y: dy, Kind: Points, Radius: 2})
 	}
 	if err := env.WriteSVG("latency.svg", (&Plot{
 		Title:  "Time from dispatch to the end of the task (cf. Preon Figure 4)",
@@ -206,39 +269,44 @@ func (latencySuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		Series: series,
 		HLines: []HLine{
 			{Y: preonLatencyMeanMS, Label: fmt.Sprintf("Preon mean %.2f ms", preonLatencyMeanMS), Color: "#D55E00", Dashed: true},
-			{Y: st.Mean, Label: fmt.Sprintf("p2pc mean %.2f ms", st.Mean), Color: "#0072B2"},
+			{Y: d.st.Mean, Label: fmt.Sprintf("p2pc mean %.2f ms", d.st.Mean), Color: "#0072B2"},
 		},
 		YZero: true,
-		Note:  fmt.Sprintf("%d echo tasks dispatched at once to %d peers x %d slots sharing %d cores; %s", cfg.Tasks, cfg.Peers, cfg.Slots, env.Machine.Cores, quickNote(env)),
+		Note:  fmt.Sprintf("%d echo tasks dispatched at once to %d peers x %d slots sharing %d cores; %s", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, env.Machine.Cores, quickNote(env)),
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
 
+	return nil
+}
+
+// writeSummary writes summary.md.
+func (d *latencyData) writeSummary(env *Env) error {
 	var md Markdown
 	md.P("# Dispatch latency (Preon 4.3)")
 	md.P("%s", quickBanner(env))
-	md.P("**Workload.** %d echo tasks (`plugins/echo` returns its parameters; [job.yaml](job.yaml)) dispatched at once to %d peers x %d slots, %d times, after two warm-up jobs that start every peer's plugin processes. Preon: 200 echo jobs, 10 peers working on 20 at once, 10 runs.", cfg.Tasks, cfg.Peers, cfg.Slots, cfg.Runs)
+	md.P("**Workload.** %d echo tasks (`plugins/echo` returns its parameters; [job.yaml](job.yaml)) dispatched at once to %d peers x %d slots, %d times, after two warm-up jobs that start every peer's plugin processes. Preon: 200 echo jobs, 10 peers working on 20 at once, 10 runs.", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Runs)
 	md.P("**Latency** is taken from report.json: an attempt's start is when the coordinator issued the lease, its end when the peer finished the task — Preon's \"time for a job to finish being executed by a peer after being dispatched by the master\". All processes run on this machine, so both times come from one clock.")
 	trow := func(name string, s Stats, paper string) []string {
 		return []string{name, fmt.Sprint(s.N), f2(s.Mean), f2(s.SD), f2(s.P50), f2(s.P90), f2(s.P99), f2(s.Max), paper}
 	}
-	tab := [][]string{trow(setup, st, fmt.Sprintf("%.2f ± %.2f", preonLatencyMeanMS, preonLatencySDMS))}
-	if serial != nil {
-		tab = append(tab, trow("p2pc, 1 peer x 1 slot, one task after another", serial.Stats, ""))
+	tab := [][]string{trow(d.setup, d.st, fmt.Sprintf("%.2f ± %.2f", preonLatencyMeanMS, preonLatencySDMS))}
+	if d.serial != nil {
+		tab = append(tab, trow("p2pc, 1 peer x 1 slot, one task after another", d.serial.Stats, ""))
 	}
-	if dask != nil {
-		tab = append(tab, trow(fmt.Sprintf("Dask LocalCluster, %d workers x %d threads (submit to result)", dask.Workers, dask.Threads), daskSt, ""))
+	if d.dask != nil {
+		tab = append(tab, trow(fmt.Sprintf("Dask LocalCluster, %d workers x %d threads (submit to result)", d.dask.Workers, d.dask.Threads), d.daskSt, ""))
 	}
 	md.Table([]string{"system", "tasks", "mean (ms)", "sd", "p50", "p90", "p99", "max", "Preon mean ± sd"}, tab)
-	md.P("First dispatch to the last task's end: **%.3f s ± %.3f s** over %d runs (Preon: %.2f s ± 0.03 s).", sp.Mean, sp.SD, sp.N, preonLastS)
+	md.P("First dispatch to the last task's end: **%.3f s ± %.3f s** over %d runs (Preon: %.2f s ± 0.03 s).", d.sp.Mean, d.sp.SD, d.sp.N, preonLastS)
 	md.P("With every task dispatched at once, a task's latency is mostly its wait for a core: %d peers' worth of work runs on %d cores, so the later tasks of a burst wait for the earlier ones (Preon's peers each had their own machine). The 1 peer x 1 slot row shows the cost of one dispatch on an idle system (the peer's prefetch window still queues one task behind the running one). %s",
-		cfg.Peers, env.Machine.Cores, skipLine("Dask", derr))
+		d.cfg.Peers, env.Machine.Cores, skipLine("Dask", d.derr))
 	md.P("![latency by dispatch order](latency.svg)")
 	md.P("Files: latency.json (every task of every run), latency.csv, latency.svg, job.yaml.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
-		return nil, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 // serialLatency measures n echo tasks on one peer with one slot.

@@ -36,44 +36,92 @@ type mandelbrotConfig struct {
 }
 
 func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m", KeepCoresBusy: true}
-	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
+	cfg, timeout, err := mandelbrotSetupConfig(env)
+	if err != nil {
 		return nil, err
 	}
+	spec, warm, err := mandelbrotSpecs(ctx, env, cfg)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := mandelbrotMeasure(ctx, env, cfg, spec, warm, timeout)
+	if err != nil {
+		return nil, err
+	}
+	res, outs, csvRows := mandelbrotTabulate(runs)
+	if err := mandelbrotWriteData(env, cfg, outs, csvRows); err != nil {
+		return nil, err
+	}
+	if err := mandelbrotWritePlots(env, cfg, outs); err != nil {
+		return nil, err
+	}
+	if err := mandelbrotWriteSummary(env, cfg, runs, outs); err != nil {
+		return nil, err
+	}
+	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs))
+	return res, nil
+}
+
+// mandelbrotSetup is one setup's measurements with the bounds they are
+// compared with.
+type mandelbrotSetup struct {
+	HeteroResult
+	LowerBoundS float64 `json:"lower_bound_s"`       // N / sum(R_Mi): the time at efficiency 1
+	PreonBoundS float64 `json:"preon_bound_s"`       // T_M1 / n: Preon's local_time / n
+	TM1S        float64 `json:"fastest_peer_time_s"` // N / R_M1
+}
+
+// mandelbrotSetupConfig reads and checks the suite's configuration.
+func mandelbrotSetupConfig(env *Env) (mandelbrotConfig, time.Duration, error) {
+	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m", KeepCoresBusy: true}
+	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
+		return cfg, 0, err
+	}
 	if cfg.Tasks < 1 || cfg.Tasks > cfg.Height {
-		return nil, fmt.Errorf("mandelbrot: tasks %d must be in [1, height %d]", cfg.Tasks, cfg.Height)
+		return cfg, 0, fmt.Errorf("mandelbrot: tasks %d must be in [1, height %d]", cfg.Tasks, cfg.Height)
 	}
 	if cfg.Rounds != 1 && cfg.Rounds != 2 {
-		return nil, fmt.Errorf("mandelbrot: rounds %d: want 1 or 2", cfg.Rounds)
+		return cfg, 0, fmt.Errorf("mandelbrot: rounds %d: want 1 or 2", cfg.Rounds)
 	}
 	timeout, err := time.ParseDuration(cfg.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("mandelbrot: timeout: %w", err)
+		return cfg, 0, fmt.Errorf("mandelbrot: timeout: %w", err)
 	}
+	return cfg, timeout, nil
+}
+
+// mandelbrotSpecs writes the job spec (kept with the results) and the
+// warm-up spec.
+func mandelbrotSpecs(ctx context.Context, env *Env, cfg mandelbrotConfig) (spec, warm string, err error) {
 	plugin, err := env.Plugin(ctx, "mandelbrot")
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	params := map[string]any{"width": cfg.Width, "height": cfg.Height, "max_iter": cfg.MaxIter, "bands": cfg.Tasks}
-	spec, err := env.WriteSpec("mandelbrot", JobSpec{
+	spec, err = env.WriteSpec("mandelbrot", JobSpec{
 		Name: "bench-mandelbrot", Plugin: plugin, Params: params,
 		Tasks: []any{Range("band", cfg.Tasks)}, Timeout: cfg.Timeout, Retries: 2,
 	})
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	warm, err := env.WriteSpec("mandelbrot-warmup", JobSpec{
+	warm, err = env.WriteSpec("mandelbrot-warmup", JobSpec{
 		Name: "bench-mandelbrot-warmup", Plugin: plugin,
 		Params: map[string]any{"width": 64, "height": 64, "max_iter": 10, "bands": 8},
 		Tasks:  []any{Range("band", 8)}, Timeout: "1m",
 	})
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
-		return nil, err
+		return "", "", err
 	}
+	return spec, warm, nil
+}
 
+// mandelbrotMeasure runs the workload on every setup: each peer alone,
+// then together.
+func mandelbrotMeasure(ctx context.Context, env *Env, cfg mandelbrotConfig, spec, warm string, timeout time.Duration) ([]HeteroResult, error) {
 	if env.Quick {
 		warm = "" // a smoke check: no warm-up runs
 	}
@@ -81,22 +129,16 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	phase := env.Progress.Phase("mandelbrot", w.Steps(env.Setups))
 	runs, err := env.Heterogeneous(ctx, w, phase)
 	phase.Done()
-	if err != nil {
-		return nil, err
-	}
+	return runs, err
+}
 
-	res := &Result{}
-	type setupOut struct {
-		HeteroResult
-		LowerBoundS float64 `json:"lower_bound_s"`       // N / sum(R_Mi): the time at efficiency 1
-		PreonBoundS float64 `json:"preon_bound_s"`       // T_M1 / n: Preon's local_time / n
-		TM1S        float64 `json:"fastest_peer_time_s"` // N / R_M1
-	}
-	var outs []setupOut
-	var csvRows [][]string
+// mandelbrotTabulate computes each setup's bounds, the result rows and the
+// CSV rows.
+func mandelbrotTabulate(runs []HeteroResult) (res *Result, outs []mandelbrotSetup, csvRows [][]string) {
+	res = &Result{}
 	for _, r := range runs {
 		n := float64(r.Together.Tasks)
-		o := setupOut{HeteroResult: r}
+		o := mandelbrotSetup{HeteroResult: r}
 		if r.Speedup.SumRM > 0 {
 			o.LowerBoundS = n / r.Speedup.SumRM
 		}
@@ -121,6 +163,11 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		res.Add(r.Setup.Label(), "S_H (S_H,max)", f2(r.Speedup.SH)+" ("+f2(r.Speedup.SHMax)+")", "")
 		res.Add(r.Setup.Label(), "time (lower bound N/ΣR_Mi)", f2(t.MakespanS)+" s ("+f2(o.LowerBoundS)+" s)", "")
 	}
+	return res, outs, csvRows
+}
+
+// mandelbrotWriteData writes mandelbrot.json and mandelbrot.csv.
+func mandelbrotWriteData(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup, csvRows [][]string) error {
 	if err := env.WriteJSON("mandelbrot.json", map[string]any{
 		"machine": env.Machine, "config": cfg, "quick": env.Quick, "setups": outs,
 		"definitions": map[string]string{
@@ -133,13 +180,17 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			"preon_bound_s": "(tasks / R_M1) / n: Preon's local time divided by the number of peers",
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := env.WriteCSV("mandelbrot.csv", []string{"kind", "setup", "peer", "cpu_cores", "tasks", "makespan_s", "wall_s",
 		"rate_tasks_per_s", "s_h", "s_h_max", "efficiency", "lower_bound_s"}, csvRows); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// mandelbrotWritePlots writes time.svg and efficiency.svg.
+func mandelbrotWritePlots(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup) error {
 	cats := make([]string, len(outs))
 	measured, lower, preon, eff, fen, target := nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs))
 	for i, o := range outs {
@@ -163,7 +214,7 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		Format: func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		Note:   note,
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := env.WriteSVG("efficiency.svg", (&Bars{
 		Title: "Heterogeneous efficiency S_H / S_H,max", YLabel: "efficiency (%)",
@@ -177,9 +228,13 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		YMax:   110,
 		Note:   note,
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// mandelbrotWriteSummary writes summary.md.
+func mandelbrotWriteSummary(env *Env, cfg mandelbrotConfig, runs []HeteroResult, outs []mandelbrotSetup) error {
 	var md Markdown
 	md.P("# Mandelbrot farm on heterogeneous setups (Preon 4.1, Fenech & Vella 5)")
 	md.P("%s", quickBanner(env))
@@ -228,10 +283,9 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	md.P("Fenech & Vella's figures are for their GA over .NET peers (95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines); Preon gives no efficiency, only the times of its Figure 2, which it found \"much slower than expected\" because every job copied 65 MiB. Here a task's input is its parameters and its output (a band) travels inline, so the farm is compute-bound as Fenech's definitions assume. Wall is the whole `p2pc run` (plugin check, enrolment, dispatch, collection).")
 	md.P("Files: mandelbrot.json (all measurements), mandelbrot.csv, time.svg, efficiency.svg, job.yaml.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
-		return nil, err
+		return err
 	}
-	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs))
-	return res, nil
+	return nil
 }
 
 // spread is |A - B| / mean of a measurement's rounds ("–" with one).

@@ -59,34 +59,81 @@ type busySample struct {
 }
 
 func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 2, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
-	if err := env.Config.Decode("tracker", env.Quick, &cfg); err != nil {
-		return nil, err
-	}
-	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 || cfg.SampleMS < 10 {
-		return nil, fmt.Errorf("tracker: tasks, peers, slots and runs must be positive, sample_ms at least 10: %+v", cfg)
-	}
-	plugin, err := env.Plugin(ctx, "echo")
+	d := &trackerData{}
+	spec, err := trackerSpec(ctx, env, &d.cfg)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := env.WriteSpec("tracker", JobSpec{Name: "bench-tracker", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
-	if err != nil {
+	phase := env.Progress.Phase("tracker", 1+d.cfg.Runs+2)
+	defer phase.Done()
+	if d.runs, err = trackerMeasure(ctx, env, d.cfg, spec, phase); err != nil {
 		return nil, err
 	}
-	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
+	d.cold, d.warm = d.runs[0], medianRun(d.runs[1:])
+	if err := d.compare(ctx, env, phase); err != nil {
 		return nil, err
 	}
 	res := &Result{}
-	phase := env.Progress.Phase("tracker", 1+cfg.Runs+2)
-	defer phase.Done()
+	d.rows(res)
+	sum, err := d.writeData(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.writePlots(env); err != nil {
+		return nil, err
+	}
+	if err := d.writeSummary(env, sum); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
+// trackerData is what the tracker suite measured: p2pc's runs (the cold
+// one and the median warm one) and the comparators' (nil where skipped,
+// with the reason in perr, derr).
+type trackerData struct {
+	cfg        trackerConfig
+	runs       []trackerRun
+	cold, warm trackerRun
+	par        *parallelResult
+	perr       error
+	dask       *daskResult
+	derr       error
+}
+
+// trackerSpec reads the configuration into cfg and writes the job spec
+// (kept with the results).
+func trackerSpec(ctx context.Context, env *Env, cfg *trackerConfig) (string, error) {
+	*cfg = trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 2, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
+	if err := env.Config.Decode("tracker", env.Quick, cfg); err != nil {
+		return "", err
+	}
+	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 || cfg.SampleMS < 10 {
+		return "", fmt.Errorf("tracker: tasks, peers, slots and runs must be positive, sample_ms at least 10: %+v", cfg)
+	}
+	plugin, err := env.Plugin(ctx, "echo")
+	if err != nil {
+		return "", err
+	}
+	spec, err := env.WriteSpec("tracker", JobSpec{Name: "bench-tracker", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
+	if err != nil {
+		return "", err
+	}
+	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
+		return "", err
+	}
+	return spec, nil
+}
+
+// trackerMeasure runs the job on a lab of uniform peers: once cold, then
+// cfg.Runs times warm.
+func trackerMeasure(ctx context.Context, env *Env, cfg trackerConfig, spec string, phase Phase) ([]trackerRun, error) {
+	var runs []trackerRun
 	lab, err := env.NewLab(ctx, uniformPeers(cfg.Peers, cfg.Slots))
 	if err != nil {
 		return nil, err
 	}
 	defer lab.Close()
-	var runs []trackerRun
 	for i := range 1 + cfg.Runs {
 		label := "cold (first job: plugin fetched, plugin processes started)"
 		if i > 0 {
@@ -109,47 +156,58 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if err := lab.Close(); err != nil {
 		return nil, err
 	}
+	return runs, nil
+}
 
-	par, perr := env.runParallel(ctx, cfg.Tasks, cfg.ParallelJobs)
-	phase.Step(comparatorStep("GNU parallel", perr))
+// compare times the comparators, GNU parallel and Dask, on the same
+// tasks; a comparator that is not installed is skipped (errSkip).
+func (d *trackerData) compare(ctx context.Context, env *Env, phase Phase) error {
+	d.par, d.perr = env.runParallel(ctx, d.cfg.Tasks, d.cfg.ParallelJobs)
+	phase.Step(comparatorStep("GNU parallel", d.perr))
 	// As many measured Dask rounds as warm p2pc runs, medians compared.
-	dask, derr := env.runDask(ctx, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads, cfg.Runs)
-	phase.Step(comparatorStep("Dask", derr))
-	for _, err := range []error{perr, derr} {
+	d.dask, d.derr = env.runDask(ctx, d.cfg.Tasks, d.cfg.DaskWorkers, d.cfg.DaskThreads, d.cfg.Runs)
+	phase.Step(comparatorStep("Dask", d.derr))
+	for _, err := range []error{d.perr, d.derr} {
 		if err != nil && !errors.Is(err, errSkip) {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// Rows: the cold run, the best warm run, the comparators.
-	cold, warm := runs[0], medianRun(runs[1:])
+// rows adds the headline rows: the cold run, the median warm run, the
+// comparators.
+func (d *trackerData) rows(res *Result) {
 	preonRate := "≈100 tasks/s (2048 jobs in ≈20 s after discovery)"
-	res.Add("p2pc, cold", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", cold.MakespanS, cold.Rate), "")
-	res.Add("p2pc, warm (median run)", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", warm.MakespanS, warm.Rate), preonRate)
-	res.Add("p2pc, warm", "whole p2pc run (wall) / tasks/s", fmt.Sprintf("%.2f s / %.0f", warm.WallS, warm.WallRate), "36 s until the last job started")
-	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", warm.BusyMean, warm.BusyPeak), "< 0.5 (single-threaded tracker)")
-	parRow, daskRow := skipped(perr), skipped(derr)
-	if par != nil {
-		parRow = fmt.Sprintf("%.2f s / %.0f (-j %d)", par.TotalS, par.Rate, par.Jobs)
+	res.Add("p2pc, cold", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.cold.MakespanS, d.cold.Rate), "")
+	res.Add("p2pc, warm (median run)", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.warm.MakespanS, d.warm.Rate), preonRate)
+	res.Add("p2pc, warm", "whole p2pc run (wall) / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.warm.WallS, d.warm.WallRate), "36 s until the last job started")
+	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", d.warm.BusyMean, d.warm.BusyPeak), "< 0.5 (single-threaded tracker)")
+	parRow, daskRow := skipped(d.perr), skipped(d.derr)
+	if d.par != nil {
+		parRow = fmt.Sprintf("%.2f s / %.0f (-j %d)", d.par.TotalS, d.par.Rate, d.par.Jobs)
 	}
-	if dask != nil {
-		d := dask.median()
-		daskRow = fmt.Sprintf("%.2f s / %.0f (median of %d rounds; %d workers x %d threads; start-up %.1f s not counted)", d.TotalS, d.Rate, len(dask.Runs), dask.Workers, dask.Threads, dask.StartupS)
+	if d.dask != nil {
+		m := d.dask.median()
+		daskRow = fmt.Sprintf("%.2f s / %.0f (median of %d rounds; %d workers x %d threads; start-up %.1f s not counted)", m.TotalS, m.Rate, len(d.dask.Runs), d.dask.Workers, d.dask.Threads, d.dask.StartupS)
 	}
 	res.Add("GNU parallel", "time / tasks/s", parRow, "")
 	res.Add("Dask LocalCluster", "time / tasks/s", daskRow, "")
-	if par != nil && par.Rate > 0 {
-		res.Add("p2pc, warm / GNU parallel", "tasks/s ratio (same run)", fmt.Sprintf("%.2fx", warm.Rate/par.Rate), "")
+	if d.par != nil && d.par.Rate > 0 {
+		res.Add("p2pc, warm / GNU parallel", "tasks/s ratio (same run)", fmt.Sprintf("%.2fx", d.warm.Rate/d.par.Rate), "")
 	}
-	if dask != nil && dask.median().Rate > 0 {
-		res.Add("p2pc, warm / Dask", "tasks/s ratio (same run, medians)", fmt.Sprintf("%.2fx", warm.Rate/dask.median().Rate), "")
+	if d.dask != nil && d.dask.median().Rate > 0 {
+		res.Add("p2pc, warm / Dask", "tasks/s ratio (same run, medians)", fmt.Sprintf("%.2fx", d.warm.Rate/d.dask.median().Rate), "")
 	}
-	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores", cfg.Tasks, cfg.Peers, cfg.Slots, cfg.Peers)
+	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Peers)
+}
 
-	// Files.
+// writeData writes tracker.json, busy.csv and tracker.csv, and returns
+// the summary table (one line per run).
+func (d *trackerData) writeData(env *Env) ([][]string, error) {
 	if err := env.WriteJSON("tracker.json", map[string]any{
-		"machine": env.Machine, "config": cfg, "quick": env.Quick, "runs": runs,
-		"gnu_parallel": par, "gnu_parallel_skipped": errString(perr), "dask": dask, "dask_skipped": errString(derr),
+		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs,
+		"gnu_parallel": d.par, "gnu_parallel_skipped": errString(d.perr), "dask": d.dask, "dask_skipped": errString(d.derr),
 		"definitions": map[string]string{
 			"makespan_s":   "first lease issued to last result, from report.json",
 			"wall_s":       "the p2pc run process, start to exit",
@@ -162,7 +220,7 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	var csvRows [][]string
-	for _, r := range runs {
+	for _, r := range d.runs {
 		for _, s := range r.Samples {
 			csvRows = append(csvRows, []string{r.Label, f3(s.T), f3(s.Busy)})
 		}
@@ -171,27 +229,32 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	var sum [][]string
-	for _, r := range runs {
+	for _, r := range d.runs {
 		n := float64(max(r.Tasks, 1))
 		sum = append(sum, []string{r.Label, fmt.Sprint(r.Tasks), f3(r.MakespanS), f1(r.Rate), f3(r.WallS), f1(r.WallRate), f3(r.CPUS),
 			f3(1000 * r.CPUS / n), f3(1000 * r.MachineCPUS / n), f2(r.BusyMean), f2(r.BusyPeak)})
 	}
-	if par != nil {
-		sum = append(sum, []string{"GNU parallel", fmt.Sprint(par.Tasks), f3(par.TotalS), f1(par.Rate), f3(par.TotalS), f1(par.Rate), "", "",
-			f3(1000 * par.MachineCPUS / float64(max(par.Tasks, 1))), "", ""})
+	if d.par != nil {
+		sum = append(sum, []string{"GNU parallel", fmt.Sprint(d.par.Tasks), f3(d.par.TotalS), f1(d.par.Rate), f3(d.par.TotalS), f1(d.par.Rate), "", "",
+			f3(1000 * d.par.MachineCPUS / float64(max(d.par.Tasks, 1))), "", ""})
 	}
-	if dask != nil {
-		d := dask.median()
-		sum = append(sum, []string{"Dask LocalCluster", fmt.Sprint(dask.Tasks), f3(d.TotalS), f1(d.Rate), f3(d.TotalS + dask.StartupS + dask.WarmupS), "", "", "", "", "", ""})
+	if d.dask != nil {
+		m := d.dask.median()
+		sum = append(sum, []string{"Dask LocalCluster", fmt.Sprint(d.dask.Tasks), f3(m.TotalS), f1(m.Rate), f3(m.TotalS + d.dask.StartupS + d.dask.WarmupS), "", "", "", "", "", ""})
 	}
 	header := []string{"run", "tasks", "time_s", "tasks_per_s", "wall_s", "tasks_per_s_wall", "coordinator_cpu_s", "coordinator_cpu_ms_per_task", "machine_cpu_ms_per_task", "busy_mean", "busy_peak"}
 	if err := env.WriteCSV("tracker.csv", header, sum); err != nil {
 		return nil, err
 	}
 
+	return sum, nil
+}
+
+// writePlots writes busy.svg and throughput.svg.
+func (d *trackerData) writePlots(env *Env) error {
 	var series []Series
-	gap := 3 * float64(cfg.SampleMS) / 1000
-	for i, r := range []trackerRun{cold, warm} {
+	gap := 3 * float64(d.cfg.SampleMS) / 1000
+	for i, r := range []trackerRun{d.cold, d.warm} {
 		var xs, ys []float64
 		for j, s := range r.Samples {
 			// A sample late by more than 3 intervals (the machine was
@@ -213,17 +276,17 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		HLines: []HLine{{Y: 50, Label: "Preon: tracker busy < 50%", Color: "#555", Dashed: true}},
 		XZero:  true,
 		YZero:  true,
-		Note:   fmt.Sprintf("%d echo tasks, %d peers x %d slots; %s", cfg.Tasks, cfg.Peers, cfg.Slots, quickNote(env)),
+		Note:   fmt.Sprintf("%d echo tasks, %d peers x %d slots; %s", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, quickNote(env)),
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
 	cats := []string{"p2pc cold", "p2pc warm"}
-	rates := []float64{cold.Rate, warm.Rate}
-	if par != nil {
-		cats, rates = append(cats, "GNU parallel"), append(rates, par.Rate)
+	rates := []float64{d.cold.Rate, d.warm.Rate}
+	if d.par != nil {
+		cats, rates = append(cats, "GNU parallel"), append(rates, d.par.Rate)
 	}
-	if dask != nil {
-		cats, rates = append(cats, "Dask"), append(rates, dask.median().Rate)
+	if d.dask != nil {
+		cats, rates = append(cats, "Dask"), append(rates, d.dask.median().Rate)
 	}
 	preon := nan(len(cats))
 	preon[1] = 2048 / 20.0
@@ -233,31 +296,36 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		Groups:     []BarGroup{{Name: "this machine", Values: rates}},
 		Marks:      []BarGroup{{Name: "Preon: 2048 jobs in ≈20 s", Values: preon, Color: "#D55E00"}},
 		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
-		Note:       fmt.Sprintf("%d tasks; p2pc: first lease to last result; %s", cfg.Tasks, quickNote(env)),
+		Note:       fmt.Sprintf("%d tasks; p2pc: first lease to last result; %s", d.cfg.Tasks, quickNote(env)),
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
 
+	return nil
+}
+
+// writeSummary writes summary.md around the summary table sum.
+func (d *trackerData) writeSummary(env *Env, sum [][]string) error {
 	var md Markdown
 	md.P("# Coordinator load (Preon 4.2)")
 	md.P("%s", quickBanner(env))
 	md.P("**Workload.** %d echo tasks (`plugins/echo`, which returns its parameters; [job.yaml](job.yaml)) on %d peers x %d slots, as in Preon's tracker experiment (2048 jobs of `echo hello`, 16 peers x 32 threads). "+
 		"Here every peer, its plugin processes and the coordinator share this machine's %d cores, so the experiment measures the whole system's cost per task, not the network. "+
 		"The first job is cold (each peer fetches the plugin and starts its plugin processes); the warm runs reuse them, like peers that stay in a swarm.",
-		cfg.Tasks, cfg.Peers, cfg.Slots, env.Machine.Cores)
-	md.P("**Usage.** Preon measured its single-threaded tracker's working time between requests. p2pc's coordinator is the `p2pc run` process (coordinator, block server, gossip, report journal, all goroutines): its CPU time is sampled every %d ms from /proc/<pid>/stat (utime + stime, 10 ms resolution) and divided by the wall time: 1.0 = one core busy.", cfg.SampleMS)
+		d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, env.Machine.Cores)
+	md.P("**Usage.** Preon measured its single-threaded tracker's working time between requests. p2pc's coordinator is the `p2pc run` process (coordinator, block server, gossip, report journal, all goroutines): its CPU time is sampled every %d ms from /proc/<pid>/stat (utime + stime, 10 ms resolution) and divided by the wall time: 1.0 = one core busy.", d.cfg.SampleMS)
 	md.Table([]string{"run", "tasks", "time (s)", "tasks/s", "wall (s)", "tasks/s (wall)", "coordinator CPU (s)", "coordinator CPU per task (ms)", "machine CPU per task (ms)", "busy mean", "busy peak"}, sum)
 	md.P("Time is the makespan for p2pc (first lease to last result) and the whole command for GNU parallel (`%s`) and Dask (`benchmarks/comparators/dask_tasks.py`, %d workers x %d threads; its cluster start-up, %s, is not counted in its time). %s %s",
-		parCmd(par), cfg.DaskWorkers, cfg.DaskThreads, daskStartup(dask), skipLine("GNU parallel", perr), skipLine("Dask", derr))
-	md.P("Machine CPU per task is all the CPU this machine used while `p2pc run` ran (/proc/stat: coordinator, peers, plugin processes, and whatever else ran), over the tasks. The coordinator is not what limits the rate here: it is busy a fraction of one core while the peers and their plugin processes, which share the same %d cores, spend several times its CPU per task (a peer stages, digests and removes every task's output on disk; a cold peer also hashes the plugin executable before starting each of its %d plugin processes). On a LAN each peer brings its own cores and the coordinator's CPU per task bounds the rate instead.", env.Machine.Cores, cfg.Slots)
+		parCmd(d.par), d.cfg.DaskWorkers, d.cfg.DaskThreads, daskStartup(d.dask), skipLine("GNU parallel", d.perr), skipLine("Dask", d.derr))
+	md.P("Machine CPU per task is all the CPU this machine used while `p2pc run` ran (/proc/stat: coordinator, peers, plugin processes, and whatever else ran), over the tasks. The coordinator is not what limits the rate here: it is busy a fraction of one core while the peers and their plugin processes, which share the same %d cores, spend several times its CPU per task (a peer stages, digests and removes every task's output on disk; a cold peer also hashes the plugin executable before starting each of its %d plugin processes). On a LAN each peer brings its own cores and the coordinator's CPU per task bounds the rate instead.", env.Machine.Cores, d.cfg.Slots)
 	md.P("**Preon.** The first jobs were seen after 15 s (the master's filesystem watcher); the 2048 jobs then started within ≈20 s (the last 36 s after the start), ≈100 jobs/s, and the tracker worked less than 50%% of the time.")
 	md.P("![coordinator usage](busy.svg)\n\n![throughput](throughput.svg)")
-	md.P("Where samples are more than 3 intervals apart the lines break: the driver could not read /proc in time (the cold start of %d plugin processes saturates the machine); the sample after a gap holds the mean over it.", cfg.Peers*cfg.Slots)
+	md.P("Where samples are more than 3 intervals apart the lines break: the driver could not read /proc in time (the cold start of %d plugin processes saturates the machine); the sample after a gap holds the mean over it.", d.cfg.Peers*d.cfg.Slots)
 	md.P("Files: tracker.json (all runs with their samples), tracker.csv (one line per run), busy.csv (the samples), busy.svg, throughput.svg, job.yaml.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
-		return nil, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 func trackerOf(label string, sub *harness.Submission, interval time.Duration) trackerRun {

@@ -74,71 +74,106 @@ type transferMulti struct {
 }
 
 func (transferSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	cfg := transferConfig{Script: "benchmarks/transfer/run.sh", Env: map[string]string{}, Timeout: "20m"}
-	if err := env.Config.Decode("transfer", env.Quick, &cfg); err != nil {
-		return nil, err
-	}
-	timeout, err := time.ParseDuration(cfg.Timeout)
+	d := &transferData{}
+	script, timeout, err := transferSetup(env, &d.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("transfer: timeout: %w", err)
-	}
-	script := filepath.Join(env.Root, filepath.FromSlash(cfg.Script))
-	if _, err := os.Stat(script); err != nil {
-		return nil, fmt.Errorf("transfer: the transfer benchmark's script is not there (%w): it is benchmarks/transfer's, this suite only runs it", err)
+		return nil, err
 	}
 	outDir := filepath.Join(env.WorkDir, "script-out")
 	phase := env.Progress.Phase("transfer", 1)
 	defer phase.Done()
-	if err := env.runScript(ctx, script, outDir, cfg.Env, timeout); err != nil {
+	if err := env.runScript(ctx, script, outDir, d.cfg.Env, timeout); err != nil {
 		return nil, err
 	}
 	phase.Step("run.sh done")
+	if err := d.read(env, outDir); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	csvRows := d.tabulate(res)
+	if err := d.writeData(env, csvRows); err != nil {
+		return nil, err
+	}
+	if err := d.writePlots(env); err != nil {
+		return nil, err
+	}
+	if err := d.writeSummary(env); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	var single *transferSingle
-	var multi *transferMulti
-	raw := map[string]json.RawMessage{}
+// transferData is what the transfer benchmark's script measured: its
+// single-source and multi-source parts (nil where it wrote none) and its
+// raw outputs, by file name.
+type transferData struct {
+	cfg    transferConfig
+	single *transferSingle
+	multi  *transferMulti
+	raw    map[string]json.RawMessage
+}
+
+// transferSetup reads the configuration into cfg and finds the script.
+func transferSetup(env *Env, cfg *transferConfig) (script string, timeout time.Duration, err error) {
+	*cfg = transferConfig{Script: "benchmarks/transfer/run.sh", Env: map[string]string{}, Timeout: "20m"}
+	if err := env.Config.Decode("transfer", env.Quick, cfg); err != nil {
+		return "", 0, err
+	}
+	timeout, err = time.ParseDuration(cfg.Timeout)
+	if err != nil {
+		return "", 0, fmt.Errorf("transfer: timeout: %w", err)
+	}
+	script = filepath.Join(env.Root, filepath.FromSlash(cfg.Script))
+	if _, err := os.Stat(script); err != nil {
+		return "", 0, fmt.Errorf("transfer: the transfer benchmark's script is not there (%w): it is benchmarks/transfer's, this suite only runs it", err)
+	}
+	return script, timeout, nil
+}
+
+// read takes the script's outputs from outDir, keeping copies with the
+// results.
+func (d *transferData) read(env *Env, outDir string) error {
+	d.raw = map[string]json.RawMessage{}
 	for _, name := range []string{"single_source.json", "multi_source.json"} {
 		b, err := os.ReadFile(filepath.Join(outDir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("transfer: %w", err)
+			return fmt.Errorf("transfer: %w", err)
 		}
-		raw[name] = b
+		d.raw[name] = b
 		if err := os.WriteFile(env.path(name), b, 0o644); err != nil {
-			return nil, fmt.Errorf("transfer: %w", err)
+			return fmt.Errorf("transfer: %w", err)
 		}
 		switch name {
 		case "single_source.json":
-			single = &transferSingle{}
-			err = json.Unmarshal(b, single)
+			d.single = &transferSingle{}
+			err = json.Unmarshal(b, d.single)
 		default:
-			multi = &transferMulti{}
-			err = json.Unmarshal(b, multi)
+			d.multi = &transferMulti{}
+			err = json.Unmarshal(b, d.multi)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("transfer: read the script's %s: %w", name, err)
+			return fmt.Errorf("transfer: read the script's %s: %w", name, err)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(outDir, "summary.md")); err == nil {
 		if err := os.WriteFile(env.path("script-summary.md"), b, 0o644); err != nil {
-			return nil, fmt.Errorf("transfer: %w", err)
+			return fmt.Errorf("transfer: %w", err)
 		}
 	}
-	if single == nil && multi == nil {
-		return nil, fmt.Errorf("transfer: %s wrote neither single_source.json nor multi_source.json into %s", cfg.Script, outDir)
+	if d.single == nil && d.multi == nil {
+		return fmt.Errorf("transfer: %s wrote neither single_source.json nor multi_source.json into %s", d.cfg.Script, outDir)
 	}
+	return nil
+}
 
-	res := &Result{}
-	var csvRows [][]string
-	cats := []string{"Preon (DAS-5, 1 GiB)"}
-	p2p, rs := []float64{preonP2PMiBps}, []float64{preonRsyncMiBps}
-	if single != nil {
-		for _, v := range single.Variants {
+// tabulate adds the headline rows and returns the CSV rows.
+func (d *transferData) tabulate(res *Result) (csvRows [][]string) {
+	if d.single != nil {
+		for _, v := range d.single.Variants {
 			get, rsync := v.MedianMiBps["p2pc_get_output"], v.MedianMiBps["rsync"]
-			cats = append(cats, fmt.Sprintf("this machine, %s (%.0f MiB)", v.Storage, single.FileMiB))
-			p2p, rs = append(p2p, orNaN(get)), append(rs, orNaN(rsync))
 			ratio := "–"
 			if get > 0 && rsync > 0 {
 				ratio = fmt.Sprintf("%.2f", get/rsync)
@@ -146,32 +181,59 @@ func (transferSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			res.Add("1 source, loopback, "+v.Storage, "p2pc / rsync MiB/s (p2pc/rsync)", fmt.Sprintf("%.1f / %.1f (%s)", get, rsync, ratio),
 				fmt.Sprintf("%.2f / %.1f (%.2f)", preonP2PMiBps, preonRsyncMiBps, preonP2PMiBps/preonRsyncMiBps))
 			for _, tool := range slices.Sorted(maps.Keys(v.MedianMiBps)) {
-				csvRows = append(csvRows, []string{"single", v.Storage, tool, "1", f1(single.FileMiB), f3(v.MedianSeconds[tool]), f1(v.MedianMiBps[tool])})
+				csvRows = append(csvRows, []string{"single", v.Storage, tool, "1", f1(d.single.FileMiB), f3(v.MedianSeconds[tool]), f1(v.MedianMiBps[tool])})
 			}
 		}
 	}
-	if multi != nil {
-		for _, m := range multi.P2PC {
-			csvRows = append(csvRows, []string{"multi", multi.Storage, "p2pc_get_output", fmt.Sprint(m.Sources), f1(multi.FileMiB), f3(m.MedianSeconds), f1(m.MiBps)})
+	if d.multi != nil {
+		for _, m := range d.multi.P2PC {
+			csvRows = append(csvRows, []string{"multi", d.multi.Storage, "p2pc_get_output", fmt.Sprint(m.Sources), f1(d.multi.FileMiB), f3(m.MedianSeconds), f1(m.MiBps)})
 		}
-		csvRows = append(csvRows, []string{"multi", multi.Storage, "rsync_one_source", "1", f1(multi.FileMiB), f3(multi.Rsync.Seconds), f1(multi.Rsync.MiBps)})
-		if n := len(multi.P2PC); n > 0 {
-			last := multi.P2PC[n-1]
-			res.Add(fmt.Sprintf("%d sources capped at %s", last.Sources, multi.Cap), "p2pc MiB/s (speedup vs 1 source; rsync from 1)",
-				fmt.Sprintf("%.1f (%.2fx; rsync %.1f)", last.MiBps, last.Speedup, multi.Rsync.MiBps), "not implemented in Preon (future work)")
+		csvRows = append(csvRows, []string{"multi", d.multi.Storage, "rsync_one_source", "1", f1(d.multi.FileMiB), f3(d.multi.Rsync.Seconds), f1(d.multi.Rsync.MiBps)})
+		if n := len(d.multi.P2PC); n > 0 {
+			last := d.multi.P2PC[n-1]
+			res.Add(fmt.Sprintf("%d sources capped at %s", last.Sources, d.multi.Cap), "p2pc MiB/s (speedup vs 1 source; rsync from 1)",
+				fmt.Sprintf("%.1f (%.2fx; rsync %.1f)", last.MiBps, last.Speedup, d.multi.Rsync.MiBps), "not implemented in Preon (future work)")
 		}
 	}
-	res.Note("measured by %s (its own parameters: %s); Preon copied 1 GiB between two DAS-5 nodes over the network, here the single-source part runs on loopback and the multi-source part through tc-tbf-capped veths in network namespaces", cfg.Script, envNote(cfg.Env))
+	res.Note("measured by %s (its own parameters: %s); Preon copied 1 GiB between two DAS-5 nodes over the network, here the single-source part runs on loopback and the multi-source part through tc-tbf-capped veths in network namespaces", d.cfg.Script, envNote(d.cfg.Env))
+	return csvRows
+}
+
+// writeData writes transfer.csv and transfer.json.
+func (d *transferData) writeData(env *Env, csvRows [][]string) error {
 	if err := env.WriteCSV("transfer.csv", []string{"part", "storage", "tool", "sources", "file_mib", "median_s", "mib_per_s"}, csvRows); err != nil {
-		return nil, err
+		return err
 	}
 	if err := env.WriteJSON("transfer.json", map[string]any{
-		"machine": env.Machine, "quick": env.Quick, "script": cfg.Script, "script_env": cfg.Env,
+		"machine": env.Machine, "quick": env.Quick, "script": d.cfg.Script, "script_env": d.cfg.Env,
 		"preon":          map[string]float64{"p2p_mib_per_s": preonP2PMiBps, "rsync_mib_per_s": preonRsyncMiBps, "theoretic_mib_per_s": preonTheoretic},
-		"script_outputs": raw,
+		"script_outputs": d.raw,
 	}); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
+
+// singleBars returns the single-source chart's categories and its p2pc
+// and rsync rates, Preon's first.
+func (d *transferData) singleBars() (cats []string, p2p, rs []float64) {
+	cats = []string{"Preon (DAS-5, 1 GiB)"}
+	p2p, rs = []float64{preonP2PMiBps}, []float64{preonRsyncMiBps}
+	if d.single != nil {
+		for _, v := range d.single.Variants {
+			get, rsync := v.MedianMiBps["p2pc_get_output"], v.MedianMiBps["rsync"]
+			cats = append(cats, fmt.Sprintf("this machine, %s (%.0f MiB)", v.Storage, d.single.FileMiB))
+			p2p, rs = append(p2p, orNaN(get)), append(rs, orNaN(rsync))
+		}
+	}
+	return cats, p2p, rs
+}
+
+// writePlots writes transfer.svg and, with a multi-source part,
+// multisource.svg.
+func (d *transferData) writePlots(env *Env) error {
+	cats, p2p, rs := d.singleBars()
 	theo := nan(len(cats))
 	theo[0] = preonTheoretic
 	if err := env.WriteSVG("transfer.svg", (&Bars{
@@ -182,61 +244,66 @@ func (transferSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
 		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh; " + quickNote(env),
 	}).SVG()); err != nil {
-		return nil, err
+		return err
 	}
-	if multi != nil && len(multi.P2PC) > 0 {
+	if d.multi != nil && len(d.multi.P2PC) > 0 {
 		var xs, ys, ideal []float64
-		for _, m := range multi.P2PC {
+		for _, m := range d.multi.P2PC {
 			xs, ys = append(xs, float64(m.Sources)), append(ys, m.MiBps)
 		}
-		for _, m := range multi.P2PC {
-			ideal = append(ideal, float64(m.Sources)*multi.P2PC[0].MiBps/float64(max(multi.P2PC[0].Sources, 1)))
+		for _, m := range d.multi.P2PC {
+			ideal = append(ideal, float64(m.Sources)*d.multi.P2PC[0].MiBps/float64(max(d.multi.P2PC[0].Sources, 1)))
 		}
 		if err := env.WriteSVG("multisource.svg", (&Plot{
-			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", multi.Cap),
+			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", d.multi.Cap),
 			XLabel: "sources", YLabel: "MiB/s",
 			Series: []Series{
 				{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4},
 				{Name: "linear: sources x the first", X: xs, Y: ideal, Kind: Line, Color: "#999", Dashed: true},
 			},
 			XInt: true, XPad: 0.05,
-			HLines: []HLine{{Y: multi.Rsync.MiBps, Label: "rsync from one capped source", Color: "#D55E00", Dashed: true}},
+			HLines: []HLine{{Y: d.multi.Rsync.MiBps, Label: "rsync from one capped source", Color: "#D55E00", Dashed: true}},
 			YZero:  true,
-			Note:   fmt.Sprintf("%.0f MiB, network namespaces with tc tbf; %s", multi.FileMiB, quickNote(env)),
+			Note:   fmt.Sprintf("%.0f MiB, network namespaces with tc tbf; %s", d.multi.FileMiB, quickNote(env)),
 		}).SVG()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
+	return nil
+}
+
+// writeSummary writes summary.md.
+func (d *transferData) writeSummary(env *Env) error {
 	var md Markdown
 	md.P("# File transfer (Preon 4.4)")
 	md.P("%s", quickBanner(env))
-	md.P("Measured by `%s` (the transfer benchmark's own script, run unchanged; its environment here: %s). Its own summary is copied as [script-summary.md](script-summary.md), its raw outputs as single_source.json and multi_source.json.", cfg.Script, envNote(cfg.Env))
+	md.P("Measured by `%s` (the transfer benchmark's own script, run unchanged; its environment here: %s). Its own summary is copied as [script-summary.md](script-summary.md), its raw outputs as single_source.json and multi_source.json.", d.cfg.Script, envNote(d.cfg.Env))
 	rows := [][]string{{"Preon (DAS-5, 1 GiB, 10 runs)", f2(preonP2PMiBps), f1(preonRsyncMiBps), f2(preonP2PMiBps / preonRsyncMiBps), "125 (link)"}}
-	if single != nil {
-		for _, v := range single.Variants {
+	if d.single != nil {
+		for _, v := range d.single.Variants {
 			get, rsync := v.MedianMiBps["p2pc_get_output"], v.MedianMiBps["rsync"]
-			rows = append(rows, []string{fmt.Sprintf("this machine, loopback, %s (%.0f MiB, median of %d)", v.Storage, single.FileMiB, single.Runs), f1(get), f1(rsync), ratioStr(get, rsync), "–"})
+			rows = append(rows, []string{fmt.Sprintf("this machine, loopback, %s (%.0f MiB, median of %d)", v.Storage, d.single.FileMiB, d.single.Runs), f1(get), f1(rsync), ratioStr(get, rsync), "–"})
 		}
 	}
 	md.Table([]string{"", "p2pc / Preon (MiB/s)", "rsync (MiB/s)", "ratio", "limit"}, rows)
-	if multi != nil {
+	if d.multi != nil {
 		var mrows [][]string
-		for _, m := range multi.P2PC {
+		for _, m := range d.multi.P2PC {
 			mrows = append(mrows, []string{fmt.Sprint(m.Sources), f2(m.MedianSeconds), f1(m.MiBps), f2(m.Speedup), m.PerSource})
 		}
-		md.P("**Several sources** (Preon's future work: \"download from multiple peers at once\"): a %.0f MiB file, each source's uplink capped at %s (tc tbf), stores on %s. rsync from one capped source: %.1f MiB/s.", multi.FileMiB, multi.Cap, multi.Storage, multi.Rsync.MiBps)
+		md.P("**Several sources** (Preon's future work: \"download from multiple peers at once\"): a %.0f MiB file, each source's uplink capped at %s (tc tbf), stores on %s. rsync from one capped source: %.1f MiB/s.", d.multi.FileMiB, d.multi.Cap, d.multi.Storage, d.multi.Rsync.MiBps)
 		md.Table([]string{"sources", "seconds", "MiB/s", "speedup vs 1", "blocks per source"}, mrows)
 	}
 	md.P("![single source](transfer.svg)")
-	if multi != nil && len(multi.P2PC) > 0 {
+	if d.multi != nil && len(d.multi.P2PC) > 0 {
 		md.P("![several sources](multisource.svg)")
 	}
 	md.P("Files: transfer.json (Preon's figures and the script's outputs), transfer.csv, transfer.svg, multisource.svg, single_source.json, multi_source.json, script-summary.md.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
-		return nil, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 // runScript runs the transfer script with OUT set, relaying its log lines

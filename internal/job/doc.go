@@ -1,7 +1,8 @@
 // Package job runs a job on the submitter: it prepares the job (resolves
 // or builds the plugin, hashes the inputs, computes the job ID, checks the
-// output folder), farms the tasks out to executors (the local machine's
-// slots; peers later), retries failed attempts, collects each task's
+// output folder), farms the tasks out to the local machine's slots and to
+// the swarm's peers (both run an attempt through package taskrun, the one
+// execution path), verifies outputs, retries failed attempts, collects each task's
 // output atomically into the output folder, runs the optional reduce step
 // and keeps report.json up to date as a journal.
 //
@@ -17,6 +18,11 @@
 // leaves a half-written output looking complete; report.json says which
 // tasks are done, and re-running the same job resumes: tasks recorded as
 // done whose files still match their digest are not run again.
+//
+// The decisions are made by plain data structures in subpackages: sched
+// (the lease queue, the vote, trust) and vc (the state tasks share). This
+// package gives them their side effects: output folders, events, the
+// report's lock and journal.
 //
 // The digest of a task's output is the SHA-256 of its canonical listing:
 // one line "<sha256 of file> <size> <name>\n" per file, sorted by name.

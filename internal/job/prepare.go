@@ -3,7 +3,6 @@ package job
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/report"
@@ -21,7 +21,7 @@ import (
 type Input struct {
 	Name   string
 	Path   string
-	Digest [32]byte
+	Digest digest.ID
 }
 
 // Prepared is a job ready to run.
@@ -31,7 +31,7 @@ type Prepared struct {
 	Inputs []Input
 	// ID is the job ID: SHA-256 of the canonical spec, the plugin digest
 	// and the input digests.
-	ID string
+	ID digest.ID
 	// OutDir is the absolute output folder.
 	OutDir string
 	// Previous is the report of an earlier, unfinished run of the same job
@@ -135,7 +135,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 		if !fi.Mode().IsRegular() {
 			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %s is not a regular file", job.File, in.Pos.Line, in.Pos.Col, in.Name, in.Path))
 		}
-		d, err := pluginbuild.FileDigest(in.Path)
+		d, err := digest.File(in.Path)
 		if err != nil {
 			return nil, bad(fmt.Errorf("%s:%d:%d: input %q: %w", job.File, in.Pos.Line, in.Pos.Col, in.Name, err))
 		}
@@ -143,7 +143,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	}
 	p.ID = JobID(job, plug.Digest, p.Inputs)
 
-	prev, err := checkOutDir(out, p.ID, opts.Force)
+	prev, err := checkOutDir(out, p.ID.String(), opts.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -153,15 +153,17 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 
 // JobID is the SHA-256 of the canonical job: the spec's canonical form,
 // the plugin's digest and every input's name and digest, in spec order.
-func JobID(job *spec.Job, plugin [32]byte, inputs []Input) string {
+func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 	h := sha256.New()
 	h.Write([]byte("p2pc-job-v1\n"))
 	h.Write(job.Canonical())
-	fmt.Fprintf(h, "\nplugin %x\n", plugin)
+	fmt.Fprintf(h, "\nplugin %s\n", plugin)
 	for _, in := range inputs {
-		fmt.Fprintf(h, "input %q %x\n", in.Name, in.Digest)
+		fmt.Fprintf(h, "input %q %s\n", in.Name, in.Digest)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var id digest.ID
+	h.Sum(id[:0])
+	return id
 }
 
 // checkOutDir makes sure out can take this job's results: it is created if

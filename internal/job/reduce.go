@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -26,7 +27,7 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 	if err != nil {
 		return fmt.Errorf("encode job params: %w", err)
 	}
-	req := &sdk.ReduceRequest{JobID: r.p.ID, Params: params}
+	req := &sdk.ReduceRequest{JobID: r.p.ID.String(), Params: params}
 	for i, t := range r.rep.Tasks {
 		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
 		for _, f := range t.Files {
@@ -51,20 +52,17 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", outputs.Classify(ctx, err), "err", err)
+		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", pluginhost.Classify(ctx, err), "err", err)
 	}
 	return err
 }
 
 func (r *runner) placeArtifacts(work string, res *sdk.Result) error {
-	stage := work + ".out"
-	if err := outputs.Gather(work, stage, res); err != nil {
-		return err
-	}
-	_, names, err := outputs.Digest(stage)
+	out, err := taskrun.Collect(work, res, 0, nil)
 	if err != nil {
 		return err
 	}
+	stage, names := out.Stage, out.Files
 	for _, n := range names {
 		top := strings.SplitN(n, "/", 2)[0]
 		if reserved[top] {

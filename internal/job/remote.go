@@ -1,10 +1,10 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"io"
 	"io/fs"
 	"os"
@@ -16,21 +16,29 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
-// ProtocolVersion is the peer protocol version this build speaks.
-const ProtocolVersion = 2
-
-// Swarm enrols remote peers into a running job: it calls Session.Enrol
-// for every peer that can take the job's tasks, as peers come and go,
-// until ctx ends.
+// Swarm enrols remote peers into a running job: for every peer that can
+// take the job's tasks (plugins built for goos/goarch), as peers come and
+// go, it calls enrol, which runs the peer's work session; it cancels the
+// session's ctx when the peer leaves, and does not enrol again a peer
+// whose session ended with peerpb.ErrRefused. Serve returns when ctx
+// ends. The coordinator owns this interface; package node implements it
+// without importing this package.
 type Swarm interface {
-	Serve(ctx context.Context, s *Session)
+	Serve(ctx context.Context, jobID, goos, goarch string, enrol EnrolFunc)
 }
+
+// EnrolFunc runs the job's work session with the peer name at addr over
+// client (Session.Enrol).
+type EnrolFunc = func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
 
 // RemoteOptions give a job what it needs to farm tasks out to peers.
 type RemoteOptions struct {
@@ -47,7 +55,7 @@ type RemoteOptions struct {
 // Session is a running job as seen by the swarm.
 type Session struct {
 	r        *runner
-	q        *queue
+	q        *sched.Queue
 	workRoot string
 
 	once    sync.Once
@@ -61,12 +69,9 @@ type Peer struct {
 	Addr string
 }
 
-// JobID is the job's ID.
-func (s *Session) JobID() string { return s.r.p.ID }
-
-// PluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
+// pluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
 // another platform are not offered the job.
-func (s *Session) PluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
+func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
 // publish puts the plugin and the inputs into the block store, once.
 func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
@@ -79,7 +84,7 @@ func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
 func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	r := s.r
 	ro := r.opts.Remote
-	put := func(name, path string, digest [32]byte) (*peerpb.FileRef, error) {
+	put := func(name, path string, digest digest.ID) (*peerpb.FileRef, error) {
 		m, id, err := blocks.PutPath(ctx, ro.Store, path, blocks.DefaultBlockSize)
 		if err != nil {
 			return nil, fmt.Errorf("publish %s: %w", name, err)
@@ -87,14 +92,14 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		return &peerpb.FileRef{Name: name, FileId: id[:], Size: m.Size, Digest: digest[:]}, nil
 	}
 	h := &peerpb.Hello{
-		Proto:           ProtocolVersion,
-		JobId:           r.p.ID,
+		Proto:           peerpb.ProtocolVersion,
+		JobId:           r.p.ID.String(),
 		JobName:         r.p.Spec.Name,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 	}
-	h.PluginOs, h.PluginArch = s.PluginPlatform()
+	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error
 	if h.Plugin, err = put("plugin", r.p.Plugin.Path, r.p.Plugin.Digest); err != nil {
 		return nil, err
@@ -109,16 +114,17 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	return h, nil
 }
 
-// ErrRefused: the peer will not take part in the job (protocol version,
-// platform, or its own reasons). Do not enrol it again for this job.
-var ErrRefused = errors.New("peer refused the job")
+// ErrRefused is peerpb.ErrRefused: the peer will not take part in the
+// job. Do not enrol it again for this job.
+var ErrRefused = peerpb.ErrRefused
 
 // Enrol runs the job's work session with one peer until the job ends,
 // the peer leaves, the connection breaks, or ctx ends (cancel it when
 // the membership declares the peer dead). Every lease the peer held is
 // requeued at once when Enrol returns, without counting against the
 // tasks' retries.
-func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient) error {
+func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
+	peer := Peer{Name: name, Addr: addr}
 	hello, err := s.publish(ctx)
 	if err != nil {
 		return err
@@ -146,15 +152,15 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
-		s.q.enrol(peer.Name)
+		s.q.Enrol(peer.Name)
 	default:
 		return fmt.Errorf("enrol %s: unexpected first message %T", peer.Name, first.Msg)
 	}
 
-	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*lease{},
+	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
 	err = w.run(ctx, cancel)
-	lost := s.q.lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
+	lost := s.q.Lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
 	if lost > 0 {
 		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", err)
 	}
@@ -177,7 +183,7 @@ type remoteWorker struct {
 	stream peerpb.Peer_WorkClient
 
 	mu     sync.Mutex
-	leases map[uint64]*lease // by lease id
+	leases map[uint64]*sched.Lease // by lease id
 
 	outbox  chan *peerpb.ToPeer
 	credits chan int
@@ -196,60 +202,22 @@ func (w *remoteWorker) hostCall(ctx context.Context, c *peerpb.HostCall) *peerpb
 		reply.Error = "no such lease on this peer"
 		return reply
 	}
-	h := &leaseHost{r: w.s.r, l: l}
-	var err error
-	switch c.Op {
-	case "send":
-		err = h.Send(ctx, c.To, c.Data)
-	case "recv":
-		var m sdk.Message
-		if m, err = h.Recv(ctx); err == nil {
-			reply.From, reply.Value, reply.Seq = m.From, m.Data, m.Seq
-		}
-	case "load", "store", "cas":
-		var g sdk.Global
-		switch c.Op {
-		case "load":
-			g, err = h.Load(ctx, c.Key)
-		case "store":
-			g, err = h.Store(ctx, c.Key, c.Data)
-		default:
-			reply.Ok, g, err = h.CompareAndSwap(ctx, c.Key, c.Version, c.Data)
-		}
-		reply.Version, reply.Value = g.Version, g.Value
-	case "checkpoint":
-		err = h.Checkpoint(ctx, c.Data)
-	case "resume":
-		reply.Value, reply.Ok, err = h.Resume(ctx)
-	default:
-		reply.Unsupported = true
-		err = fmt.Errorf("unknown host call %q", c.Op)
-	}
-	if err != nil {
-		reply.Error = err.Error()
-	}
-	return reply
+	return peerpb.ServeHost(ctx, &leaseHost{r: w.s.r, l: l}, c)
 }
 
+// run serves the peer's session until it ends: one goroutine sends on the
+// stream, one turns credits into leases, a pool settles results, and the
+// receive loop hands each message to its handler.
 func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil)
 
-	wg.Add(2)
-	go func() { // the only goroutine that sends on the stream
+	results := make(chan *peerpb.Result, 64)
+	wg.Add(3)
+	go func() {
 		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-w.outbox:
-				if err := w.stream.Send(m); err != nil {
-					cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
-					return
-				}
-			}
-		}
+		w.sendLoop(ctx, cancel)
 	}()
 	go func() { // turns the peer's credits into leases
 		defer wg.Done()
@@ -257,32 +225,9 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			cancel(err)
 		}
 	}()
-
-	results := make(chan *peerpb.Result, 64)
-	wg.Add(1)
-	go func() { // stages results off the receive loop
+	go func() {
 		defer wg.Done()
-		var rwg sync.WaitGroup
-		defer rwg.Wait()
-		sem := make(chan struct{}, 8)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case res := <-results:
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				rwg.Add(1)
-				go func() {
-					defer rwg.Done()
-					defer func() { <-sem }()
-					w.settle(ctx, res)
-				}()
-			}
-		}
+		w.settleLoop(ctx, results)
 	}()
 
 	for {
@@ -293,71 +238,113 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 			}
 			return fmt.Errorf("receive from %s: %w", w.peer.Name, err)
 		}
-		switch m := msg.Msg.(type) {
-		case *peerpb.FromPeer_Pull:
-			select {
-			case w.credits <- int(min(m.Pull.N, 1<<16)):
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Result:
-			select {
-			case results <- m.Result:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		case *peerpb.FromPeer_Results:
-			if len(m.Results.Results) > MaxBatch {
-				return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), MaxBatch)
-			}
-			for _, res := range m.Results.Results {
-				select {
-				case results <- res:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
-			}
-		case *peerpb.FromPeer_Progress:
-			if l := w.get(m.Progress.LeaseId); l != nil {
-				w.s.r.opts.Events.TaskProgress(l.taskID, m.Progress.Fraction, m.Progress.Note)
-			}
-		case *peerpb.FromPeer_Partial:
-			if l := w.get(m.Partial.LeaseId); l != nil {
-				(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
-			}
-		case *peerpb.FromPeer_Call:
-			if n := w.calls.Add(1); n > maxCallsInFlight {
-				w.calls.Add(-1)
-				return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
-			}
-			wg.Add(1)
-			go func(c *peerpb.HostCall) {
-				defer wg.Done()
-				defer w.calls.Add(-1)
-				reply := w.hostCall(ctx, c)
-				select {
-				case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
-				case <-ctx.Done():
-				}
-			}(m.Call)
+		if err := w.handle(ctx, msg, results, &wg); err != nil {
+			return err
 		}
 	}
 }
 
-func (w *remoteWorker) get(id uint64) *lease {
+// sendLoop is the only goroutine that sends on the stream.
+func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-w.outbox:
+			if err := w.stream.Send(m); err != nil {
+				cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
+				return
+			}
+		}
+	}
+}
+
+// settleLoop settles results off the receive loop, 8 at a time.
+func (w *remoteWorker) settleLoop(ctx context.Context, results <-chan *peerpb.Result) {
+	var rwg sync.WaitGroup
+	defer rwg.Wait()
+	sem := make(chan struct{}, 8)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case res := <-results:
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				defer func() { <-sem }()
+				w.settle(ctx, res)
+			}()
+		}
+	}
+}
+
+// handle acts on one message from the peer: credits go to the leaser,
+// results to the settlers, progress and partial results to the job's
+// events, host calls to goroutines of their own (on wg). An error ends
+// the session.
+func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results chan<- *peerpb.Result, wg *sync.WaitGroup) error {
+	switch m := msg.Msg.(type) {
+	case *peerpb.FromPeer_Pull:
+		select {
+		case w.credits <- int(min(m.Pull.N, 1<<16)):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Result:
+		select {
+		case results <- m.Result:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	case *peerpb.FromPeer_Results:
+		if len(m.Results.Results) > peerpb.MaxBatch {
+			return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
+		}
+		for _, res := range m.Results.Results {
+			select {
+			case results <- res:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	case *peerpb.FromPeer_Progress:
+		if l := w.get(m.Progress.LeaseId); l != nil {
+			w.s.r.opts.Events.TaskProgress(l.TaskID, m.Progress.Fraction, m.Progress.Note)
+		}
+	case *peerpb.FromPeer_Partial:
+		if l := w.get(m.Partial.LeaseId); l != nil {
+			(&leaseHost{r: w.s.r, l: l}).Partial(ctx, m.Partial.Data)
+		}
+	case *peerpb.FromPeer_Call:
+		if n := w.calls.Add(1); n > maxCallsInFlight {
+			w.calls.Add(-1)
+			return fmt.Errorf("peer %s has more than %d host calls in flight", w.peer.Name, maxCallsInFlight)
+		}
+		wg.Add(1)
+		go func(c *peerpb.HostCall) {
+			defer wg.Done()
+			defer w.calls.Add(-1)
+			reply := w.hostCall(ctx, c)
+			select {
+			case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Reply{Reply: reply}}:
+			case <-ctx.Done():
+			}
+		}(m.Call)
+	}
+	return nil
+}
+
+func (w *remoteWorker) get(id uint64) *sched.Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.leases[id]
 }
-
-// MaxBatch bounds the leases (or results) in one Leases (Results)
-// message, and MaxBatchBytes their size, the coordinator's and the peers'
-// alike: a batch saves per-message costs on both sides when many slots free
-// up at once, and stays a small message.
-const (
-	MaxBatch      = 256
-	MaxBatchBytes = 1 << 20
-)
 
 // lease waits for credits and sends one lease per credit: as many as are
 // ready at once go out in one message.
@@ -373,18 +360,21 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 				continue
 			}
 		}
-		l, err := w.s.q.next(ctx, w.peer.Name)
+		l, err := w.s.q.Next(ctx, w.peer.Name)
 		if err != nil {
-			if errors.Is(err, errDrained) || errors.Is(err, errExcluded) {
+			if errors.Is(err, sched.ErrExcluded) {
+				return errExcluded
+			}
+			if errors.Is(err, errDrained) {
 				return err
 			}
 			return nil
 		}
-		batch := []*lease{l}
+		batch := []*sched.Lease{l}
 		msgs := []*peerpb.Lease{w.leaseMsg(l)}
 		size := len(msgs[0].Params)
-		for credit--; credit > 0 && len(batch) < MaxBatch && size < MaxBatchBytes; credit-- {
-			l := w.s.q.tryNext(w.peer.Name)
+		for credit--; credit > 0 && len(batch) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes; credit-- {
+			l := w.s.q.TryNext(w.peer.Name)
 			if l == nil {
 				break
 			}
@@ -394,7 +384,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		for _, l := range batch {
-			w.leases[l.id] = l
+			w.leases[l.ID] = l
 		}
 		w.mu.Unlock()
 		msg := &peerpb.ToPeer{Msg: &peerpb.ToPeer_Lease{Lease: msgs[0]}}
@@ -412,23 +402,23 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 	}
 }
 
-func (w *remoteWorker) leaseMsg(l *lease) *peerpb.Lease {
+func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
-		LeaseId: l.id, TaskId: l.taskID, Attempt: uint32(l.attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.task),
-		DigestOnly: l.digestOnly,
+		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.Task),
+		DigestOnly: l.DigestOnly,
 	}
 }
 
 // watchRevoke tells the peer to stop a lease that was taken back.
-func (w *remoteWorker) watchRevoke(ctx context.Context, l *lease) {
+func (w *remoteWorker) watchRevoke(ctx context.Context, l *sched.Lease) {
 	select {
 	case <-ctx.Done():
-	case <-l.revoked:
-		if w.get(l.id) == nil {
+	case <-l.Revoked():
+		if w.get(l.ID) == nil {
 			return
 		}
 		select {
-		case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Cancel{Cancel: &peerpb.Cancel{LeaseId: l.id}}}:
+		case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Cancel{Cancel: &peerpb.Cancel{LeaseId: l.ID}}}:
 		case <-ctx.Done():
 		}
 	}
@@ -444,132 +434,137 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	if l == nil {
 		return // unknown or already settled lease: ignore
 	}
-	out := result{outcome: res.Outcome, end: time.Unix(0, res.EndedUnixNano).UTC()}
+	out := sched.Result{Outcome: res.Outcome, End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
-		out.end = time.Now().UTC()
+		out.End = time.Now().UTC()
 	}
 	if res.Error != "" {
-		out.err = errors.New(res.Error)
+		out.Err = errors.New(res.Error)
 	}
 	switch res.Outcome {
 	case report.OutcomeOK, report.OutcomeTaskError, report.OutcomeCrashed, report.OutcomeTimeout, report.OutcomeCanceled, report.OutcomeLost:
 	default:
-		out.outcome, out.err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
+		out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
 	}
-	if out.outcome == report.OutcomeOK && l.digestOnly {
-		out.digest = fmt.Sprintf("%x", res.Digest)
-		out.fetch = func(ctx context.Context, dir string) error {
-			_, _, err := w.stage(ctx, dir, res)
-			return err
+	if out.Outcome == report.OutcomeOK && l.DigestOnly {
+		d, err := digest.FromBytes(res.Digest)
+		if err != nil {
+			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent a bad digest: %w", w.peer.Name, err)
+		} else {
+			out.Digest = d
+			out.Fetch = func(ctx context.Context, dir string) error {
+				_, _, err := w.stage(ctx, dir, res)
+				return err
+			}
 		}
-	} else if out.outcome == report.OutcomeOK {
-		stage := filepath.Join(w.s.workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10)+".out")
-		digest, files, err := w.stage(ctx, stage, res)
+	} else if out.Outcome == report.OutcomeOK {
+		stage := filepath.Join(w.s.workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
+		d, files, err := w.stage(ctx, stage, res)
 		if err == nil && w.s.r.verifier {
 			if err = w.s.r.verifyOutput(ctx, l, stage, files); errors.Is(err, errRejected) {
 				os.RemoveAll(stage)
-				out.outcome, out.err = report.OutcomeRejected, err
-				w.s.q.finish(l, out)
+				out.Outcome, out.Err = report.OutcomeRejected, err
+				w.s.q.Finish(l, out)
 				return
 			}
 		}
 		if err != nil {
 			os.RemoveAll(stage)
-			out.outcome, out.err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
+			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
 			if ctx.Err() != nil {
-				out.outcome = report.OutcomeCanceled
+				out.Outcome = report.OutcomeCanceled
 			}
 		} else {
-			out.stage, out.digest, out.files = stage, digest, files
+			out.Stage, out.Digest, out.Files = stage, d, files
 		}
 	}
-	w.s.q.finish(l, out)
+	w.s.q.Finish(l, out)
 }
 
 // maxInline bounds an inline output file; larger ones must travel as blocks.
 const maxInline = 4 << 20
 
-func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (string, []string, error) {
+func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (digest.ID, []string, error) {
 	if inlineOnly(res.Outputs) {
 		return stageInline(stage, res)
 	}
 	ro := w.s.r.opts.Remote
 	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	root, err := os.OpenRoot(stage)
 	if err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	defer root.Close()
 	for _, o := range res.Outputs {
 		name := filepath.Clean(filepath.FromSlash(o.Name))
 		if !filepath.IsLocal(name) {
-			return "", nil, fmt.Errorf("output name %q is not a local path", o.Name)
+			return digest.ID{}, nil, fmt.Errorf("output name %q is not a local path", o.Name)
 		}
 		if dir := filepath.Dir(name); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 		}
 		switch {
 		case len(o.FileId) == 0:
 			if err := checkInline(o); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 			if err := root.WriteFile(name, o.Data, 0o644); err != nil {
-				return "", nil, err
+				return digest.ID{}, nil, err
 			}
 		default:
 			id, err := blocks.IDFromBytes(o.FileId)
 			if err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			f := transfer.NewFetcher(ro.Store, ro.Conns, transfer.FetchOptions{Logger: w.s.r.log})
 			if _, err := f.Fetch(ctx, id, []string{w.peer.Addr}, nil); err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			if err := blocks.ExportFile(ctx, ro.Store, id, filepath.Join(stage, name)); err != nil {
-				return "", nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 		}
 	}
-	digest, files, err := outputs.Digest(stage)
+	d, files, err := outputs.Digest(stage)
 	if err != nil {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
-	if got := fmt.Sprintf("%x", res.Digest); got != digest {
-		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, files hash to %.12s", got, digest)
+	if !bytes.Equal(res.Digest, d[:]) {
+		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, files hash to %.12s", res.Digest, d.String())
 	}
-	return digest, files, nil
+	return d, files, nil
 }
 
 // stageInline stages an output that is only inline data (or nothing): the
 // most common result of small tasks, so it takes the fewest file system
 // calls (mkdir, create, write, close) and is digested from memory.
-func stageInline(stage string, res *peerpb.Result) (string, []string, error) {
+func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) {
 	var data []byte
 	var files []string
 	if len(res.Outputs) == 1 {
 		o := res.Outputs[0]
 		if err := checkInline(o); err != nil {
-			return "", nil, err
+			return digest.ID{}, nil, err
 		}
 		data, files = o.Data, []string{sdk.DataFile}
 	}
-	digest := outputs.DigestInline(data)
-	if got := fmt.Sprintf("%x", res.Digest); got != digest {
-		return "", nil, fmt.Errorf("output digest mismatch: peer said %.12s, data hashes to %.12s", got, digest)
+	d := outputs.DigestInline(data)
+	if !bytes.Equal(res.Digest, d[:]) {
+		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, data hashes to %.12s", res.Digest, d.String())
 	}
 	if err := os.Mkdir(stage, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", nil, err
+		return digest.ID{}, nil, err
 	}
 	if files != nil {
 		if err := os.WriteFile(filepath.Join(stage, sdk.DataFile), data, 0o644); err != nil {
-			return "", nil, err
+			return digest.ID{}, nil, err
 		}
 	}
-	return digest, files, nil
+	return d, files, nil
 }
 
 // checkInline checks an inline output's size against its claim and the

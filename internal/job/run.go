@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/job/vc"
+	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -77,7 +78,7 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	if opts.JournalEvery <= 0 {
 		opts.JournalEvery = time.Second
 	}
-	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID[:12])}
+	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12])}
 	return r.run(ctx)
 }
 
@@ -86,12 +87,11 @@ type runner struct {
 	opts RunOptions
 	log  *slog.Logger
 	pool *pluginhost.Pool
-	vc   *vcState
+	vc   *vc.State
 	// workRoot holds per-attempt folders (OUT/.p2pc/work).
 	workRoot string
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
-	q        *queue
 
 	mu    sync.Mutex // guards rep and dirty
 	rep   *report.Report
@@ -137,13 +137,14 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	for i, t := range job.Tasks {
 		ids[i] = t.ID
 	}
-	r.vc = newVC(ids)
+	var keep func(ctx context.Context, data []byte) error
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
-		r.vc.store = func(ctx context.Context, data []byte) error {
+		keep = func(ctx context.Context, data []byte) error {
 			_, _, err := blocks.PutFile(ctx, ro.Store, bytes.NewReader(data), 0)
 			return err
 		}
 	}
+	r.vc = vc.New(ids, keep, r.log)
 	reused := r.reuse()
 	if err := r.journal(); err != nil {
 		return nil, err
@@ -190,7 +191,7 @@ func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
 	job := r.p.Spec
 	rep := &report.Report{
 		Format:  report.Format,
-		JobID:   r.p.ID,
+		JobID:   r.p.ID.String(),
 		Name:    job.Name,
 		Spec:    job.File,
 		State:   report.StateRunning,
@@ -198,7 +199,7 @@ func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
 		Node:    r.opts.Node,
 		Plugin: report.Plugin{
 			Path:    r.p.Plugin.Path,
-			Digest:  r.p.Plugin.DigestHex(),
+			Digest:  r.p.Plugin.Digest.String(),
 			Name:    info.Name,
 			Version: info.Version,
 		},
@@ -231,11 +232,11 @@ func (r *runner) reuse() int {
 		}
 		dir := filepath.Join(r.p.OutDir, "tasks", t.ID)
 		d, files, err := outputs.Digest(dir)
-		if err != nil || d != old.Digest {
+		if err != nil || d.String() != old.Digest {
 			continue
 		}
 		t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
-		t.Files = relFiles(t.ID, files)
+		t.Files = report.TaskFiles(t.ID, files)
 		r.rep.Summary.Done++
 		n++
 	}

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -29,7 +31,6 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		return 0
 	}
 	q := newQueue(r, pending)
-	r.q = q
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for slot := 0; slot < r.opts.Slots && slot < len(pending); slot++ {
@@ -51,7 +52,8 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		}()
 		go func() {
 			defer wg.Done()
-			r.opts.Remote.Swarm.Serve(wctx, sess)
+			goos, goarch := pluginPlatform()
+			r.opts.Remote.Swarm.Serve(wctx, r.p.ID.String(), goos, goarch, sess.Enrol)
 		}()
 	}
 	// Backstop for workers that hang without their connection breaking.
@@ -59,107 +61,90 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if all, _ := q.done(); all {
+		if all, _ := q.Done(); all {
 			break
 		}
 		select {
 		case <-ctx.Done():
-		case <-q.changed():
+		case <-q.Changed():
 			continue
 		case <-tick.C:
-			q.expire(limit)
+			q.Expire(limit)
 			continue
 		}
 		break
 	}
-	q.close()
+	q.Close()
 	stop()
 	wg.Wait()
-	q.saveTrust()
-	if q.verifying() {
-		peers := q.peerReport()
+	q.SaveTrust()
+	if q.Verifying() {
+		peers := q.PeerReport()
 		r.mu.Lock()
 		r.rep.Peers = peers
 		r.mu.Unlock()
 	}
-	_, failed = q.done()
+	_, failed = q.Done()
 	return failed
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue
 // drains or ctx ends.
-func (r *runner) localWorker(ctx context.Context, q *queue, workRoot string) {
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string) {
 	for {
-		l, err := q.next(ctx, r.opts.Node)
+		l, err := q.Next(ctx, r.opts.Node)
 		if err != nil {
 			return
 		}
-		q.finish(l, r.runLocal(ctx, workRoot, l))
+		q.Finish(l, r.runLocal(ctx, workRoot, l))
 	}
 }
 
-// runLocal runs one lease in the local pool and stages its output.
-func (r *runner) runLocal(ctx context.Context, workRoot string, l *lease) result {
+// runLocal runs one lease in the local pool, through the same path as a
+// peer's slot (package taskrun), and checks its output with the plugin's
+// Verify if it has one, as an output from a peer is checked.
+func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) sched.Result {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-l.revoked:
+		case <-l.Revoked():
 			cancel()
 		case <-actx.Done():
 		}
 	}()
-	work := filepath.Join(workRoot, l.taskID+"."+strconv.FormatUint(l.id, 10))
+	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
 	defer os.RemoveAll(work)
-	res, err := r.execute(actx, work, l)
-	var out result
-	if err == nil {
-		out.stage = work + ".out"
-		if err = outputs.Gather(work, out.stage, res); err == nil {
-			out.digest, out.files, err = outputs.Digest(out.stage)
-			if err == nil && r.verifier {
-				err = r.verifyOutput(ctx, l, out.stage, out.files)
+	var out taskrun.Output
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		out.Err = fmt.Errorf("make work dir: %w", err)
+		out.Outcome = pluginhost.Classify(actx, out.Err)
+	} else {
+		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+	}
+	if out.Err == nil && r.verifier {
+		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
+			// A revoked lease (another copy won, or it expired) ends as canceled.
+			out.Err, out.Outcome = err, pluginhost.Classify(actx, err)
+			if errors.Is(err, errRejected) {
+				out.Outcome = report.OutcomeRejected
 			}
 		}
 	}
-	out.err = err
-	// A revoked lease (another copy won, or it expired) ends as canceled.
-	out.outcome = outputs.Classify(actx, err)
-	if errors.Is(err, errRejected) {
-		out.outcome = report.OutcomeRejected
-	}
-	out.end = time.Now().UTC()
-	return out
+	return sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, End: time.Now().UTC()}
 }
 
-// countedAttempts counts the attempts that used up a retry: infrastructure
-// losses and cancellations do not.
-func countedAttempts(as []report.Attempt) int {
-	n := 0
-	for _, a := range as {
-		if a.Outcome != report.OutcomeLost && a.Outcome != report.OutcomeCanceled {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *runner) execute(ctx context.Context, work string, l *lease) (*sdk.Result, error) {
-	job := r.p.Spec
-	i, attempt := l.task, l.attempt
-	task := job.Tasks[i]
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("make work dir: %w", err)
-	}
-	req := &sdk.Request{
-		JobID:   r.p.ID,
-		TaskID:  task.ID,
-		Attempt: attempt,
-		Params:  job.TaskParamsJSON(i),
+// attempt describes lease l for taskrun, on whichever slot it runs.
+func (r *runner) attempt(l *sched.Lease, host sdk.Host) taskrun.Attempt {
+	return taskrun.Attempt{
+		JobID:   r.p.ID.String(),
+		TaskID:  l.TaskID,
+		Attempt: l.Attempt,
+		Params:  r.p.Spec.TaskParamsJSON(l.Task),
 		Inputs:  r.inputFiles(),
-		WorkDir: work,
+		Timeout: r.p.Spec.Timeout,
+		Host:    host,
 	}
-	return r.pool.Run(ctx, req, &leaseHost{r: r, l: l}, job.Timeout)
 }
 
 func (r *runner) inputFiles() []sdk.File {
@@ -187,14 +172,6 @@ func (r *runner) place(id, stage string) error {
 	return nil
 }
 
-func relFiles(id string, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = filepath.ToSlash(filepath.Join("tasks", id, n))
-	}
-	return out
-}
-
 // taskHost relays the reduce step's callbacks to Events; the shared-state
 // calls are for tasks only.
 type taskHost struct {
@@ -218,11 +195,11 @@ var errRejected = errors.New("rejected by the plugin's check")
 
 // verifyOutput runs the plugin's Verify on a staged output. A rejection
 // comes back wrapping errRejected.
-func (r *runner) verifyOutput(ctx context.Context, l *lease, stage string, files []string) error {
+func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string, files []string) error {
 	req := &sdk.VerifyRequest{
-		JobID:  r.p.ID,
-		TaskID: l.taskID,
-		Params: r.p.Spec.TaskParamsJSON(l.task),
+		JobID:  r.p.ID.String(),
+		TaskID: l.TaskID,
+		Params: r.p.Spec.TaskParamsJSON(l.Task),
 		Inputs: r.inputFiles(),
 	}
 	for _, f := range files {

@@ -12,7 +12,8 @@
 // (from the coordinator and any other holder), checks the plugin's
 // SHA-256, and starts asking for leases with Pull credits. Each lease runs
 // in a warm plugin process (one pool per plugin digest, as many processes
-// as slots); the result goes back with the output's digest and its files,
+// as slots) through package taskrun, the same path as the submitter's own
+// slots (staging, digest, timeout, outcome); the result goes back with the output's digest and its files,
 // inline when small, else as blocks the coordinator fetches. Leases that
 // arrive together come in one Leases message, results ready together
 // leave in one Results message. Each slot has a work folder of its own

@@ -17,7 +17,6 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/dirlock"
-	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -281,4 +280,4 @@ func (n *Node) pool(digest [32]byte, path string) *pluginhost.Pool {
 }
 
 // ProtocolVersion is the peer protocol version this node speaks.
-const ProtocolVersion = job.ProtocolVersion
+const ProtocolVersion = peerpb.ProtocolVersion

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
-	"github.com/p2pc/p2pc/internal/peerpb"
 )
 
 // PresenceConfig says how a node finds and keeps its peers.
@@ -82,7 +80,12 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 		})
 	}
 	if len(pc.Join) > 0 {
-		p.goRun(func() { p.joinStatic(pctx, pc.Join) })
+		static := &discovery.Resolver{Addrs: pc.Join, Resolve: ResolveStatic(n.conns)}
+		p.goRun(func() {
+			if err := mem.JoinFrom(pctx, static, time.Second); err != nil {
+				n.log.Error("cannot join the swarm", "err", err)
+			}
+		})
 	}
 	p.goRun(func() { p.watch(pctx) })
 	n.stopHooks = append(n.stopHooks, func() {
@@ -112,43 +115,6 @@ func (n *Node) meta() discovery.Meta {
 		Proto:     ProtocolVersion,
 		Slots:     n.cfg.Slots,
 		FreeSlots: max(free, 0),
-	}
-}
-
-// joinStatic resolves static gRPC addresses to gossip addresses and joins
-// them, retrying those that do not answer until all have been joined.
-func (p *Presence) joinStatic(ctx context.Context, addrs []string) {
-	todo := map[string]bool{}
-	for _, a := range addrs {
-		todo[a] = true
-	}
-	for len(todo) > 0 {
-		for a := range todo {
-			conn, err := p.n.conns.Conn(a)
-			if err != nil {
-				delete(todo, a)
-				continue
-			}
-			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			info, err := peerpb.NewPeerClient(conn).Info(ictx, &peerpb.InfoRequest{Proto: ProtocolVersion})
-			cancel()
-			if err != nil || info.GossipAddr == "" {
-				continue
-			}
-			if _, err := p.mem.Join(ctx, []string{info.GossipAddr}); err != nil {
-				if errors.Is(err, discovery.ErrNameTaken) {
-					p.n.log.Error("cannot join the swarm", "err", err)
-					return
-				}
-				continue
-			}
-			delete(todo, a)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
 	}
 }
 

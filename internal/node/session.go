@@ -22,11 +22,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/job"
-	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -315,10 +314,10 @@ func (s *session) sender(ctx context.Context, stream peerpb.Peer_WorkServer) err
 	}
 }
 
-// Batch limits are the coordinator's (package job).
+// Batch limits are the protocol's.
 const (
-	maxBatch      = job.MaxBatch
-	maxBatchBytes = job.MaxBatchBytes
+	maxBatch      = peerpb.MaxBatch
+	maxBatchBytes = peerpb.MaxBatchBytes
 )
 
 // sendBatched sends m; if m is a result, the results queued behind it go
@@ -481,7 +480,8 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 }
 
 // exec runs one lease in a slot (called by the scheduler, one call at a
-// time per slot).
+// time per slot), through the same path as the submitter's own slots
+// (package taskrun), and sends its result.
 func (s *session) exec(it *queued, slot int) {
 	l := it.lease
 	ctx := it.ctx
@@ -500,62 +500,48 @@ func (s *session) exec(it *queued, slot int) {
 		res.Outcome, res.Error = report.OutcomeLost, err.Error()
 		return
 	}
-	staged := false // collect made work+".out"
-	defer func() { s.n.clearSlotDir(slot, work, staged) }()
-	req := &sdk.Request{
+	a := taskrun.Attempt{
 		JobID:   s.hello.JobId,
 		TaskID:  l.TaskId,
 		Attempt: int(l.Attempt),
 		Params:  l.Params,
 		Inputs:  s.inputs,
-		WorkDir: work,
+		Timeout: s.timeout,
+		Host:    newTunnelHost(s, l.LeaseId),
 	}
-	out, err := s.pool.Run(ctx, req, &leaseHost{s: s, id: l.LeaseId}, s.timeout)
+	if !l.DigestOnly {
+		a.InlineMax = inlineOutput // sent inline anyway: skip the disk
+	}
+	if s.n.cfg.Lie.Rate > 0 {
+		a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
+	}
+	out := taskrun.Run(ctx, s.pool, work, a)
+	defer func() { s.n.clearSlotDir(slot, work, out.Stage != "") }()
+	err = out.Err
 	if err == nil {
-		err = s.collect(ctx, work, out, res, l, &staged)
+		err = s.collect(ctx, out, res, l)
+		out.Outcome = pluginhost.Classify(ctx, err)
 	}
-	res.Outcome = outputs.Classify(ctx, err)
+	res.Outcome = out.Outcome
 	if err != nil {
 		res.Error = err.Error()
 		res.Outputs = nil
 	}
 }
 
-// collect stages the output, digests it and fills res.Outputs: small files
+// collect fills res with the output's digest and files: small files
 // inline, bigger ones as blocks in the store for the coordinator to fetch.
-func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res *peerpb.Result, l *peerpb.Lease, staged *bool) error {
-	if len(out.Files) == 0 && len(out.Data) <= inlineOutput && !l.DigestOnly && s.n.cfg.Lie.Rate <= 0 {
-		// Fast path: inline data only, digested in memory.
-		d, err := hex.DecodeString(outputs.DigestInline(out.Data))
-		if err != nil {
-			return err
-		}
-		res.Digest = d
+func (s *session) collect(ctx context.Context, out taskrun.Output, res *peerpb.Result, l *peerpb.Lease) error {
+	res.Digest = out.Digest[:]
+	if out.Inline {
 		if out.Data != nil {
 			sum := sha256.Sum256(out.Data)
 			res.Outputs = []*peerpb.Output{{Name: sdk.DataFile, Size: int64(len(out.Data)), Digest: sum[:], Data: out.Data}}
 		}
 		return nil
 	}
-	stage := work + ".out"
-	*staged = true
-	if err := outputs.Gather(work, stage, out); err != nil {
-		return err
-	}
-	if err := s.n.lie(stage, l); err != nil {
-		return err
-	}
-	digest, names, err := outputs.Digest(stage)
-	if err != nil {
-		return err
-	}
-	d, err := hex.DecodeString(digest)
-	if err != nil {
-		return err
-	}
-	res.Digest = d
-	for _, name := range names {
-		path := filepath.Join(stage, filepath.FromSlash(name))
+	for _, name := range out.Files {
+		path := filepath.Join(out.Stage, filepath.FromSlash(name))
 		fi, err := os.Stat(path)
 		if err != nil {
 			return err
@@ -580,19 +566,28 @@ func (s *session) collect(ctx context.Context, work string, out *sdk.Result, res
 	return nil
 }
 
-// leaseHost relays a task's callbacks to the coordinator: progress and
-// partial results as messages, the shared-state calls (messages between
-// tasks, job-global variables, checkpoints) as HostCalls answered by the
-// coordinator, which holds that state.
-type leaseHost struct {
-	s  *session
-	id uint64
+// tunnelHost is the task's Host on a peer: a transport, not a second
+// implementation. It relays the callbacks to the coordinator, whose own
+// Host for the lease (the one the submitter's local slots use directly)
+// answers them: progress and partial results as messages, the
+// shared-state calls (messages between tasks, job-global variables,
+// checkpoints) as HostCalls.
+type tunnelHost struct {
+	peerpb.HostClient // the shared-state calls, through call
+	s                 *session
+	id                uint64
 }
 
-var _ sdk.Host = (*leaseHost)(nil)
+var _ sdk.Host = (*tunnelHost)(nil)
+
+func newTunnelHost(s *session, id uint64) *tunnelHost {
+	h := &tunnelHost{s: s, id: id}
+	h.Call = h.call
+	return h
+}
 
 // call tunnels one Host call to the coordinator and waits for its reply.
-func (h *leaseHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.HostReply, error) {
+func (h *tunnelHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.HostReply, error) {
 	s := h.s
 	c.LeaseId = h.id
 	ch := make(chan *peerpb.HostReply, 1)
@@ -613,72 +608,22 @@ func (h *leaseHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.HostR
 	}
 	select {
 	case r := <-ch:
-		switch {
-		case r.Unsupported:
-			return nil, fmt.Errorf("%s: %w", c.Op, sdk.ErrUnsupported)
-		case r.Error != "":
-			return nil, errors.New(r.Error)
-		}
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func (h *leaseHost) Send(ctx context.Context, to string, data []byte) error {
-	_, err := h.call(ctx, &peerpb.HostCall{Op: "send", To: to, Data: data})
-	return err
-}
-
-func (h *leaseHost) Recv(ctx context.Context) (sdk.Message, error) {
-	r, err := h.call(ctx, &peerpb.HostCall{Op: "recv"})
-	if err != nil {
-		return sdk.Message{}, err
-	}
-	return sdk.Message{From: r.From, Data: r.Value, Seq: r.Seq}, nil
-}
-
-func (h *leaseHost) global(ctx context.Context, c *peerpb.HostCall) (bool, sdk.Global, error) {
-	r, err := h.call(ctx, c)
-	if err != nil {
-		return false, sdk.Global{}, err
-	}
-	return r.Ok, sdk.Global{Version: r.Version, Value: r.Value}, nil
-}
-
-func (h *leaseHost) Load(ctx context.Context, key string) (sdk.Global, error) {
-	_, g, err := h.global(ctx, &peerpb.HostCall{Op: "load", Key: key})
-	return g, err
-}
-
-func (h *leaseHost) Store(ctx context.Context, key string, value []byte) (sdk.Global, error) {
-	_, g, err := h.global(ctx, &peerpb.HostCall{Op: "store", Key: key, Data: value})
-	return g, err
-}
-
-func (h *leaseHost) CompareAndSwap(ctx context.Context, key string, version uint64, value []byte) (bool, sdk.Global, error) {
-	return h.global(ctx, &peerpb.HostCall{Op: "cas", Key: key, Version: version, Data: value})
-}
-
 // Checkpoint keeps a copy of the state in this node's block store too,
 // then hands it to the coordinator, which keeps the copy a resume uses.
-func (h *leaseHost) Checkpoint(ctx context.Context, state []byte) error {
+func (h *tunnelHost) Checkpoint(ctx context.Context, state []byte) error {
 	if _, _, err := blocks.PutFile(ctx, h.s.n.store, bytes.NewReader(state), 0); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	_, err := h.call(ctx, &peerpb.HostCall{Op: "checkpoint", Data: state})
-	return err
+	return h.HostClient.Checkpoint(ctx, state)
 }
 
-func (h *leaseHost) Resume(ctx context.Context) ([]byte, bool, error) {
-	r, err := h.call(ctx, &peerpb.HostCall{Op: "resume"})
-	if err != nil {
-		return nil, false, err
-	}
-	return r.Value, r.Ok, nil
-}
-
-func (h *leaseHost) Progress(ctx context.Context, fraction float64, note string) error {
+func (h *tunnelHost) Progress(ctx context.Context, fraction float64, note string) error {
 	select {
 	case h.s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Progress{Progress: &peerpb.Progress{LeaseId: h.id, Fraction: fraction, Note: note}}}:
 	default: // progress is advisory: drop it rather than stall the task
@@ -686,7 +631,7 @@ func (h *leaseHost) Progress(ctx context.Context, fraction float64, note string)
 	return nil
 }
 
-func (h *leaseHost) Partial(ctx context.Context, data []byte) error {
+func (h *tunnelHost) Partial(ctx context.Context, data []byte) error {
 	h.s.send(ctx, &peerpb.FromPeer{Msg: &peerpb.FromPeer_Partial{Partial: &peerpb.Partial{LeaseId: h.id, Data: data}}})
 	return nil
 }

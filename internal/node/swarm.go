@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
@@ -45,117 +45,22 @@ type Swarm struct {
 	Retry time.Duration
 }
 
-var _ job.Swarm = (*Swarm)(nil)
-
-type enrolment struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// Serve enrols peers into s's job until ctx ends.
-func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
-	log := sw.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "swarm", "job", s.JobID()[:12])
-	retry := sw.Retry
-	if retry <= 0 {
-		retry = time.Second
-	}
-	goos, goarch := s.PluginPlatform()
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	active := map[string]*enrolment{} // by peer name
-	refused := map[string]bool{}
-	failedAt := map[string]time.Time{}
-	var mu sync.Mutex                  // guards refused, failedAt
-	staticNames := map[string]string{} // addr -> name, once known
-
-	tick := time.NewTicker(retry / 2)
+// Serve enrols peers into the job jobID until ctx ends: enrol runs one
+// peer's work session (job.Swarm, which this type implements). Each round
+// (at a membership change, or every Retry/2) it works out the peers
+// wanted, ends the sessions of those gone, and enrols the new ones.
+func (sw *Swarm) Serve(ctx context.Context, jobID, goos, goarch string, enrol func(ctx context.Context, name, addr string, client peerpb.PeerClient) error) {
+	e := sw.newEnroller(jobID, goos, goarch, enrol)
+	defer e.wg.Wait()
+	tick := time.NewTicker(e.retry / 2)
 	defer tick.Stop()
 	for {
-		var changed <-chan struct{}
-		want := map[string]Candidate{}
-		if sw.Members != nil {
-			changed = sw.Members.Changed()
-			for _, c := range sw.Members.Candidates() {
-				if c.Name == sw.Self || c.Slots <= 0 || !c.Compatible || c.Addr == "" {
-					continue
-				}
-				if c.OS != "" && (c.OS != goos || c.Arch != goarch) {
-					continue
-				}
-				want[c.Name] = c
-			}
-		}
-		for _, addr := range sw.Static {
-			name, ok := staticNames[addr]
-			if !ok {
-				info, err := sw.info(ctx, addr)
-				if err != nil {
-					continue
-				}
-				name = info.Name
-				staticNames[addr] = name
-			}
-			if _, ok := want[name]; !ok && name != sw.Self {
-				want[name] = Candidate{Name: name, Addr: addr, Slots: 1, Compatible: true}
-			}
-		}
-		// End the sessions of peers that are gone.
-		for name, e := range active {
-			select {
-			case <-e.done:
-				delete(active, name)
-				continue
-			default:
-			}
-			if _, ok := want[name]; !ok {
-				log.Info("peer left the swarm; ending its session", "peer", name)
-				e.cancel()
-				delete(active, name)
-			}
-		}
-		// Enrol the new ones.
-		mu.Lock()
-		for name, c := range want {
-			if active[name] != nil || refused[name] || time.Since(failedAt[name]) < retry {
-				continue
-			}
-			conn, err := sw.Conns.Conn(c.Addr)
-			if err != nil {
-				failedAt[name] = time.Now()
-				continue
-			}
-			ectx, cancel := context.WithCancel(ctx)
-			e := &enrolment{cancel: cancel, done: make(chan struct{})}
-			active[name] = e
-			wg.Add(1)
-			go func(c Candidate) {
-				defer wg.Done()
-				defer close(e.done)
-				defer cancel()
-				err := s.Enrol(ectx, job.Peer{Name: c.Name, Addr: c.Addr}, peerpb.NewPeerClient(conn))
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case errors.Is(err, job.ErrRefused):
-					refused[c.Name] = true
-				case err != nil:
-					log.Info("peer session ended", "peer", c.Name, "err", err)
-					failedAt[c.Name] = time.Now()
-				}
-			}(c)
-		}
-		mu.Unlock()
-
+		want, changed := e.wanted(ctx)
+		e.endGone(want)
+		e.enrolNew(ctx, want)
 		select {
 		case <-ctx.Done():
-			for _, e := range active {
-				e.cancel()
-			}
+			e.endAll()
 			return
 		case <-changed:
 		case <-tick.C:
@@ -163,12 +68,149 @@ func (sw *Swarm) Serve(ctx context.Context, s *job.Session) {
 	}
 }
 
-func (sw *Swarm) info(ctx context.Context, addr string) (*peerpb.InfoResponse, error) {
-	conn, err := sw.Conns.Conn(addr)
-	if err != nil {
-		return nil, err
+// enroller is the state of one Serve call.
+type enroller struct {
+	sw           *Swarm
+	log          *slog.Logger
+	retry        time.Duration
+	goos, goarch string
+	enrol        func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
+
+	wg     sync.WaitGroup        // the sessions
+	active map[string]*enrolment // by peer name; Serve's goroutine only
+	static *discovery.Resolver   // the --join peers; Serve's goroutine only
+
+	mu       sync.Mutex // guards refused and failedAt, written as sessions end
+	refused  map[string]bool
+	failedAt map[string]time.Time
+}
+
+// enrolment is one peer's running session.
+type enrolment struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.Context, name, addr string, client peerpb.PeerClient) error) *enroller {
+	log := sw.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return peerpb.NewPeerClient(conn).Info(ctx, &peerpb.InfoRequest{Proto: ProtocolVersion})
+	retry := sw.Retry
+	if retry <= 0 {
+		retry = time.Second
+	}
+	return &enroller{
+		sw:       sw,
+		log:      log.With("component", "swarm", "job", short(jobID)),
+		retry:    retry,
+		goos:     goos,
+		goarch:   goarch,
+		enrol:    enrol,
+		active:   map[string]*enrolment{},
+		static:   &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns)},
+		refused:  map[string]bool{},
+		failedAt: map[string]time.Time{},
+	}
+}
+
+// wanted returns the peers that can take the job, by name: the live
+// members that take work on the job's platform, and the static peers
+// (whose names are asked once). changed is closed at the membership's
+// next change (nil without a membership).
+func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, changed <-chan struct{}) {
+	want = map[string]Candidate{}
+	if m := e.sw.Members; m != nil {
+		changed = m.Changed()
+		for _, c := range m.Candidates() {
+			if e.takesJob(c) {
+				want[c.Name] = c
+			}
+		}
+	}
+	peers, _ := e.static.Find(ctx) // the silent ones are asked again next round
+	for _, p := range peers {
+		if _, ok := want[p.Name]; !ok && p.Name != e.sw.Self {
+			want[p.Name] = Candidate{Name: p.Name, Addr: p.Addr, Slots: 1, Compatible: true}
+		}
+	}
+	return want, changed
+}
+
+// takesJob: c is another node that takes work, speaks the protocol and
+// runs the job's platform (when it says which).
+func (e *enroller) takesJob(c Candidate) bool {
+	switch {
+	case c.Name == e.sw.Self || c.Slots <= 0 || !c.Compatible || c.Addr == "":
+		return false
+	case c.OS != "" && (c.OS != e.goos || c.Arch != e.goarch):
+		return false
+	}
+	return true
+}
+
+// endGone forgets the sessions that ended and ends those of peers no
+// longer wanted (gone from the membership): their leases are requeued.
+func (e *enroller) endGone(want map[string]Candidate) {
+	for name, en := range e.active {
+		select {
+		case <-en.done:
+			delete(e.active, name)
+			continue
+		default:
+		}
+		if _, ok := want[name]; !ok {
+			e.log.Info("peer left the swarm; ending its session", "peer", name)
+			en.cancel()
+			delete(e.active, name)
+		}
+	}
+}
+
+// enrolNew starts a session with every wanted peer that has none, did not
+// refuse the job, and did not fail within the retry wait.
+func (e *enroller) enrolNew(ctx context.Context, want map[string]Candidate) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for name, c := range want {
+		if e.active[name] != nil || e.refused[name] || time.Since(e.failedAt[name]) < e.retry {
+			continue
+		}
+		conn, err := e.sw.Conns.Conn(c.Addr)
+		if err != nil {
+			e.failedAt[name] = time.Now()
+			continue
+		}
+		ectx, cancel := context.WithCancel(ctx)
+		en := &enrolment{cancel: cancel, done: make(chan struct{})}
+		e.active[name] = en
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer close(en.done)
+			defer cancel()
+			e.ended(c.Name, e.enrol(ectx, c.Name, c.Addr, peerpb.NewPeerClient(conn)))
+		}()
+	}
+}
+
+// ended records how a peer's session ended: a refusal is final for the
+// job, another error waits the retry time.
+func (e *enroller) ended(name string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case errors.Is(err, peerpb.ErrRefused):
+		e.refused[name] = true
+	case err != nil:
+		e.log.Info("peer session ended", "peer", name, "err", err)
+		e.failedAt[name] = time.Now()
+	}
+}
+
+// endAll ends every session (Serve waits for them).
+func (e *enroller) endAll() {
+	for _, en := range e.active {
+		en.cancel()
+	}
 }

@@ -1,19 +1,14 @@
 package outputs
 
 import (
-	"context"
 	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/pluginhost"
-	"github.com/p2pc/p2pc/internal/report"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/p2pc/p2pc/internal/pluginbuild"
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -65,7 +60,7 @@ func Gather(work, stage string, res *sdk.Result) error {
 // Digest returns the digest of the files below dir (its canonical
 // listing: "<sha256> <size> <name>\n" per regular file, sorted by
 // slash-separated name) and the sorted names.
-func Digest(dir string) (string, []string, error) {
+func Digest(dir string) (digest.ID, []string, error) {
 	type entry struct {
 		name string
 		size int64
@@ -90,7 +85,7 @@ func Digest(dir string) (string, []string, error) {
 		if err != nil {
 			return err
 		}
-		sum, err := pluginbuild.FileDigest(path)
+		sum, err := digest.File(path)
 		if err != nil {
 			return err
 		}
@@ -98,7 +93,7 @@ func Digest(dir string) (string, []string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("digest outputs: %w", err)
+		return digest.ID{}, nil, fmt.Errorf("digest outputs: %w", err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	h := sha256.New()
@@ -107,35 +102,20 @@ func Digest(dir string) (string, []string, error) {
 		fmt.Fprintf(h, "%x %d %s\n", e.sum, e.size, e.name)
 		names[i] = e.name
 	}
-	return hex.EncodeToString(h.Sum(nil)), names, nil
-}
-
-// Classify maps the error of a plugin call to a report outcome: ok,
-// canceled (ctx ended), timeout, task_error (the task's own failure) or
-// crashed (the plugin process failed).
-func Classify(ctx context.Context, err error) string {
-	var te *sdk.TaskError
-	switch {
-	case err == nil:
-		return report.OutcomeOK
-	case ctx.Err() != nil:
-		return report.OutcomeCanceled
-	case errors.Is(err, pluginhost.ErrTimeout):
-		return report.OutcomeTimeout
-	case errors.As(err, &te):
-		return report.OutcomeTaskError
-	default:
-		return report.OutcomeCrashed
-	}
+	var id digest.ID
+	h.Sum(id[:0])
+	return id, names, nil
 }
 
 // DigestInline returns what Digest would return for an output made of the
 // inline data alone (the file "data", or no file at all when data is
 // nil), without touching the disk.
-func DigestInline(data []byte) string {
+func DigestInline(data []byte) digest.ID {
 	h := sha256.New()
 	if data != nil {
 		fmt.Fprintf(h, "%x %d %s\n", sha256.Sum256(data), len(data), sdk.DataFile)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var id digest.ID
+	h.Sum(id[:0])
+	return id
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/p2pc/p2pc/internal/digest"
 )
 
 // Plugin is a resolved plugin executable.
@@ -22,15 +24,12 @@ type Plugin struct {
 	// Path is the absolute path of the executable.
 	Path string
 	// Digest is the SHA-256 of the executable's bytes.
-	Digest [32]byte
+	Digest digest.ID
 	// Built says the executable came from (or was found in) the build cache.
 	Built bool
 	// Source is the Go package directory it was built from, if any.
 	Source string
 }
-
-// DigestHex is the digest in hex.
-func (p *Plugin) DigestHex() string { return hex.EncodeToString(p.Digest[:]) }
 
 // ErrNoPlugin means the path names neither an executable nor a Go package.
 var ErrNoPlugin = errors.New("not a plugin executable or Go package directory")
@@ -57,29 +56,13 @@ func Resolve(ctx context.Context, path, cacheDir string, log *slog.Logger) (*Plu
 		if fi.Mode().Perm()&0o111 == 0 {
 			return nil, fmt.Errorf("resolve plugin %s: %w (file is not executable: chmod +x it)", path, ErrNoPlugin)
 		}
-		d, err := FileDigest(abs)
+		d, err := digest.File(abs)
 		if err != nil {
 			return nil, fmt.Errorf("resolve plugin: %w", err)
 		}
 		return &Plugin{Path: abs, Digest: d}, nil
 	}
 	return build(ctx, abs, cacheDir, log)
-}
-
-// FileDigest is the SHA-256 of a file's content, streamed.
-func FileDigest(path string) ([32]byte, error) {
-	var d [32]byte
-	f, err := os.Open(path)
-	if err != nil {
-		return d, fmt.Errorf("digest %s: %w", path, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return d, fmt.Errorf("digest %s: %w", path, err)
-	}
-	copy(d[:], h.Sum(nil))
-	return d, nil
 }
 
 type listedModule struct {
@@ -114,7 +97,7 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	}
 	target := filepath.Join(cacheDir, key[:2], key, "plugin")
 	if _, err := os.Stat(target); err == nil {
-		d, err := FileDigest(target)
+		d, err := digest.File(target)
 		if err != nil {
 			return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 		}
@@ -142,7 +125,7 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	if err := os.Rename(tmp.Name(), target); err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 	}
-	d, err := FileDigest(target)
+	d, err := digest.File(target)
 	if err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 	}
@@ -197,7 +180,7 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
 		files := slicesConcat(p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles)
 		sort.Strings(files)
 		for _, f := range files {
-			d, err := FileDigest(filepath.Join(p.Dir, f))
+			d, err := digest.File(filepath.Join(p.Dir, f))
 			if err != nil {
 				return "", fmt.Errorf("build plugin %s: %w", dir, err)
 			}

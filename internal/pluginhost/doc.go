@@ -132,5 +132,7 @@
 //     non-executable file (errors.Is fs.ErrNotExist, fs.ErrPermission).
 //
 // ErrNotPlugin, ErrChecksum and Kind-less start errors will not go away on
-// a retry; ErrCrashed and ErrTimeout may.
+// a retry; ErrCrashed and ErrTimeout may. Classify turns a call's error
+// into the attempt outcome report.json records (ok, canceled, timeout,
+// task_error, crashed), the same for a local slot and a peer.
 package pluginhost

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -28,7 +29,7 @@ func selfPlugin(t testing.TB) (string, [32]byte) {
 	t.Helper()
 	self.once.Do(func() {
 		if self.path, self.err = os.Executable(); self.err == nil {
-			self.sum, self.err = Digest(self.path)
+			self.sum, self.err = digest.File(self.path)
 		}
 	})
 	if self.err != nil {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -207,7 +208,7 @@ func testPool(size int) *Pool {
 	if err != nil {
 		panic(err)
 	}
-	sum, err := Digest(exe)
+	sum, err := digest.File(exe)
 	if err != nil {
 		panic(err)
 	}

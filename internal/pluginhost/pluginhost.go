@@ -3,11 +3,12 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
-	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/p2pc/p2pc/internal/digest"
 )
 
 // Sentinel errors. Every error of a Pool method that is not a task's own
@@ -40,9 +41,9 @@ const basePath = "/usr/local/bin:/usr/bin:/bin"
 type Config struct {
 	// Path is the plugin executable (absolute).
 	Path string
-	// Checksum is the executable's SHA-256 (see Digest), verified before
+	// Checksum is the executable's SHA-256 (digest.File), verified before
 	// every start of a process.
-	Checksum [32]byte
+	Checksum digest.ID
 	// Logger receives the plugin's stderr and log lines (component=plugin,
 	// plugin=<base name of Path>, pid) and the pool's own lifecycle records
 	// (component=pluginhost). Nil discards.
@@ -58,9 +59,6 @@ type Config struct {
 	// removed by Close.
 	Dir string
 }
-
-// Digest returns the SHA-256 of the file at path, read as a stream.
-func Digest(path string) ([32]byte, error) { return pluginbuild.FileDigest(path) }
 
 // Stats counts what a Pool did since NewPool.
 type Stats struct {

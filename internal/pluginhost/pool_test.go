@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -264,7 +265,7 @@ func TestNotAPlugin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := testConfig(t, tc.mode)
 			if tc.path != "" {
-				sum, err := Digest(tc.path)
+				sum, err := digest.File(tc.path)
 				if err != nil {
 					t.Skip(err)
 				}
@@ -302,10 +303,10 @@ func TestNotAPlugin(t *testing.T) {
 func TestChecksum(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*[32]byte)
+		edit func(*digest.ID)
 	}{
-		{"wrong", func(s *[32]byte) { s[0] ^= 0xff }},
-		{"unset", func(s *[32]byte) { *s = [32]byte{} }},
+		{"wrong", func(s *digest.ID) { s[0] ^= 0xff }},
+		{"unset", func(s *digest.ID) { *s = digest.ID{} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := testConfig(t, "task")
@@ -330,7 +331,7 @@ func TestBadExecutable(t *testing.T) {
 	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum, _ := Digest(noexec)
+	sum, _ := digest.File(noexec)
 	for _, tc := range []struct {
 		name, path string
 		want       error

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -292,7 +293,7 @@ func (pl *Pool) checkExecutable() error {
 	if st.Mode().Perm()&0o111 == 0 {
 		return fail(nil, fmt.Errorf("%s is not executable (mode %v): %w", path, st.Mode().Perm(), fs.ErrPermission))
 	}
-	if pl.cfg.Checksum == ([32]byte{}) {
+	if pl.cfg.Checksum.IsZero() {
 		return fail(ErrChecksum, errors.New("Config.Checksum is not set (see Digest)"))
 	}
 	// Hashing the executable before every start is most of a cold peer's
@@ -312,7 +313,7 @@ func (pl *Pool) checkExecutable() error {
 		return fail(nil, fmt.Errorf("verify checksum: %w", err))
 	}
 	if !ok {
-		got, _ := Digest(path)
+		got, _ := digest.File(path)
 		return fail(ErrChecksum, fmt.Errorf("sha256 %s, want %s",
 			hex.EncodeToString(got[:8]), hex.EncodeToString(pl.cfg.Checksum[:8])))
 	}

@@ -218,3 +218,13 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// TaskFiles names a task's output files as Task.Files does: relative to
+// the output folder, with slashes ("tasks/<id>/<name>").
+func TaskFiles(id string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.ToSlash(filepath.Join("tasks", id, n))
+	}
+	return out
+}

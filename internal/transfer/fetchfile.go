@@ -100,7 +100,7 @@ func (f *Fetcher) linkHeld(ctx context.Context, ds *blocks.DiskStore, file block
 	if err == nil {
 		var m *blocks.Manifest
 		if m, err = blocks.ReadManifest(ctx, ds, file); err == nil {
-			r.stats.Size, r.stats.Blocks, r.stats.Present = m.Size, distinct(m.Blocks), distinct(m.Blocks)
+			r.st.setCounts(m.Size, distinct(m.Blocks), distinct(m.Blocks))
 			if p != nil {
 				if t, ok := p.(ProgressTotal); ok {
 					t.SetTotal(m.Size)

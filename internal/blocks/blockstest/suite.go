@@ -91,7 +91,7 @@ func listAll(t *testing.T, s blocks.Store) map[blocks.ID]int64 {
 	m := make(map[blocks.ID]int64)
 	err := s.List(t.Context(), func(id blocks.ID, size int64) error {
 		if _, dup := m[id]; dup {
-			return fmt.Errorf("List reported %s twice", id.Short())
+			return fmt.Errorf("the List callback got %s twice", id.Short())
 		}
 		m[id] = size
 		return nil

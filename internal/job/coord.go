@@ -1,0 +1,87 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/outputs"
+)
+
+// OutcomeReopened is the Events.TaskRetry outcome of a task that was
+// accepted and is verified again, because a peer that voted for it was
+// excluded: it is no longer done.
+const OutcomeReopened = sched.OutcomeReopened
+
+// errDrained: no task is left to lease; the worker should stop.
+var errDrained = sched.ErrDrained
+
+// errExcluded: the peer lost too many votes and takes no more work; it
+// is refused for the rest of the job.
+var errExcluded = fmt.Errorf("%w: %w", ErrRefused, sched.ErrExcluded)
+
+// newQueue makes the job's lease queue over the pending tasks.
+func newQueue(r *runner, pending []int) *sched.Queue {
+	return sched.New(sched.Config{
+		JobID:      r.p.ID.String(),
+		Verify:     r.p.Spec.Verify,
+		Retries:    r.p.Spec.Retries,
+		Pending:    pending,
+		Alone:      r.opts.Remote == nil || r.opts.Remote.Swarm == nil,
+		Verifier:   r.verifier,
+		MinPeers:   r.opts.MinPeers,
+		TrustFile:  r.opts.TrustFile,
+		Log:        r.log,
+		Report:     r.rep,
+		ReportLock: reportLock{r},
+		Env:        queueEnv{r},
+	})
+}
+
+// reportLock is the runner's report lock as the queue takes it: what the
+// queue changed under it gets journaled.
+type reportLock struct{ r *runner }
+
+func (l reportLock) Lock() { l.r.mu.Lock() }
+
+func (l reportLock) Unlock() {
+	l.r.dirty = true
+	l.r.mu.Unlock()
+}
+
+// queueEnv is the runner's side of the queue: output folders and events.
+type queueEnv struct{ r *runner }
+
+func (e queueEnv) Place(id, stage string) error { return e.r.place(id, stage) }
+
+func (e queueEnv) Discard(stage string) { os.RemoveAll(stage) }
+
+func (e queueEnv) TaskDone(id string, ok bool) { e.r.opts.Events.TaskDone(id, ok) }
+
+func (e queueEnv) TaskRetry(id, outcome string, err error) {
+	e.r.opts.Events.TaskRetry(id, outcome, err)
+}
+
+// Fetch gets a digest-only replica's output into a new folder of the work
+// root and checks it against want.
+func (e queueEnv) Fetch(ctx context.Context, id string, want digest.ID, fetch sched.FetchFunc) (string, []string, error) {
+	dir, err := os.MkdirTemp(e.r.workRoot, id+".fetch-*")
+	if err != nil {
+		return "", nil, fmt.Errorf("fetch output of %s: %w", id, err)
+	}
+	if err := fetch(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	got, files, err := outputs.Digest(dir)
+	if err == nil && got != want {
+		err = fmt.Errorf("fetched output hashes to %.12s, not %.12s", got.String(), want.String())
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, files, nil
+}

@@ -1,0 +1,722 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/job/vc"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/spec"
+)
+
+// ErrDrained: no task is left to lease; the worker should stop.
+var ErrDrained = errors.New("no tasks left")
+
+// ErrExcluded: the peer lost too many votes and takes no more work.
+var ErrExcluded = errors.New("excluded after losing votes")
+
+// OutcomeReopened is the Env.TaskRetry outcome of a task that was
+// accepted and is verified again, because a peer that voted for it was
+// excluded: it is no longer done.
+const OutcomeReopened = "reopened"
+
+// Trust thresholds.
+const (
+	// TrustedStreak valid results in a row make a peer trusted under
+	// adaptive replication.
+	TrustedStreak = 10
+	// ExcludeAfter lost votes exclude a peer from the job.
+	ExcludeAfter = 3
+	// VoterIdle: a worker that has not asked for work for this long no
+	// longer counts as a peer that could still vote on a disputed task.
+	VoterIdle = 30 * time.Second
+)
+
+// FetchFunc gets a digest-only replica's output files into dir.
+type FetchFunc func(ctx context.Context, dir string) error
+
+// Env is what a queue does outside its own state. Place, Discard,
+// TaskDone and TaskRetry are called with the queue's locks held and must
+// not call back into the queue; Fetch is called on a goroutine of its own.
+type Env interface {
+	// Place moves the accepted output staged at stage to task id's final
+	// place (the stage is gone afterwards).
+	Place(id, stage string) error
+	// Discard removes a staged output that no vote needs any more.
+	Discard(stage string)
+	// Fetch gets the output of task id with digest d into a new stage
+	// through fetch, checks it against d, and returns the stage and its
+	// files; on error nothing is left behind.
+	Fetch(ctx context.Context, id string, d digest.ID, fetch FetchFunc) (stage string, files []string, err error)
+	// TaskDone: a task is decided for good (ok: accepted).
+	TaskDone(id string, ok bool)
+	// TaskRetry: an attempt failed, or a task was reopened, and the task
+	// goes back in the queue.
+	TaskRetry(id, outcome string, err error)
+}
+
+// Clock tells the time. Nil means the system clock.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Config sets up a Queue.
+type Config struct {
+	// JobID seeds the queue's random choices (adaptive replication).
+	JobID   string
+	Verify  spec.Verify
+	Retries int
+	// Pending are the indexes (into Report.Tasks) of the tasks to run.
+	Pending []int
+	// Alone: there are no peers to run replicas on, so results are taken
+	// as they are (replicas 1) and the report says so.
+	Alone bool
+	// Verifier: the plugin checks outputs itself (sdk.Verifier), which
+	// counts as verification.
+	Verifier bool
+	// MinPeers holds back every lease until this many peers enrolled.
+	MinPeers int
+	// TrustFile keeps peers' streaks across jobs (adaptive trust).
+	TrustFile string
+	Log       *slog.Logger
+	// Report is the job's report: the queue keeps each task's state,
+	// attempts, votes and verdict, the summary, the warnings and the
+	// exclusions there, holding ReportLock while it does.
+	Report     *report.Report
+	ReportLock sync.Locker
+	Env        Env
+	Clock      Clock
+}
+
+// Lease is one attempt (one replica) of a task handed to one worker.
+type Lease struct {
+	ID      uint64
+	Task    int // index into the report's (and the spec's) tasks
+	TaskID  string
+	Attempt int
+	Peer    string
+	Start   time.Time
+	// DigestOnly: another replica uploads the output; this one reports
+	// its digest (the peer keeps the files, fetched only if needed).
+	DigestOnly bool
+	// VC is the attempt's position in the job's shared state.
+	VC *vc.Cursor
+
+	// revoked is closed when the lease is taken back (the task was
+	// decided, the lease timed out, or the run ends: the worker should
+	// stop the attempt) and when it is settled (so that nothing waits on
+	// a finished lease).
+	revoked chan struct{}
+	settled bool
+}
+
+// Revoked is closed when the lease is taken back or settled.
+func (l *Lease) Revoked() <-chan struct{} { return l.revoked }
+
+// Result is what a worker reports for a lease.
+type Result struct {
+	Outcome string
+	Err     error
+	// Stage is a folder holding the complete output (outcome ok, unless
+	// digest-only); it is placed if this copy wins, discarded otherwise.
+	// Fetch gets the output of a digest-only replica.
+	Stage  string
+	Files  []string
+	Fetch  FetchFunc
+	Digest digest.ID
+	End    time.Time
+}
+
+// vote is a replica's successful result.
+type vote struct {
+	peer   string
+	digest digest.ID
+	// stage holds the output, if this replica uploaded it; fetch gets it
+	// into a folder otherwise.
+	stage string
+	files []string
+	fetch FetchFunc
+}
+
+// taskState is the scheduling and voting state of one task.
+type taskState struct {
+	need     int // replicas still to start
+	running  int
+	started  int // replicas started, failed ones included
+	failures int // replicas that failed (task error, crash, timeout)
+	quorum   int // matching votes needed (1 when adaptive trust skips replication)
+	disputed bool
+	settled  bool
+	fetching bool      // an accepted output is being fetched
+	accepted digest.ID // the accepted digest, once settled
+	votes    []vote
+}
+
+// Queue hands out leases, takes results, votes and decides retries.
+//
+// Lock order: the queue's lock, then ReportLock.
+type Queue struct {
+	verify    spec.Verify
+	retries   int
+	verifier  bool
+	minPeers  int
+	trustFile string
+	log       *slog.Logger
+	env       Env
+	clock     Clock
+	rnd       *rand.Rand
+
+	repMu sync.Locker
+	rep   *report.Report
+
+	fetchCtx  context.Context
+	stopFetch context.CancelFunc
+	fetches   sync.WaitGroup
+
+	mu        sync.Mutex
+	wake      chan struct{} // closed and replaced when something changes
+	pending   []int         // tasks with need > 0, in order
+	tasks     []taskState
+	running   map[uint64]*Lease
+	trust     map[string]*peerTrust
+	workers   map[string]time.Time // peers that asked for work recently
+	remaining int
+	failed    int
+	nextID    uint64
+	durations []time.Duration // of successful attempts, for backup decisions
+	median    time.Duration   // of durations[:medianOf]
+	medianOf  int
+	closed    bool
+	// open is closed once MinPeers peers have enrolled; leases wait for it.
+	open     chan struct{}
+	enrolled map[string]bool
+}
+
+// New returns a queue over cfg.Pending.
+func New(cfg Config) *Queue {
+	v := cfg.Verify
+	if v.Replicas < 1 {
+		v.Replicas = 1
+	}
+	if v.Quorum < 1 || v.Quorum > v.Replicas {
+		v.Quorum = v.Replicas
+	}
+	if v.MaxReplicas < v.Replicas {
+		v.MaxReplicas = v.Replicas
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if v.Replicas > 1 && cfg.Alone {
+		// Replicas must run on distinct peers; alone there are none to
+		// compare with, so results are taken as they are, and the
+		// report says so.
+		cfg.Log.Warn("verify: no peers to run replicas on; results are not verified", "replicas", v.Replicas)
+		cfg.ReportLock.Lock()
+		cfg.Report.Warnings = append(cfg.Report.Warnings, fmt.Sprintf("verify asked for %d replicas, but the job ran on this machine alone: results are not verified", v.Replicas))
+		cfg.ReportLock.Unlock()
+		v.Replicas, v.Quorum, v.MaxReplicas = 1, 1, 1
+	}
+	h := fnv.New64a()
+	h.Write([]byte(cfg.JobID))
+	fctx, stop := context.WithCancel(context.Background())
+	q := &Queue{
+		verify:    v,
+		retries:   cfg.Retries,
+		verifier:  cfg.Verifier,
+		minPeers:  cfg.MinPeers,
+		trustFile: cfg.TrustFile,
+		log:       cfg.Log,
+		env:       cfg.Env,
+		clock:     cfg.Clock,
+		rnd:       rand.New(rand.NewPCG(h.Sum64(), 0x9e3779b97f4a7c15)),
+		repMu:     cfg.ReportLock,
+		rep:       cfg.Report,
+		fetchCtx:  fctx,
+		stopFetch: stop,
+		wake:      make(chan struct{}),
+		pending:   slices.Clone(cfg.Pending),
+		tasks:     make([]taskState, len(cfg.Report.Tasks)),
+		running:   map[uint64]*Lease{},
+		trust:     map[string]*peerTrust{},
+		workers:   map[string]time.Time{},
+		remaining: len(cfg.Pending),
+		open:      make(chan struct{}),
+		enrolled:  map[string]bool{},
+	}
+	if cfg.MinPeers <= 0 {
+		close(q.open)
+	}
+	for _, t := range cfg.Pending {
+		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum}
+	}
+	if v.Trust == spec.TrustAdaptive {
+		q.loadTrust()
+	}
+	return q
+}
+
+func (q *Queue) now() time.Time { return q.clock.Now() }
+
+// Verifying reports whether results are verified (replicas, or the
+// plugin's own check).
+func (q *Queue) Verifying() bool { return q.verify.Replicas > 1 || q.verifier }
+
+func (q *Queue) signal() {
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+func (q *Queue) drainedLocked() bool { return q.remaining == 0 || q.closed }
+
+// Next blocks until a task can be leased to peer and returns the lease,
+// or ErrDrained when the job has nothing left, ErrExcluded when the peer
+// may not work for the job any more, or ctx's error.
+func (q *Queue) Next(ctx context.Context, peer string) (*Lease, error) {
+	select {
+	case <-q.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for {
+		q.mu.Lock()
+		if q.drainedLocked() {
+			q.mu.Unlock()
+			return nil, ErrDrained
+		}
+		if q.trustOf(peer).excluded {
+			q.mu.Unlock()
+			return nil, ErrExcluded
+		}
+		q.workers[peer] = q.now()
+		if l := q.takeLocked(peer); l != nil {
+			q.mu.Unlock()
+			return l, nil
+		}
+		wake := q.wake
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		case <-time.After(250 * time.Millisecond): // re-check backup candidates
+		}
+	}
+}
+
+// TryNext returns a lease for peer if one can be had right now, without
+// waiting (a peer's prefetch); nil otherwise.
+func (q *Queue) TryNext(peer string) *Lease {
+	select {
+	case <-q.open:
+	default:
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.drainedLocked() || q.trustOf(peer).excluded {
+		return nil
+	}
+	return q.takeLocked(peer)
+}
+
+func (q *Queue) takeLocked(peer string) *Lease {
+	for i, t := range q.pending {
+		if q.involvedLocked(peer, t) {
+			continue
+		}
+		ts := &q.tasks[t]
+		first := ts.started == 0
+		ts.need--
+		if ts.need <= 0 {
+			q.pending = slices.Delete(q.pending, i, i+1)
+		}
+		if first && q.verify.Trust == spec.TrustAdaptive && q.verify.Replicas > 1 {
+			// Adaptive replication (BOINC): a trusted peer's result is
+			// replicated only with probability 1/streak.
+			if tr := q.trustOf(peer); tr.streak >= TrustedStreak && q.rnd.Float64() >= 1/float64(tr.streak) {
+				ts.quorum = 1
+				if ts.need > 0 {
+					ts.need = 0
+					q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+				}
+			}
+		}
+		return q.leaseLocked(t, peer, !first && q.Verifying())
+	}
+	if len(q.pending) > 0 {
+		return nil
+	}
+	// Nothing pending: near the end of the job an idle worker may run a
+	// backup copy of the slowest running task (first valid result wins).
+	if !q.Verifying() {
+		if t, ok := q.backupCandidateLocked(peer); ok {
+			return q.leaseLocked(t, peer, false)
+		}
+	}
+	return nil
+}
+
+// involvedLocked: peer runs a replica of task, or already voted on it.
+// Replicas of a task go to distinct peers.
+func (q *Queue) involvedLocked(peer string, task int) bool {
+	for _, l := range q.running {
+		if l.Task == task && l.Peer == peer {
+			return true
+		}
+	}
+	if q.Verifying() {
+		for _, v := range q.tasks[task].votes {
+			if v.peer == peer {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// backupCandidateLocked picks the running task that has run longest, if
+// it has only one copy, is not held by peer, and has run for more than
+// twice the median successful attempt (and at least a second).
+func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
+	if len(q.durations) == 0 || len(q.running) == 0 {
+		return 0, false
+	}
+	// The median is recomputed when the sample grew by an eighth since it
+	// was last taken: idle workers ask often near the end of a job.
+	if n := len(q.durations); q.medianOf == 0 || n >= q.medianOf+max(1, q.medianOf/8) {
+		d := slices.Clone(q.durations)
+		slices.Sort(d)
+		q.median, q.medianOf = d[n/2], n
+	}
+	threshold := max(2*q.median, time.Second)
+	now := q.now()
+	var best *Lease
+	for _, l := range q.running {
+		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.Start) < threshold {
+			continue
+		}
+		if best == nil || l.Start.Before(best.Start) {
+			best = l
+		}
+	}
+	if best == nil {
+		return 0, false
+	}
+	return best.Task, true
+}
+
+func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
+	q.nextID++
+	ts := &q.tasks[task]
+	q.repMu.Lock()
+	rt := &q.rep.Tasks[task]
+	attempt := len(rt.Attempts) + ts.running
+	rt.State = report.TaskRunning
+	id := rt.ID
+	q.repMu.Unlock()
+	l := &Lease{
+		ID:         q.nextID,
+		Task:       task,
+		TaskID:     id,
+		Attempt:    attempt,
+		Peer:       peer,
+		Start:      q.now().UTC(),
+		DigestOnly: digestOnly,
+		revoked:    make(chan struct{}),
+	}
+	l.VC = vc.NewCursor(id, l.revoked)
+	q.running[l.ID] = l
+	ts.running++
+	ts.started++
+	return l
+}
+
+// Finish settles a lease: records the attempt, counts the vote, and
+// decides the task when it can. It returns whether the task was accepted
+// with this result. It takes over res.Stage: the folder is kept with the
+// vote, placed if the vote wins, discarded otherwise.
+func (q *Queue) Finish(l *Lease, res Result) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kept := false
+	defer func() {
+		if !kept && res.Stage != "" {
+			q.env.Discard(res.Stage)
+		}
+	}()
+	if l.settled {
+		return false
+	}
+	l.settled = true
+	revoke(l) // the attempt is over: whatever waits on it may stop
+	delete(q.running, l.ID)
+	ts := &q.tasks[l.Task]
+	ts.running--
+	defer q.signal()
+
+	if res.End.IsZero() {
+		res.End = q.now().UTC()
+	}
+	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed()}
+	if res.Err != nil {
+		att.Error = res.Err.Error()
+	}
+	q.repMu.Lock()
+	defer q.repMu.Unlock()
+	rt := &q.rep.Tasks[l.Task]
+	if ts.settled {
+		if res.Outcome != report.OutcomeOK {
+			att.Outcome = report.OutcomeCanceled
+		}
+		rt.Attempts = append(rt.Attempts, att)
+		return false
+	}
+	rt.Attempts = append(rt.Attempts, att)
+	switch res.Outcome {
+	case report.OutcomeOK:
+		if q.trustOf(l.Peer).excluded {
+			rt.Attempts[len(rt.Attempts)-1].Error = "peer excluded: vote ignored"
+			q.needLocked(l.Task, 1)
+			return false
+		}
+		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, stage: res.Stage, files: res.Files, fetch: res.Fetch})
+		kept = true
+		q.durations = append(q.durations, res.End.Sub(l.Start))
+		return q.tallyLocked(l.Task)
+	case report.OutcomeRejected:
+		// The plugin's check rejected the output: a lost vote.
+		tr := q.trustOf(l.Peer)
+		tr.invalid++
+		tr.streak = 0
+		if tr.invalid >= ExcludeAfter && !tr.excluded {
+			q.excludeLocked(l.Peer, fmt.Sprintf("%d outputs rejected by the plugin's check", tr.invalid))
+		}
+		if ts.started >= q.verify.MaxReplicas+q.retries {
+			if ts.running == 0 {
+				q.failLocked(l.Task, fmt.Errorf("every output was rejected by the plugin's check (%d tries)", ts.started))
+			}
+			return false
+		}
+		q.needLocked(l.Task, 1)
+		return false
+	case report.OutcomeCanceled, report.OutcomeLost:
+		q.needLocked(l.Task, 1)
+		if res.Outcome == report.OutcomeLost {
+			q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "err", res.Err)
+		}
+		return false
+	default:
+		ts.failures++
+		if ts.failures <= q.retries {
+			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", res.Err)
+			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
+			q.needLocked(l.Task, 1)
+			return false
+		}
+		if ts.running > 0 || ts.need > 0 {
+			return false // other replicas may still decide it
+		}
+		if len(ts.votes) > 0 {
+			return q.tallyLocked(l.Task)
+		}
+		q.failLocked(l.Task, res.Err)
+		return false
+	}
+}
+
+// needLocked asks for n more replicas of task.
+func (q *Queue) needLocked(task, n int) {
+	ts := &q.tasks[task]
+	if ts.settled {
+		return
+	}
+	ts.need += n
+	if !slices.Contains(q.pending, task) {
+		q.pending = append(q.pending, task)
+	}
+	q.rep.Tasks[task].State = report.TaskPending
+}
+
+func (q *Queue) failLocked(task int, err error) {
+	ts := &q.tasks[task]
+	rt := &q.rep.Tasks[task]
+	ts.settled = true
+	ts.need = 0
+	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.remaining--
+	q.failed++
+	rt.State = report.TaskFailed
+	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	if q.Verifying() {
+		rt.Verdict = "failed: " + err.Error()
+	}
+	q.rep.Summary.Failed++
+	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", err)
+	q.env.TaskDone(rt.ID, false)
+	q.revokeCopiesLocked(task)
+	q.cleanVotes(task)
+}
+
+// cleanVotes discards staged outputs that lost.
+func (q *Queue) cleanVotes(task int) {
+	for i := range q.tasks[task].votes {
+		if s := q.tasks[task].votes[i].stage; s != "" {
+			q.env.Discard(s)
+			q.tasks[task].votes[i].stage = ""
+		}
+	}
+}
+
+func (q *Queue) revokeCopiesLocked(task int) {
+	for _, l := range q.running {
+		if l.Task == task {
+			close(l.revoked)
+			delete(q.running, l.ID)
+			q.tasks[task].running--
+			l.settled = true
+			q.rep.Tasks[task].Attempts = append(q.rep.Tasks[task].Attempts, report.Attempt{
+				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
+			})
+		}
+	}
+}
+
+// Lose settles every running lease of peer as lost (the peer went away)
+// and requeues their tasks at once. It returns how many leases it took.
+func (q *Queue) Lose(peer string, why error) int {
+	q.mu.Lock()
+	var ls []*Lease
+	for _, l := range q.running {
+		if l.Peer == peer {
+			ls = append(ls, l)
+		}
+	}
+	q.mu.Unlock()
+	for _, l := range ls {
+		revoke(l)
+		q.Finish(l, Result{Outcome: report.OutcomeLost, Err: why})
+	}
+	return len(ls)
+}
+
+func revoke(l *Lease) {
+	select {
+	case <-l.revoked:
+	default:
+		close(l.revoked)
+	}
+}
+
+// Expire revokes leases that have run longer than limit (the backstop for
+// a peer that hangs without its connection breaking), and decides
+// disputed tasks that no other peer can vote on any more.
+func (q *Queue) Expire(limit time.Duration) {
+	q.mu.Lock()
+	now := q.now()
+	var ls []*Lease
+	for _, l := range q.running {
+		if now.Sub(l.Start) > limit {
+			ls = append(ls, l)
+		}
+	}
+	for t := range q.tasks {
+		ts := &q.tasks[t]
+		if ts.disputed && !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
+			ts.need = 0
+			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+			q.repMu.Lock()
+			q.tallyLocked(t)
+			q.repMu.Unlock()
+			q.signal()
+		}
+	}
+	q.mu.Unlock()
+	for _, l := range ls {
+		revoke(l)
+		q.Finish(l, Result{Outcome: report.OutcomeLost, Err: errors.New("lease expired: the peer did not answer in time")})
+	}
+}
+
+// Enrol notes a remote peer's enrolment and opens the queue once MinPeers
+// have enrolled.
+func (q *Queue) Enrol(peer string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.enrolled[peer] = true
+	select {
+	case <-q.open:
+	default:
+		if len(q.enrolled) >= q.minPeers {
+			q.log.Info("enough peers enrolled; dispatching", "peers", len(q.enrolled))
+			close(q.open)
+		}
+	}
+}
+
+// Close ends the queue: workers waiting in Next get ErrDrained, running
+// leases are revoked, staged votes discarded, and output fetches stopped
+// and waited for.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	q.closed = true
+	select {
+	case <-q.open:
+	default:
+		close(q.open)
+	}
+	for _, l := range q.running {
+		revoke(l)
+	}
+	for t := range q.tasks {
+		q.cleanVotes(t)
+	}
+	q.signal()
+	q.mu.Unlock()
+	q.stopFetch()
+	q.fetches.Wait()
+}
+
+// Done reports whether every task is settled, and how many failed.
+func (q *Queue) Done() (bool, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.remaining == 0, q.failed
+}
+
+// Changed returns a channel closed at the next change.
+func (q *Queue) Changed() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.wake
+}
+
+// PeerReport lists the trust the coordinator holds of each peer that
+// voted or was excluded.
+func (q *Queue) PeerReport() []report.PeerTrust {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []report.PeerTrust
+	for name, t := range q.trust {
+		if t.valid+t.invalid == 0 && !t.excluded {
+			continue
+		}
+		out = append(out, report.PeerTrust{Peer: name, Valid: t.valid, Invalid: t.invalid, Excluded: t.excluded})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Peer < out[j].Peer })
+	return out
+}

@@ -1,0 +1,162 @@
+package sched
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/spec"
+)
+
+// peerTrust is what the coordinator knows of a peer's answers.
+type peerTrust struct {
+	valid, invalid int
+	streak         int // consecutive valid results
+	excluded       bool
+}
+
+func (q *Queue) trustOf(peer string) *peerTrust {
+	t := q.trust[peer]
+	if t == nil {
+		t = &peerTrust{}
+		q.trust[peer] = t
+	}
+	return t
+}
+
+// judgeLocked updates the trust of task's voters against the accepted
+// digest, and excludes peers that lost too many votes.
+func (q *Queue) judgeLocked(task int, d digest.ID) {
+	for _, v := range q.tasks[task].votes {
+		tr := q.trustOf(v.peer)
+		if v.digest == d {
+			tr.valid++
+			tr.streak++
+			continue
+		}
+		tr.invalid++
+		tr.streak = 0
+		if tr.invalid >= ExcludeAfter && !tr.excluded {
+			q.excludeLocked(v.peer, fmt.Sprintf("lost %d votes", tr.invalid))
+		}
+	}
+}
+
+// excludeLocked stops giving peer work and re-verifies every task whose
+// accepted result peer voted for: a colluding peer's agreement is worth
+// nothing once it is known to lie.
+func (q *Queue) excludeLocked(peer, why string) {
+	tr := q.trustOf(peer)
+	tr.excluded = true
+	q.rep.Excluded = append(q.rep.Excluded, report.Exclusion{Peer: peer, Reason: why, Time: q.now().UTC()})
+	q.log.Warn("peer excluded from the job", "peer", peer, "reason", why)
+	for _, l := range q.running {
+		if l.Peer != peer {
+			continue
+		}
+		revoke(l)
+		l.settled = true
+		delete(q.running, l.ID)
+		q.tasks[l.Task].running--
+		q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, report.Attempt{
+			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
+		})
+		q.needLocked(l.Task, 1)
+	}
+	for t := range q.tasks {
+		ts := &q.tasks[t]
+		keep := ts.votes[:0]
+		hit := false
+		for _, v := range ts.votes {
+			if v.peer == peer {
+				hit = true
+				continue
+			}
+			keep = append(keep, v)
+		}
+		ts.votes = keep
+		if !hit || !ts.settled {
+			continue
+		}
+		rt := &q.rep.Tasks[t]
+		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
+			continue // still carried by a quorum of others
+		}
+		// Reopen: run replicas on other peers until a quorum forms again.
+		q.log.Warn("re-verifying a task an excluded peer voted for", "task", rt.ID, "peer", peer)
+		ts.settled, ts.disputed = false, true
+		ts.quorum = max(q.verify.Quorum, 1)
+		q.remaining++
+		q.rep.Summary.Done--
+		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
+		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
+		q.needLocked(t, max(ts.quorum-countOf(ts.votes, ts.accepted), 1))
+	}
+}
+
+// savedTrust is a peer's record in the trust file: adaptive replication
+// remembers, across jobs, how many valid results in a row each peer gave
+// (BOINC keeps host reliability the same way). Exclusions are per job.
+type savedTrust struct {
+	Streak  int       `json:"streak"`
+	Valid   int       `json:"valid"`
+	Invalid int       `json:"invalid"`
+	Updated time.Time `json:"updated"`
+}
+
+func (q *Queue) loadTrust() {
+	path := q.trustFile
+	if path == "" {
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var saved map[string]savedTrust
+	if err := json.Unmarshal(data, &saved); err != nil {
+		q.log.Warn("ignoring unreadable trust file", "path", path, "err", err)
+		return
+	}
+	for peer, s := range saved {
+		q.trust[peer] = &peerTrust{streak: s.Streak}
+	}
+}
+
+// SaveTrust writes the peers' streaks back to the trust file (atomically)
+// under adaptive trust; a failure is logged, the job goes on.
+func (q *Queue) SaveTrust() {
+	path := q.trustFile
+	if path == "" || q.verify.Trust != spec.TrustAdaptive {
+		return
+	}
+	saved := map[string]savedTrust{}
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, &saved); err != nil {
+			q.log.Warn("rewriting unreadable trust file", "path", path, "err", err)
+		}
+	}
+	q.mu.Lock()
+	now := q.now().UTC()
+	for peer, t := range q.trust {
+		s := saved[peer]
+		s.Streak, s.Valid, s.Invalid, s.Updated = t.streak, s.Valid+t.valid, s.Invalid+t.invalid, now
+		if t.excluded {
+			s.Streak = 0
+		}
+		saved[peer] = s
+	}
+	q.mu.Unlock()
+	data, _ := json.MarshalIndent(saved, "", "  ")
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = report.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		q.log.Warn("save trust file", "path", path, "err", err)
+	}
+}

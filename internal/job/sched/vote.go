@@ -1,0 +1,255 @@
+package sched
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// ballot is what the vote on one task is decided from.
+type ballot struct {
+	digests     []digest.ID // the votes, in arrival order
+	quorum      int
+	disputed    bool // two digests have been seen
+	started     int  // replicas started so far
+	running     int
+	need        int
+	maxReplicas int
+	// otherVoter: an active, non-excluded worker has not voted on the
+	// task and does not run it. Asked only when it matters.
+	otherVoter func() bool
+}
+
+// action is what a vote decides.
+type action int
+
+const (
+	wait   action = iota // more replicas are running or queued
+	accept               // digest wins
+	more                 // run n more replicas
+	fail                 // no quorum
+)
+
+// verdict is a vote's decision.
+type verdict struct {
+	action   action
+	digest   digest.ID // the winner (accept), or the leader
+	n        int       // replicas to add (more)
+	disputed bool      // the task is disputed now
+}
+
+// tally decides a task's vote.
+//
+// Without a dispute a digest is accepted as soon as quorum votes agree.
+// Once two digests have been seen the task is disputed: replicas run (on
+// distinct peers) up to max_replicas, or until no other peer can vote,
+// and a digest is accepted only with at least quorum votes AND a strict
+// majority of all votes; otherwise the task fails, naming the votes. So
+// a minority of liars can never win a disputed task.
+func tally(b ballot) verdict {
+	count := map[digest.ID]int{}
+	for _, d := range b.digests {
+		count[d]++
+	}
+	var best digest.ID
+	bestN, total := 0, 0
+	for d, n := range count {
+		total += n
+		if n > bestN || (n == bestN && bytes.Compare(d[:], best[:]) < 0) {
+			best, bestN = d, n
+		}
+	}
+	v := verdict{action: wait, digest: best, disputed: b.disputed || len(count) > 1}
+	if !v.disputed {
+		if bestN >= b.quorum {
+			v.action = accept
+		} else if b.running == 0 && b.need == 0 {
+			v.action, v.n = more, b.quorum-bestN
+		}
+		return v
+	}
+	// Disputed: gather votes up to max_replicas from distinct peers.
+	if b.started < b.maxReplicas && b.otherVoter() {
+		if b.need == 0 {
+			v.action, v.n = more, 1
+		}
+		return v
+	}
+	if b.running > 0 {
+		return v
+	}
+	if bestN >= b.quorum && 2*bestN > total {
+		v.action = accept
+		return v
+	}
+	v.action = fail
+	return v
+}
+
+// tallyLocked counts task's votes and accepts, escalates or fails it.
+func (q *Queue) tallyLocked(task int) bool {
+	ts := &q.tasks[task]
+	b := ballot{
+		quorum: ts.quorum, disputed: ts.disputed, started: ts.started, running: ts.running, need: ts.need,
+		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
+	}
+	for _, v := range ts.votes {
+		b.digests = append(b.digests, v.digest)
+	}
+	v := tally(b)
+	if v.disputed && !ts.disputed {
+		ts.disputed = true
+		q.log.Warn("replicas disagree; running more", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+	}
+	switch v.action {
+	case accept:
+		return q.acceptLocked(task, v.digest)
+	case more:
+		q.needLocked(task, v.n)
+	case fail:
+		q.failLocked(task, fmt.Errorf("no quorum: %s", q.voteList(task)))
+	}
+	return false
+}
+
+// otherVoterLocked: some active, non-excluded worker has not voted on
+// and does not run task.
+func (q *Queue) otherVoterLocked(task int) bool {
+	now := q.now()
+	for peer, seen := range q.workers {
+		if now.Sub(seen) > VoterIdle || q.trustOf(peer).excluded {
+			continue
+		}
+		if !q.involvedLocked(peer, task) {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *Queue) voteList(task int) string {
+	var parts []string
+	for _, v := range q.tasks[task].votes {
+		parts = append(parts, fmt.Sprintf("%s=%.12s", v.peer, v.digest.String()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// acceptLocked decides task for digest: places a copy of that output,
+// updates the voters' trust, revokes other replicas.
+func (q *Queue) acceptLocked(task int, d digest.ID) bool {
+	ts := &q.tasks[task]
+	rt := &q.rep.Tasks[task]
+	var winner *vote
+	for i := range ts.votes {
+		if v := &ts.votes[i]; v.digest == d && v.stage != "" {
+			winner = v
+			break
+		}
+	}
+	if winner == nil {
+		// Only digest-only replicas hold it: fetch it from one of them, off
+		// the lock, then decide again.
+		if !ts.fetching && !q.fetchLocked(task, d) {
+			q.needLocked(task, 1)
+		}
+		return false
+	}
+	if err := q.env.Place(rt.ID, winner.stage); err != nil {
+		q.log.Warn("place output", "task", rt.ID, "err", err)
+		q.needLocked(task, 1)
+		return false
+	}
+	winner.stage = ""
+	ts.settled, ts.accepted = true, d
+	ts.need = 0
+	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.remaining--
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, d.String(), report.TaskFiles(rt.ID, winner.files)
+	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	if q.Verifying() {
+		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, d), len(ts.votes))
+		if ts.quorum == 1 && q.verify.Replicas > 1 {
+			rt.Verdict += " (trusted peer, not replicated)"
+		}
+		q.judgeLocked(task, d)
+	}
+	q.rep.Summary.Done++
+	q.revokeCopiesLocked(task)
+	q.cleanVotes(task)
+	q.env.TaskDone(rt.ID, true)
+	return true
+}
+
+// fetchLocked starts fetching the output with digest d from a digest-only
+// voter; when it arrives (and matches d) the task is tallied again. It
+// returns false if no voter can provide it.
+func (q *Queue) fetchLocked(task int, d digest.ID) bool {
+	ts := &q.tasks[task]
+	for i := range ts.votes {
+		v := ts.votes[i]
+		if v.digest != d || v.fetch == nil {
+			continue
+		}
+		ts.fetching = true
+		id := q.rep.Tasks[task].ID
+		q.fetches.Add(1)
+		go func() {
+			defer q.fetches.Done()
+			stage, files, err := q.env.Fetch(q.fetchCtx, id, d, v.fetch)
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			q.repMu.Lock()
+			defer q.repMu.Unlock()
+			ts.fetching = false
+			gone := err != nil || ts.settled || q.closed
+			for j := range ts.votes {
+				w := &ts.votes[j]
+				if w.peer != v.peer {
+					continue
+				}
+				if gone {
+					w.fetch = nil
+				} else {
+					w.stage, w.files = stage, files
+				}
+			}
+			if gone {
+				if stage != "" {
+					q.env.Discard(stage)
+				}
+				if err != nil {
+					q.log.Warn("fetch accepted output", "task", id, "peer", v.peer, "err", err)
+				}
+			}
+			if !ts.settled && !q.closed {
+				q.tallyLocked(task)
+			}
+			q.signal()
+		}()
+		return true
+	}
+	return false
+}
+
+func countOf(vs []vote, d digest.ID) int {
+	n := 0
+	for _, v := range vs {
+		if v.digest == d {
+			n++
+		}
+	}
+	return n
+}
+
+// reportVotes appends the votes as report.json gives them (hex digests).
+func reportVotes(out []report.Vote, vs []vote) []report.Vote {
+	for _, v := range vs {
+		out = append(out, report.Vote{Peer: v.peer, Digest: v.digest.String()})
+	}
+	return out
+}

@@ -62,6 +62,7 @@ tasks:
 	if took > 10*time.Second {
 		t.Errorf("second run took %s to give up: it should stop at once", took)
 	}
+	t.Logf("second run, after %s: %s", took.Round(time.Millisecond), strings.TrimSpace(r.stderr))
 
 	code, err := first.Wait(2 * time.Minute)
 	if err != nil {

@@ -5,9 +5,18 @@
 // workers take more work and nobody is flooded; a remote peer prefetches
 // through TryNext up to the credits it granted. Each lease is one attempt
 // (one replica) of a task. A worker reports a Result through Finish; a
-// lost peer's leases are requeued at once by Lose, without counting
-// against the task's retries, and Expire revokes leases that outlived the
-// lease deadline. Near the end of a job without verification an idle
+// lost peer's leases are requeued at once by Lose, ahead of tasks never
+// tried and without counting against the task's retries, and Expire
+// revokes leases that outlived the lease deadline.
+//
+// Every failed attempt is charged (Fault): a lost attempt counts against
+// the task's MaxLost bound (then it fails, listing why each attempt was
+// lost), and, when the peer is to blame, gives the peer a strike: a
+// malformed result for good, a lost session or expired lease until its
+// next valid result. Strikes of one kind exclude the peer from the job.
+// Stalled tells the no-progress watchdog when work is left that nothing
+// runs, and why: each peer's refusal, failure or exclusion (Refused,
+// SessionFailed). Near the end of a job without verification an idle
 // worker gets a backup copy of the slowest task (first result wins).
 //
 // With verification (spec.Verify: replicas k, quorum q, max_replicas, or

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,30 @@ var ErrExcluded = errors.New("excluded after losing votes")
 // accepted and is verified again, because a peer that voted for it was
 // excluded: it is no longer done.
 const OutcomeReopened = "reopened"
+
+// Fault charges a failed attempt to its peer (Result.Fault): a strike.
+// A peer with Config.Strikes strikes of one kind is excluded from the job.
+type Fault int
+
+const (
+	// NoFault: the attempt ended through nobody's fault the queue can
+	// name (the task itself, the submitter's side, the run ending).
+	NoFault Fault = iota
+	// FaultLost: the peer lost the attempt (its session ended with leases,
+	// its lease expired, or it reported the attempt lost). Its next valid
+	// result forgives these strikes: an unreliable peer is not a liar.
+	FaultLost
+	// FaultMalformed: the peer sent a result that is not well formed (its
+	// files do not match its digest, an unknown outcome or digest). These
+	// strikes are never forgiven.
+	FaultMalformed
+)
+
+// Defaults of Config.Strikes and Config.MaxLost.
+const (
+	DefaultStrikes = 3
+	DefaultMaxLost = 5
+)
 
 // Trust thresholds.
 const (
@@ -87,6 +113,13 @@ type Config struct {
 	Verifier bool
 	// MinPeers holds back every lease until this many peers enrolled.
 	MinPeers int
+	// Strikes (default DefaultStrikes) lost attempts in a row, or
+	// malformed results in all, exclude a peer from the job (see Fault).
+	Strikes int
+	// MaxLost (default DefaultMaxLost) lost attempts of one task fail it,
+	// listing why each was lost: a task nobody can finish does not go
+	// round for ever.
+	MaxLost int
 	// TrustFile keeps peers' streaks across jobs (adaptive trust).
 	TrustFile string
 	Log       *slog.Logger
@@ -136,6 +169,8 @@ type Result struct {
 	Fetch  FetchFunc
 	Digest digest.ID
 	End    time.Time
+	// Fault charges a lost attempt to its peer.
+	Fault Fault
 }
 
 // vote is a replica's successful result.
@@ -153,9 +188,10 @@ type vote struct {
 type taskState struct {
 	need     int // replicas still to start
 	running  int
-	started  int // replicas started, failed ones included
-	failures int // replicas that failed (task error, crash, timeout)
-	quorum   int // matching votes needed (1 when adaptive trust skips replication)
+	started  int      // replicas started, failed ones included
+	failures int      // replicas that failed (task error, crash, timeout)
+	lost     []string // why each lost attempt was lost ("peer: error")
+	quorum   int      // matching votes needed (1 when adaptive trust skips replication)
 	disputed bool
 	settled  bool
 	fetching bool      // an accepted output is being fetched
@@ -169,6 +205,8 @@ type taskState struct {
 type Queue struct {
 	verify    spec.Verify
 	retries   int
+	strikes   int
+	maxLost   int
 	verifier  bool
 	minPeers  int
 	trustFile string
@@ -198,6 +236,8 @@ type Queue struct {
 	median    time.Duration   // of durations[:medianOf]
 	medianOf  int
 	closed    bool
+	// moved is when a lease was last handed out or settled (Stalled).
+	moved time.Time
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
 	open     chan struct{}
 	enrolled map[string]bool
@@ -231,12 +271,20 @@ func New(cfg Config) *Queue {
 		cfg.ReportLock.Unlock()
 		v.Replicas, v.Quorum, v.MaxReplicas = 1, 1, 1
 	}
+	if cfg.Strikes <= 0 {
+		cfg.Strikes = DefaultStrikes
+	}
+	if cfg.MaxLost <= 0 {
+		cfg.MaxLost = DefaultMaxLost
+	}
 	h := fnv.New64a()
 	h.Write([]byte(cfg.JobID))
 	fctx, stop := context.WithCancel(context.Background())
 	q := &Queue{
 		verify:    v,
 		retries:   cfg.Retries,
+		strikes:   cfg.Strikes,
+		maxLost:   cfg.MaxLost,
 		verifier:  cfg.Verifier,
 		minPeers:  cfg.MinPeers,
 		trustFile: cfg.TrustFile,
@@ -258,6 +306,7 @@ func New(cfg Config) *Queue {
 		open:      make(chan struct{}),
 		enrolled:  map[string]bool{},
 	}
+	q.moved = q.now()
 	if cfg.MinPeers <= 0 {
 		close(q.open)
 	}
@@ -441,6 +490,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	}
 	l.VC = vc.NewCursor(id, l.revoked)
 	q.running[l.ID] = l
+	q.moved = q.now()
 	ts.running++
 	ts.started++
 	return l
@@ -465,6 +515,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	l.settled = true
 	revoke(l) // the attempt is over: whatever waits on it may stop
 	delete(q.running, l.ID)
+	q.moved = q.now()
 	ts := &q.tasks[l.Task]
 	ts.running--
 	defer q.signal()
@@ -494,6 +545,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 			q.needLocked(l.Task, 1)
 			return false
 		}
+		q.trustOf(l.Peer).losses = 0 // a valid result forgives lost attempts
 		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, stage: res.Stage, files: res.Files, fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
@@ -504,7 +556,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		tr.invalid++
 		tr.streak = 0
 		if tr.invalid >= ExcludeAfter && !tr.excluded {
-			q.excludeLocked(l.Peer, fmt.Sprintf("%d outputs rejected by the plugin's check", tr.invalid))
+			q.excludeLocked(l.Peer, fmt.Sprintf("%d outputs rejected by the plugin's check", tr.invalid), true)
 		}
 		if ts.started >= q.verify.MaxReplicas+q.retries {
 			if ts.running == 0 {
@@ -514,12 +566,11 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		}
 		q.needLocked(l.Task, 1)
 		return false
-	case report.OutcomeCanceled, report.OutcomeLost:
-		q.needLocked(l.Task, 1)
-		if res.Outcome == report.OutcomeLost {
-			q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "err", res.Err)
-		}
+	case report.OutcomeCanceled:
+		q.needFrontLocked(l.Task, 1)
 		return false
+	case report.OutcomeLost:
+		return q.lostLocked(l, res)
 	default:
 		ts.failures++
 		if ts.failures <= q.retries {
@@ -539,15 +590,59 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	}
 }
 
-// needLocked asks for n more replicas of task.
-func (q *Queue) needLocked(task, n int) {
+// lostLocked settles a lost attempt: the peer is charged as res.Fault
+// says, and the task runs again ahead of tasks never tried, unless it was
+// lost MaxLost times: then it fails, listing why each attempt was lost.
+func (q *Queue) lostLocked(l *Lease, res Result) bool {
+	ts := &q.tasks[l.Task]
+	if q.closed {
+		q.needFrontLocked(l.Task, 1) // the run ends: nobody is to blame
+		return false
+	}
+	q.chargeLocked(l.Peer, res.Fault, res.Err)
+	ts.lost = append(ts.lost, l.Peer+": "+errText(res.Err))
+	if len(ts.lost) < q.maxLost {
+		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(ts.lost), "err", res.Err)
+		q.needFrontLocked(l.Task, 1)
+		return false
+	}
+	if ts.running > 0 {
+		return false // the replicas still running may decide it
+	}
+	err := fmt.Errorf("lost %d times: %s", len(ts.lost), strings.Join(ts.lost, "; "))
+	q.failLocked(l.Task, err)
+	q.rep.Tasks[l.Task].Verdict = "failed: " + err.Error()
+	return false
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "lost"
+	}
+	return err.Error()
+}
+
+// needLocked asks for n more replicas of task, after the tasks already
+// pending.
+func (q *Queue) needLocked(task, n int) { q.requeueLocked(task, n, false) }
+
+// needFrontLocked asks for n more replicas of task ahead of every pending
+// task: its attempt was lost or taken back, and it should not wait for
+// the tasks never tried.
+func (q *Queue) needFrontLocked(task, n int) { q.requeueLocked(task, n, true) }
+
+func (q *Queue) requeueLocked(task, n int, front bool) {
 	ts := &q.tasks[task]
 	if ts.settled {
 		return
 	}
 	ts.need += n
 	if !slices.Contains(q.pending, task) {
-		q.pending = append(q.pending, task)
+		if front {
+			q.pending = slices.Insert(q.pending, 0, task)
+		} else {
+			q.pending = append(q.pending, task)
+		}
 	}
 	q.rep.Tasks[task].State = report.TaskPending
 }
@@ -607,9 +702,16 @@ func (q *Queue) Lose(peer string, why error) int {
 		}
 	}
 	q.mu.Unlock()
-	for _, l := range ls {
+	// Each requeued task goes to the front: the newest lease first, so
+	// that the oldest runs first again.
+	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) })
+	for i, l := range ls {
 		revoke(l)
-		q.Finish(l, Result{Outcome: report.OutcomeLost, Err: why})
+		res := Result{Outcome: report.OutcomeLost, Err: why}
+		if i == 0 {
+			res.Fault = FaultLost // one strike per lost session, not per lease
+		}
+		q.Finish(l, res)
 	}
 	return len(ls)
 }
@@ -646,9 +748,15 @@ func (q *Queue) Expire(limit time.Duration) {
 		}
 	}
 	q.mu.Unlock()
+	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) }) // as in Lose
+	charged := map[string]bool{}
 	for _, l := range ls {
 		revoke(l)
-		q.Finish(l, Result{Outcome: report.OutcomeLost, Err: errors.New("lease expired: the peer did not answer in time")})
+		res := Result{Outcome: report.OutcomeLost, Err: errors.New("lease expired: the peer did not answer in time")}
+		if !charged[l.Peer] {
+			res.Fault, charged[l.Peer] = FaultLost, true // one strike per peer and sweep
+		}
+		q.Finish(l, res)
 	}
 }
 

@@ -17,6 +17,32 @@ type peerTrust struct {
 	valid, invalid int
 	streak         int // consecutive valid results
 	excluded       bool
+	// losses counts lost attempts since the last valid result; malformed
+	// counts malformed results (Fault).
+	losses, malformed int
+	// why is the peer's latest fault or refusal, and excludedWhy the
+	// reason it was excluded (for the stall report).
+	why, excludedWhy string
+}
+
+// chargeLocked gives peer a strike of kind f for err, and excludes it at
+// the job's strike limit.
+func (q *Queue) chargeLocked(peer string, f Fault, err error) {
+	tr := q.trustOf(peer)
+	switch f {
+	case FaultLost:
+		tr.losses++
+		tr.why = "lost an attempt: " + errText(err)
+		if tr.losses >= q.strikes && !tr.excluded {
+			q.excludeLocked(peer, fmt.Sprintf("lost %d attempts in a row (last: %s)", tr.losses, errText(err)), false)
+		}
+	case FaultMalformed:
+		tr.malformed++
+		tr.why = "sent a malformed result: " + errText(err)
+		if tr.malformed >= q.strikes && !tr.excluded {
+			q.excludeLocked(peer, fmt.Sprintf("sent %d malformed results (last: %s)", tr.malformed, errText(err)), false)
+		}
+	}
 }
 
 func (q *Queue) trustOf(peer string) *peerTrust {
@@ -41,17 +67,18 @@ func (q *Queue) judgeLocked(task int, d digest.ID) {
 		tr.invalid++
 		tr.streak = 0
 		if tr.invalid >= ExcludeAfter && !tr.excluded {
-			q.excludeLocked(v.peer, fmt.Sprintf("lost %d votes", tr.invalid))
+			q.excludeLocked(v.peer, fmt.Sprintf("lost %d votes", tr.invalid), true)
 		}
 	}
 }
 
-// excludeLocked stops giving peer work and re-verifies every task whose
-// accepted result peer voted for: a colluding peer's agreement is worth
-// nothing once it is known to lie.
-func (q *Queue) excludeLocked(peer, why string) {
+// excludeLocked stops giving peer work, takes back its leases and, if
+// distrust (the peer gave wrong or malformed answers, not only lost
+// ones), re-verifies every task whose accepted result peer voted for: a
+// colluding peer's agreement is worth nothing once it is known to lie.
+func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 	tr := q.trustOf(peer)
-	tr.excluded = true
+	tr.excluded, tr.excludedWhy = true, why
 	q.rep.Excluded = append(q.rep.Excluded, report.Exclusion{Peer: peer, Reason: why, Time: q.now().UTC()})
 	q.log.Warn("peer excluded from the job", "peer", peer, "reason", why)
 	for _, l := range q.running {
@@ -65,7 +92,10 @@ func (q *Queue) excludeLocked(peer, why string) {
 		q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, report.Attempt{
 			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
 		})
-		q.needLocked(l.Task, 1)
+		q.needFrontLocked(l.Task, 1)
+	}
+	if !distrust {
+		return
 	}
 	for t := range q.tasks {
 		ts := &q.tasks[t]

@@ -24,6 +24,7 @@ type JoinCmd struct {
 	// loudly logged: never set it on a real swarm.
 	LieRate    float64 `name:"fault-lie-rate" hidden:"" help:"TESTS ONLY: corrupt this fraction of outputs."`
 	LieCollude bool    `name:"fault-lie-collude" hidden:"" help:"TESTS ONLY: corrupt outputs the same way as other colluding liars."`
+	Malformed  bool    `name:"fault-malformed" hidden:"" help:"TESTS ONLY: send every result with a digest that does not match its files."`
 }
 
 // Run serves until the context ends.
@@ -49,10 +50,13 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Version:       version,
 		ShutdownGrace: c.ShutdownGrace,
 		Logger:        g.Logger,
-		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude},
+		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})
 	if err != nil {
 		return withCode(exitBadInput, err)
+	}
+	if c.Malformed {
+		g.Logger.Error("FAULT INJECTION ON: this node sends malformed results; for tests of fault charging only")
 	}
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)

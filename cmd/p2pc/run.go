@@ -18,16 +18,20 @@ import (
 
 // RunCmd is `p2pc run`.
 type RunCmd struct {
-	Spec       string   `arg:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
-	Out        string   `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
-	LocalSlots int      `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
-	Join       []string `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
-	NoMDNS     bool     `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
-	MinPeers   int      `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
-	Listen     string   `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
-	JSON       bool     `help:"Print report.json on stdout when the job ends."`
-	Force      bool     `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
-	NoProgress bool     `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
+	Spec       string        `arg:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
+	Out        string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
+	LocalSlots int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
+	Join       []string      `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
+	NoMDNS     bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
+	MinPeers   int           `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
+	WaitPeers  bool          `name:"wait-peers" help:"When no peer can take the work left, keep waiting for one (saying why every --stall-after) instead of failing with exit code 3."`
+	StallAfter time.Duration `name:"stall-after" help:"How long work may be left with nothing running before the run says why and fails (exit code 3)." default:"30s" placeholder:"DURATION"`
+	Strikes    int           `help:"Faults (malformed results; lost attempts in a row) that exclude a peer from the job." default:"3" placeholder:"N"`
+	MaxLost    int           `name:"max-lost" help:"Lost attempts (peer gone, lease expired, malformed result) after which a task fails." default:"5" placeholder:"N"`
+	Listen     string        `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
+	JSON       bool          `help:"Print report.json on stdout when the job ends."`
+	Force      bool          `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
+	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
 }
 
 // Run parses, prepares and runs the job, then prints a summary.
@@ -62,13 +66,17 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
-		Slots:     slots,
-		Node:      sw.name,
-		Events:    prog,
-		Logger:    g.Logger,
-		Remote:    sw.remote,
-		MinPeers:  c.MinPeers,
-		TrustFile: filepath.Join(g.Data, "trust.json"),
+		Slots:      slots,
+		Node:       sw.name,
+		Events:     prog,
+		Logger:     g.Logger,
+		Remote:     sw.remote,
+		MinPeers:   c.MinPeers,
+		Strikes:    c.Strikes,
+		MaxLost:    c.MaxLost,
+		StallAfter: c.StallAfter,
+		WaitPeers:  c.WaitPeers,
+		TrustFile:  filepath.Join(g.Data, "trust.json"),
 	})
 	prog.Finish()
 	if rep != nil {
@@ -121,7 +129,11 @@ func printSummary(rep *report.Report, out string, took time.Duration) {
 				break
 			}
 			last := t.Attempts[len(t.Attempts)-1]
-			fmt.Fprintf(w, "  task %s: %s after %d attempts: %s\n", t.ID, last.Outcome, len(t.Attempts), firstLine(last.Error))
+			why := last.Error
+			if strings.HasPrefix(t.Verdict, "failed: ") {
+				why = strings.TrimPrefix(t.Verdict, "failed: ")
+			}
+			fmt.Fprintf(w, "  task %s: %s after %d attempts: %s\n", t.ID, last.Outcome, len(t.Attempts), firstLine(why))
 			shown++
 		}
 	}

@@ -32,6 +32,8 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Alone:      r.opts.Remote == nil || r.opts.Remote.Swarm == nil,
 		Verifier:   r.verifier,
 		MinPeers:   r.opts.MinPeers,
+		Strikes:    r.opts.Strikes,
+		MaxLost:    r.opts.MaxLost,
 		TrustFile:  r.opts.TrustFile,
 		Log:        r.log,
 		Report:     r.rep,

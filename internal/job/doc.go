@@ -22,7 +22,10 @@
 // The decisions are made by plain data structures in subpackages: sched
 // (the lease queue, the vote, trust) and vc (the state tasks share). This
 // package gives them their side effects: output folders, events, the
-// report's lock and journal.
+// report's lock and journal. It also watches for work nobody takes: when
+// tasks are left, none runs and nothing moved for RunOptions.StallAfter,
+// the run logs why (the queue's Stalled) and ends with ErrStalled, or,
+// asked to wait for peers, keeps waiting and says why.
 //
 // The digest of a task's output is the SHA-256 of its canonical listing:
 // one line "<sha256 of file> <size> <name>\n" per file, sorted by name.

@@ -1,6 +1,9 @@
 package job
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error classes that decide the CLI's exit code.
 var (
@@ -9,6 +12,10 @@ var (
 	ErrBadInput = errors.New("bad input")
 	// ErrTasksFailed: the job ran, but some tasks failed after their retries.
 	ErrTasksFailed = errors.New("tasks failed")
+	// ErrStalled: work remained that no worker could take for
+	// RunOptions.StallAfter (the error says why). It wraps
+	// ErrTasksFailed: the job did not complete; a rerun resumes it.
+	ErrStalled = fmt.Errorf("job stalled: %w", ErrTasksFailed)
 )
 
 // badInput wraps err so that errors.Is(err, ErrBadInput) holds while the

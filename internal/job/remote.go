@@ -135,26 +135,33 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	stream, err := client.Work(ctx)
-	if err != nil {
+	failed := func(err error) error {
+		if ctx.Err() == nil {
+			s.q.SessionFailed(peer.Name, err)
+		}
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}
+	stream, err := client.Work(ctx)
+	if err != nil {
+		return failed(err)
+	}
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
-		return fmt.Errorf("enrol %s: %w", peer.Name, err)
+		return failed(err)
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		return fmt.Errorf("enrol %s: %w", peer.Name, err)
+		return failed(err)
 	}
 	switch m := first.Msg.(type) {
 	case *peerpb.FromPeer_Refuse:
 		log.Warn("peer refused the job", "reason", m.Refuse.Reason)
+		s.q.Refused(peer.Name, m.Refuse.Reason)
 		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
 		s.q.Enrol(peer.Name)
 	default:
-		return fmt.Errorf("enrol %s: unexpected first message %T", peer.Name, first.Msg)
+		return failed(fmt.Errorf("unexpected first message %T", first.Msg))
 	}
 
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
@@ -166,6 +173,9 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	}
 	if errors.Is(err, errDrained) || ctx.Err() != nil {
 		return nil
+	}
+	if !errors.Is(err, errExcluded) {
+		s.q.SessionFailed(peer.Name, err)
 	}
 	return err
 }
@@ -442,14 +452,16 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		out.Err = errors.New(res.Error)
 	}
 	switch res.Outcome {
-	case report.OutcomeOK, report.OutcomeTaskError, report.OutcomeCrashed, report.OutcomeTimeout, report.OutcomeCanceled, report.OutcomeLost:
+	case report.OutcomeLost:
+		out.Fault = sched.FaultLost // the peer says it lost the attempt
+	case report.OutcomeOK, report.OutcomeTaskError, report.OutcomeCrashed, report.OutcomeTimeout, report.OutcomeCanceled:
 	default:
-		out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome)
+		out.Outcome, out.Err, out.Fault = report.OutcomeLost, fmt.Errorf("peer %s sent an unknown outcome %q", w.peer.Name, res.Outcome), sched.FaultMalformed
 	}
 	if out.Outcome == report.OutcomeOK && l.DigestOnly {
 		d, err := digest.FromBytes(res.Digest)
 		if err != nil {
-			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("peer %s sent a bad digest: %w", w.peer.Name, err)
+			out.Outcome, out.Err, out.Fault = report.OutcomeLost, fmt.Errorf("peer %s sent a bad digest: %w", w.peer.Name, err), sched.FaultMalformed
 		} else {
 			out.Digest = d
 			out.Fetch = func(ctx context.Context, dir string) error {
@@ -471,8 +483,13 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		if err != nil {
 			os.RemoveAll(stage)
 			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				out.Outcome = report.OutcomeCanceled
+			case errors.Is(err, errMalformed):
+				out.Fault = sched.FaultMalformed
+			case errors.Is(err, errUndelivered):
+				out.Fault = sched.FaultLost
 			}
 		} else {
 			out.Stage, out.Digest, out.Files = stage, d, files
@@ -480,6 +497,15 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	}
 	w.s.q.Finish(l, out)
 }
+
+// Why collecting a peer's output failed, when it is the peer's fault (a
+// failure of the submitter's own disk is nobody's strike).
+var (
+	// errMalformed: the result contradicts itself (names, sizes, digest).
+	errMalformed = errors.New("malformed result")
+	// errUndelivered: the peer did not serve the output's blocks.
+	errUndelivered = errors.New("output not delivered")
+)
 
 // maxInline bounds an inline output file; larger ones must travel as blocks.
 const maxInline = 4 << 20
@@ -500,7 +526,7 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 	for _, o := range res.Outputs {
 		name := filepath.Clean(filepath.FromSlash(o.Name))
 		if !filepath.IsLocal(name) {
-			return digest.ID{}, nil, fmt.Errorf("output name %q is not a local path", o.Name)
+			return digest.ID{}, nil, fmt.Errorf("%w: output name %q is not a local path", errMalformed, o.Name)
 		}
 		if dir := filepath.Dir(name); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
@@ -518,11 +544,11 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 		default:
 			id, err := blocks.IDFromBytes(o.FileId)
 			if err != nil {
-				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("%w: output %q: %w", errMalformed, o.Name, err)
 			}
 			f := transfer.NewFetcher(ro.Store, ro.Conns, transfer.FetchOptions{Logger: w.s.r.log})
 			if _, err := f.Fetch(ctx, id, []string{w.peer.Addr}, nil); err != nil {
-				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
+				return digest.ID{}, nil, fmt.Errorf("%w: output %q: %w", errUndelivered, o.Name, err)
 			}
 			if err := blocks.ExportFile(ctx, ro.Store, id, filepath.Join(stage, name)); err != nil {
 				return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
@@ -534,7 +560,7 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 		return digest.ID{}, nil, err
 	}
 	if !bytes.Equal(res.Digest, d[:]) {
-		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, files hash to %.12s", res.Digest, d.String())
+		return digest.ID{}, nil, fmt.Errorf("%w: output digest mismatch: peer said %.6x, files hash to %.12s", errMalformed, res.Digest, d.String())
 	}
 	return d, files, nil
 }
@@ -554,7 +580,7 @@ func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) 
 	}
 	d := outputs.DigestInline(data)
 	if !bytes.Equal(res.Digest, d[:]) {
-		return digest.ID{}, nil, fmt.Errorf("output digest mismatch: peer said %.6x, data hashes to %.12s", res.Digest, d.String())
+		return digest.ID{}, nil, fmt.Errorf("%w: output digest mismatch: peer said %.6x, data hashes to %.12s", errMalformed, res.Digest, d.String())
 	}
 	if err := os.Mkdir(stage, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return digest.ID{}, nil, err
@@ -571,7 +597,7 @@ func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) 
 // inline bound.
 func checkInline(o *peerpb.Output) error {
 	if len(o.Data) > maxInline || int64(len(o.Data)) != o.Size {
-		return fmt.Errorf("output %q: inline size %d does not match %d", o.Name, len(o.Data), o.Size)
+		return fmt.Errorf("%w: output %q: inline size %d does not match %d", errMalformed, o.Name, len(o.Data), o.Size)
 	}
 	return nil
 }

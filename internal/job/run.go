@@ -56,6 +56,16 @@ type RunOptions struct {
 	// LeaseGrace is added to the task timeout to give the lease deadline
 	// after which a silent worker's lease is revoked (default 10s).
 	LeaseGrace time.Duration
+	// Strikes faults exclude a peer from the job, and MaxLost lost
+	// attempts fail a task (0: sched.DefaultStrikes, sched.DefaultMaxLost).
+	Strikes, MaxLost int
+	// StallAfter (default 30s): when work remains, nothing runs, and no
+	// lease was handed out or settled for this long, the run logs why
+	// (which peers, what each refuses or fails with) and ends with an
+	// error wrapping ErrStalled, unless WaitPeers is set or MinPeers
+	// peers are still awaited: then it waits, saying why every StallAfter.
+	StallAfter time.Duration
+	WaitPeers  bool
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
@@ -71,6 +81,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Events == nil {
 		opts.Events = nopEvents{}
+	}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = 30 * time.Second
 	}
 	if opts.LeaseGrace <= 0 {
 		opts.LeaseGrace = 10 * time.Second
@@ -152,13 +165,19 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.opts.Events.Started(len(job.Tasks), reused)
 
 	stopJournal := r.startJournal()
-	failed := r.runTasks(ctx, workRoot)
+	failed, stall := r.runTasks(ctx, workRoot)
 	stopJournal()
 
 	switch {
 	case ctx.Err() != nil:
 		r.finish(report.StateInterrupted, "interrupted")
 		return r.rep, errors.Join(ctx.Err(), r.journal())
+	case stall != "":
+		r.finish(report.StateFailed, stall)
+		if err := r.journal(); err != nil {
+			return r.rep, err
+		}
+		return r.rep, fmt.Errorf("%s: %w", stall, ErrStalled)
 	case failed > 0:
 		msg := fmt.Sprintf("%d of %d tasks failed", failed, len(job.Tasks))
 		r.finish(report.StateFailed, msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,8 +20,9 @@ import (
 
 // runTasks runs every pending task on the workers (local slots and, if a
 // swarm is given, remote peers) and returns how many failed for good. It
-// returns early when ctx ends.
-func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
+// returns early when ctx ends, and when the no-progress watchdog gives
+// up: stall then says why.
+func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, stall string) {
 	var pending []int
 	for i, t := range r.rep.Tasks {
 		if t.State != report.TaskDone {
@@ -28,7 +30,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		}
 	}
 	if len(pending) == 0 {
-		return 0
+		return 0, ""
 	}
 	q := newQueue(r, pending)
 	wctx, stop := context.WithCancel(ctx)
@@ -60,6 +62,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 	limit := r.p.Spec.Timeout + r.opts.LeaseGrace
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	dog := watchdog{after: r.opts.StallAfter, wait: r.opts.WaitPeers, log: r.log}
 	for {
 		if all, _ := q.Done(); all {
 			break
@@ -70,7 +73,9 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 			continue
 		case <-tick.C:
 			q.Expire(limit)
-			continue
+			if stall = dog.check(q); stall == "" {
+				continue
+			}
 		}
 		break
 	}
@@ -85,7 +90,34 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int) {
 		r.mu.Unlock()
 	}
 	_, failed = q.Done()
-	return failed
+	return failed, stall
+}
+
+// watchdog watches a job for work that nobody takes: it says why once
+// per stall period, and gives up unless told to wait.
+type watchdog struct {
+	after time.Duration
+	wait  bool
+	log   *slog.Logger
+	said  time.Time
+}
+
+// check returns why the job is given up, or "" to go on.
+func (d *watchdog) check(q *sched.Queue) string {
+	why, stalled := q.Stalled(d.after)
+	if !stalled {
+		d.said = time.Time{}
+		return ""
+	}
+	if !d.wait && !q.Waiting() {
+		d.log.Error("giving up", "why", why)
+		return why
+	}
+	if time.Since(d.said) >= d.after {
+		d.said = time.Now()
+		d.log.Warn("waiting for peers", "why", why)
+	}
+	return ""
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue

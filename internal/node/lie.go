@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
 )
 
 // Lie is fault injection for the tests of answer verification: a node
@@ -23,6 +24,19 @@ type Lie struct {
 	// their wrong digests agree. Otherwise each liar's corruption carries
 	// its name.
 	Collude bool
+	// Malformed: every successful result is sent with a digest that does
+	// not match its files (the tests of fault charging).
+	Malformed bool
+}
+
+// malform spoils a successful result's digest when the node is told to.
+func (n *Node) malform(res *peerpb.Result) {
+	if !n.cfg.Lie.Malformed || res.Outcome != report.OutcomeOK || len(res.Digest) == 0 {
+		return
+	}
+	res.Digest = append([]byte(nil), res.Digest...)
+	res.Digest[0] ^= 0xff
+	n.log.Error("FAULT INJECTION: sending a malformed result", "lease", res.LeaseId)
 }
 
 // lie corrupts the staged output in dir with the configured probability.

@@ -527,6 +527,7 @@ func (s *session) exec(it *queued, slot int) {
 		res.Error = err.Error()
 		res.Outputs = nil
 	}
+	s.n.malform(res)
 }
 
 // collect fills res with the output's digest and files: small files

@@ -239,9 +239,10 @@ tasks:
 	// Every lease s1 lost was redone elsewhere within 5 s of the stop.
 	for _, task := range rep.Tasks {
 		var lostAt time.Time
+		var why string
 		for _, a := range task.Attempts {
 			if a.Peer == "s1" && a.Outcome != report.OutcomeOK {
-				lostAt = a.End
+				lostAt, why = a.End, a.Error
 			}
 		}
 		if lostAt.IsZero() {
@@ -250,7 +251,7 @@ tasks:
 		if d := lostAt.Sub(stopped); d > 5*time.Second {
 			t.Errorf("task %s: s1's lease was taken back %s after the stop", task.ID, d.Round(time.Millisecond))
 		} else {
-			t.Logf("task %s: s1's lease taken back %s after SIGSTOP, redone on %s", task.ID, d.Round(time.Millisecond), task.Peer)
+			t.Logf("task %s: s1's lease taken back %s after SIGSTOP (%s), redone on %s", task.ID, d.Round(time.Millisecond), why, task.Peer)
 		}
 	}
 }

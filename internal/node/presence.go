@@ -32,6 +32,7 @@ type Presence struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+	failed  map[string]bool // members declared failed, until they come back
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -62,7 +63,7 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 	}
 	n.SetGossipAddr(mem.GossipAddr)
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &Presence{n: n, mem: mem, changed: make(chan struct{}), cancel: cancel}
+	p := &Presence{n: n, mem: mem, changed: make(chan struct{}), failed: map[string]bool{}, cancel: cancel}
 	if pc.MDNS {
 		cfg := discovery.MDNSConfig{Logger: n.cfg.Logger}
 		if n.cfg.Slots > 0 {
@@ -128,10 +129,11 @@ func (p *Presence) watch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-p.mem.Events():
+		case e, ok := <-p.mem.Events():
 			if !ok {
 				return
 			}
+			p.note(e)
 			p.signal()
 		case <-tick.C:
 			if _, free := p.n.sched.load(); free != lastFree {
@@ -144,6 +146,27 @@ func (p *Presence) watch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// note keeps the set of members declared failed: a Dead event adds one,
+// its Join (it answered again) or Leave removes it.
+func (p *Presence) note(e discovery.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch e.Kind {
+	case discovery.Dead:
+		p.failed[e.Member.Name] = true
+	case discovery.Join, discovery.Leave:
+		delete(p.failed, e.Member.Name)
+	}
+}
+
+// Failed reports whether the membership declared name failed and has not
+// seen it come back.
+func (p *Presence) Failed(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed[name]
 }
 
 func (p *Presence) signal() {

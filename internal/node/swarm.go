@@ -28,12 +28,18 @@ type Members interface {
 	Candidates() []Candidate
 	// Changed returns a channel that is closed at the next change.
 	Changed() <-chan struct{}
+	// Failed reports whether the membership declared the peer name failed
+	// (it stopped answering) and has not seen it come back.
+	Failed(name string) bool
 }
 
 // Swarm enrols peers into a job: the live members of the membership, and
 // static addresses (--join) whose Info is asked. A peer that vanishes from
-// the membership has its session ended at once, so its leases are
-// requeued; a static peer that cannot be reached is retried.
+// the membership, or that the membership declares failed (a static peer
+// too: its connection may take the gRPC keepalive's 10 s or more to
+// break), has its session ended at once, so its leases are requeued; it
+// is enrolled again when it comes back. A static peer that cannot be
+// reached is retried.
 type Swarm struct {
 	Self    string // this node's name: never enrolled
 	Static  []string
@@ -130,6 +136,9 @@ func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, chang
 	}
 	peers, _ := e.static.Find(ctx) // the silent ones are asked again next round
 	for _, p := range peers {
+		if m := e.sw.Members; m != nil && m.Failed(p.Name) {
+			continue // declared failed: not wanted until it comes back
+		}
 		if _, ok := want[p.Name]; !ok && p.Name != e.sw.Self {
 			want[p.Name] = Candidate{Name: p.Name, Addr: p.Addr, Slots: 1, Compatible: true}
 		}
@@ -160,7 +169,7 @@ func (e *enroller) endGone(want map[string]Candidate) {
 		default:
 		}
 		if _, ok := want[name]; !ok {
-			e.log.Info("peer left the swarm; ending its session", "peer", name)
+			e.log.Info("peer left the swarm or was declared failed; ending its session", "peer", name)
 			en.cancel()
 			delete(e.active, name)
 		}

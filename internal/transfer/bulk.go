@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -80,15 +81,26 @@ type muxListener struct {
 	once   sync.Once
 }
 
+// acceptLoop accepts until l fails for good. A temporary failure (out of
+// file descriptors, say) is retried with a backoff up to a second, and
+// logged: a node must not go deaf because it once ran out of fds.
 func (m *muxListener) acceptLoop() {
 	var backoff time.Duration
+	failures := 0
 	for {
 		c, err := m.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // temporary: retry
+			if temporaryAccept(err) {
+				if failures == 0 {
+					m.s.log.Warn("accept failed; retrying", "err", err)
+				}
+				failures++
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+				select {
+				case <-time.After(backoff):
+				case <-m.done:
+					return
+				}
 				continue
 			}
 			m.mu.Lock()
@@ -97,9 +109,28 @@ func (m *muxListener) acceptLoop() {
 			m.shut()
 			return
 		}
-		backoff = 0
+		if failures > 0 {
+			m.s.log.Warn("accepting connections again", "failed accepts", failures)
+		}
+		backoff, failures = 0, 0
 		go m.sniff(c)
 	}
+}
+
+// temporaryAccept reports whether an Accept error passes: a timeout, a
+// connection aborted before it was accepted, or running out of file
+// descriptors, buffers or memory (the process or the system).
+func temporaryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // sniff reads a new connection's first bytes: the bulk magic makes it a

@@ -19,6 +19,7 @@ import (
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -273,10 +274,27 @@ func (n *Node) pool(digest [32]byte, path string) *pluginhost.Pool {
 	defer n.mu.Unlock()
 	p, ok := n.pools[digest]
 	if !ok {
-		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger}, max(n.cfg.Slots, 1))
+		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: n.taskPolicy()}, max(n.cfg.Slots, 1))
 		n.pools[digest] = p
 	}
 	return p
+}
+
+// taskPolicy is what a task on this peer may touch (package sandbox):
+// the jobs' inputs, read-only, and the slots' work folders. Not the
+// block store, nor anything else of the data folder. A plugin's pool
+// serves every job that uses the plugin, so its tasks can read the
+// inputs of other jobs of that plugin on this peer (issue 13).
+func (n *Node) taskPolicy() sandbox.Policy {
+	jobs := filepath.Join(n.cfg.DataDir, "jobs")
+	if err := os.MkdirAll(jobs, 0o755); err != nil {
+		n.log.Warn("make jobs folder", "err", err) // the plugin's start fails and says so
+	}
+	work, err := n.workRoot()
+	if err != nil {
+		n.log.Warn("make work folder", "err", err) // and so does the task's
+	}
+	return sandbox.Policy{ReadOnly: []string{jobs}, ReadWrite: []string{work}}
 }
 
 // ProtocolVersion is the peer protocol version this node speaks.

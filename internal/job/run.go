@@ -124,7 +124,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
-		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}},
+		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()
 

@@ -75,6 +75,11 @@ func attack(name, arg string) (*sdk.Result, error) {
 		unix.Wait4(pid, &ws, 0, nil)
 		unix.PtraceDetach(pid)
 		return ok("traced " + arg)
+	case "limits":
+		var core, files unix.Rlimit
+		unix.Getrlimit(unix.RLIMIT_CORE, &core)
+		unix.Getrlimit(unix.RLIMIT_NOFILE, &files)
+		return ok(fmt.Sprintf("core %d nofile %d", core.Max, files.Max))
 	case "environ":
 		b, err := os.ReadFile(filepath.Join("/proc", arg, "environ"))
 		if err != nil {
@@ -280,6 +285,13 @@ func TestConfinedPluginWorks(t *testing.T) {
 	}
 	if err := hostileWrite(t, pl, in); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("writing a read-only input: got %v, want permission denied", err)
+	}
+	res, err := pl.Run(t.Context(), req("l", params{Op: "attack", Msg: "limits"}), newTestHost(), 20*time.Second)
+	var core, files uint64
+	if err != nil {
+		t.Errorf("limits: %v", err)
+	} else if _, err := fmt.Sscanf(string(res.Data), "core %d nofile %d", &core, &files); err != nil || core != 0 || files > sandbox.MaxOpenFiles {
+		t.Errorf("limits: %q (%v), want core 0 and nofile at most %d", res.Data, err, sandbox.MaxOpenFiles)
 	}
 	if st := pl.Confinement(); !st.Files() {
 		t.Errorf("Confinement() = %s, want files confined", st)

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -352,6 +353,9 @@ func (r *procRunner) Start(context.Context) error {
 	}
 	p.pool.noteConfinement(st)
 	p.pid, p.os = r.cmd.Process.Pid, r.cmd.Process
+	if err := sandbox.Floor(p.pid); err != nil {
+		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
+	}
 	return nil
 }
 

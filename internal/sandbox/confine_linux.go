@@ -171,3 +171,27 @@ func addPath(fd int, path string, rights uint64) error {
 	}
 	return nil
 }
+
+// MaxOpenFiles is the open-file limit (RLIMIT_NOFILE) Floor gives a task
+// process.
+const MaxOpenFiles = 65536
+
+// Floor sets a started process's resource limits, the floor under the
+// other confinements: no core files (RLIMIT_CORE 0) and at most
+// MaxOpenFiles open files. It runs right after the exec, so the first
+// instructions of the process run before it; a process run as root may
+// raise them again (CAP_SYS_RESOURCE).
+func Floor(pid int) error {
+	if isDisabled() {
+		return nil
+	}
+	err := unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil)
+	var cur unix.Rlimit
+	if e := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); e == nil && cur.Max > MaxOpenFiles {
+		err = errors.Join(err, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: min(cur.Cur, MaxOpenFiles), Max: MaxOpenFiles}, nil))
+	}
+	if err != nil {
+		return fmt.Errorf("set resource limits of %d: %w", pid, err)
+	}
+	return nil
+}

@@ -17,6 +17,9 @@
 //     refused (ABI >= 4) unless Policy.Network; signals to and abstract
 //     unix sockets of processes outside the domain refused (ABI >= 6).
 //
+// Floor then sets the process's resource limits: no core files, at most
+// MaxOpenFiles open files.
+//
 // Confining one thread, not the process, keeps the host itself free: the
 // Go runtime starts new threads from a clean template thread whenever the
 // thread asking for one is locked (runtime.LockOSThread), and a locked

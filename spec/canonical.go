@@ -13,21 +13,28 @@ const CanonicalFormat = "p2pc-job/1"
 // The structs below fix the member order of the canonical object: members
 // are declared in sorted order, and maps are sorted by encoding/json.
 type canonicalJob struct {
-	Format    string          `json:"format"`
-	Inputs    []string        `json:"inputs"`
-	Name      string          `json:"name"`
-	Params    map[string]any  `json:"params"`
-	Reduce    bool            `json:"reduce"`
-	Resources canonicalRes    `json:"resources"`
-	Retries   int             `json:"retries"`
-	Tasks     []canonicalTask `json:"tasks"`
-	TimeoutNS int64           `json:"timeout_ns"`
-	Verify    canonicalVerify `json:"verify"`
+	Format    string         `json:"format"`
+	Inputs    []string       `json:"inputs"`
+	Name      string         `json:"name"`
+	Params    map[string]any `json:"params"`
+	Reduce    bool           `json:"reduce"`
+	Resources canonicalRes   `json:"resources"`
+	Retries   int            `json:"retries"`
+	// Sandbox is left out when it asks for nothing, so that the IDs of
+	// jobs without a sandbox section stay what they were.
+	Sandbox   *canonicalSandbox `json:"sandbox,omitempty"`
+	Tasks     []canonicalTask   `json:"tasks"`
+	TimeoutNS int64             `json:"timeout_ns"`
+	Verify    canonicalVerify   `json:"verify"`
 }
 
 type canonicalTask struct {
 	ID     string         `json:"id"`
 	Params map[string]any `json:"params"`
+}
+
+type canonicalSandbox struct {
+	Network bool `json:"network"`
 }
 
 type canonicalRes struct {
@@ -63,6 +70,7 @@ func (j *Job) Canonical() []byte {
 		Reduce:    j.Reduce,
 		Resources: canonicalRes{Arch: j.Resources.Arch, CPUs: j.Resources.CPUs, Memory: j.Resources.Memory, OS: j.Resources.OS},
 		Retries:   j.Retries,
+		Sandbox:   canonicalSandboxOf(j.Sandbox),
 		Tasks:     make([]canonicalTask, len(j.Tasks)),
 		TimeoutNS: int64(j.Timeout),
 		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, Trust: j.Verify.Trust},
@@ -101,4 +109,11 @@ func encode(v any) []byte {
 		panic("spec: canonical encoding: " + err.Error())
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func canonicalSandboxOf(s Sandbox) *canonicalSandbox {
+	if s == (Sandbox{}) {
+		return nil
+	}
+	return &canonicalSandbox{Network: s.Network}
 }

@@ -70,6 +70,7 @@ func TestCanonicalSeesMeaning(t *testing.T) {
 		{"replicas: 2}", "replicas: 2, trust: adaptive}"},
 		{"memory: 1GiB", "memory: 1GB"},
 		{"colors: [red, green]", "colors: [green, red]"},
+		{"reduce: true", "reduce: true\nsandbox: {network: true}"},
 	} {
 		if !strings.Contains(base, c.old) {
 			t.Fatalf("%q not in a.yaml", c.old)
@@ -82,6 +83,16 @@ func TestCanonicalSeesMeaning(t *testing.T) {
 		if bytes.Equal(ref, j.Canonical()) {
 			t.Errorf("%s -> %s: canonical form unchanged", c.old, c.new)
 		}
+	}
+}
+
+// TestCanonicalSandboxOff: a job that asks for no sandbox rights has the
+// canonical form (and job ID) of a spec without the section.
+func TestCanonicalSandboxOff(t *testing.T) {
+	a := parse(t, "plugin: p\ntasks: [{}]")
+	b := parse(t, "plugin: p\ntasks: [{}]\nsandbox: {network: false}")
+	if !bytes.Equal(a.Canonical(), b.Canonical()) {
+		t.Errorf("sandbox: {network: false} changed the canonical form:\n%s\n%s", a.Canonical(), b.Canonical())
 	}
 }
 

@@ -160,6 +160,9 @@ func respell(t *testing.T, job *Job) *Job {
 		}
 		doc["resources"] = res
 	}
+	if job.Sandbox.Network {
+		doc["sandbox"] = map[string]any{"network": true}
+	}
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)

@@ -33,12 +33,13 @@ type limits struct {
 var defaultLimits = limits{tasks: MaxTasks, paramBytes: MaxParamBytes}
 
 var (
-	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources"}
+	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox"}
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
 	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust"}
 	resourcesKeys = []string{"cpus", "memory", "os", "arch"}
+	sandboxKeys   = []string{"network"}
 )
 
 // job reads the top-level mapping.
@@ -108,6 +109,12 @@ func (p *parser) job(root *yaml.Node) *Job {
 	}
 	if e, ok := f.given("resources"); ok {
 		j.Resources = p.resources(e.v)
+	}
+	if e, ok := f.given("sandbox"); ok {
+		sf := p.fields(e.v, "sandbox", sandboxKeys...)
+		if e, ok := sf.given("network"); ok {
+			j.Sandbox.Network, _ = p.boolean(e.v, "sandbox.network")
+		}
 	}
 	if e, ok := required("tasks"); ok {
 		j.Tasks = p.tasks(e.v, j.Params)

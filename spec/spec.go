@@ -47,6 +47,15 @@ type Job struct {
 	Retries    int           // extra attempts after a plugin failure
 	Verify     Verify
 	Resources  Resources
+	Sandbox    Sandbox
+}
+
+// Sandbox is what a job's tasks may do beyond the confinement every task
+// runs in (docs/spec.md, "sandbox").
+type Sandbox struct {
+	// Network: the tasks need the network. Only peers started with
+	// p2pc join --allow-network take such a job.
+	Network bool
 }
 
 // Task is one unit of work after expansion of the generators.

@@ -44,6 +44,9 @@ func dump(t *testing.T, j *Job) []byte {
 	fmt.Fprintf(&b, "params: %s\n", encode(j.Params))
 	fmt.Fprintf(&b, "output: %s\nreduce: %v\ntimeout: %v\nretries: %d\n", j.Output, j.Reduce, j.Timeout, j.Retries)
 	fmt.Fprintf(&b, "verify: %+v\nresources: %+v\n", j.Verify, j.Resources)
+	if j.Sandbox != (Sandbox{}) {
+		fmt.Fprintf(&b, "sandbox: %+v\n", j.Sandbox)
+	}
 	for _, in := range j.Inputs {
 		fmt.Fprintf(&b, "input %s: %s = %s\n", in.Pos, in.Name, in.Path)
 	}

@@ -19,6 +19,7 @@ type JoinCmd struct {
 	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
+	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -49,6 +50,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Advertise:     adv,
 		Version:       version,
 		ShutdownGrace: c.ShutdownGrace,
+		AllowNetwork:  c.AllowNetwork,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})
@@ -67,5 +69,8 @@ func (c *JoinCmd) Run(g *Globals) error {
 	// The first line on stdout says where the node listens (scripts and
 	// tests read it).
 	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d\n", n.Addr(), n.Name(), slots)
+	// Which confinements this machine gives tasks (on stderr: stdout's
+	// first line is for scripts).
+	fmt.Fprintf(os.Stderr, "tasks confined: %s allow-network=%t\n", n.Confinement(), c.AllowNetwork)
 	return n.Serve(g.Ctx)
 }

@@ -98,6 +98,7 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
+		Network:         r.p.Spec.Sandbox.Network,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error

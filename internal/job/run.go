@@ -16,6 +16,7 @@ import (
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -126,10 +127,17 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	defer os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
 
+	// Tasks read the inputs and the output folder (a reduce step reads
+	// the tasks' outputs there) and write only their work folders.
+	readOnly := []string{r.p.OutDir}
+	for _, in := range r.p.Inputs {
+		readOnly = append(readOnly, in.Path)
+	}
 	r.pool = pluginhost.NewPool(pluginhost.Config{
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
+		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()
 

@@ -19,6 +19,7 @@ import (
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	// Lie makes the node return wrong outputs: fault injection for tests
 	// of answer verification only (a hidden, loudly logged join flag).
 	Lie Lie
+	// AllowNetwork lets tasks of jobs that ask for the network (spec
+	// sandbox.network) use it; without it such jobs are refused.
+	AllowNetwork bool
 	// ShutdownGrace is how long running tasks may finish on shutdown
 	// (default 10s).
 	ShutdownGrace time.Duration
@@ -69,7 +73,7 @@ type Node struct {
 	slotMade []bool
 
 	mu    sync.Mutex
-	pools map[[32]byte]*pluginhost.Pool
+	pools map[poolKey]*pluginhost.Pool
 	jobs  map[string]int // sessions per job ID
 	stats Stats
 
@@ -131,7 +135,7 @@ func New(cfg Config) (*Node, error) {
 		lis:      lis,
 		sched:    newSched(cfg.Slots),
 		slotMade: make([]bool, cfg.Slots),
-		pools:    map[[32]byte]*pluginhost.Pool{},
+		pools:    map[poolKey]*pluginhost.Pool{},
 		jobs:     map[string]int{},
 	}
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
@@ -267,16 +271,47 @@ func (n *Node) shutdown() {
 	n.log.Warn("shutdown grace over, stopping running tasks")
 }
 
-// pool returns the warm plugin pool for a plugin digest.
-func (n *Node) pool(digest [32]byte, path string) *pluginhost.Pool {
+// poolKey names a warm pool: one per plugin and network right, since a
+// process is confined once, when it starts.
+type poolKey struct {
+	digest  [32]byte
+	network bool
+}
+
+// pool returns the warm plugin pool for a plugin digest whose tasks may
+// use the network or not.
+func (n *Node) pool(digest [32]byte, path string, network bool) *pluginhost.Pool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	p, ok := n.pools[digest]
+	k := poolKey{digest, network}
+	p, ok := n.pools[k]
 	if !ok {
-		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger}, max(n.cfg.Slots, 1))
-		n.pools[digest] = p
+		pol := n.taskPolicy()
+		pol.Network = network
+		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol}, max(n.cfg.Slots, 1))
+		n.pools[k] = p
 	}
 	return p
+}
+
+// Confinement says how this peer confines tasks (package sandbox).
+func (n *Node) Confinement() sandbox.Status { return sandbox.Probe() }
+
+// taskPolicy is what a task on this peer may touch (package sandbox):
+// the jobs' inputs, read-only, and the slots' work folders. Not the
+// block store, nor anything else of the data folder. A plugin's pool
+// serves every job that uses the plugin, so its tasks can read the
+// inputs of other jobs of that plugin on this peer (issue 13).
+func (n *Node) taskPolicy() sandbox.Policy {
+	jobs := filepath.Join(n.cfg.DataDir, "jobs")
+	if err := os.MkdirAll(jobs, 0o755); err != nil {
+		n.log.Warn("make jobs folder", "err", err) // the plugin's start fails and says so
+	}
+	work, err := n.workRoot()
+	if err != nil {
+		n.log.Warn("make work folder", "err", err) // and so does the task's
+	}
+	return sandbox.Policy{ReadOnly: []string{jobs}, ReadWrite: []string{work}}
 }
 
 // ProtocolVersion is the peer protocol version this node speaks.

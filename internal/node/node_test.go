@@ -96,6 +96,7 @@ func TestWorkRefusesBadHellos(t *testing.T) {
 		{"job id", hello(func(h *peerpb.Hello) { h.JobId = "../../etc" }), "malformed job id"},
 		{"plugin ref", hello(func(h *peerpb.Hello) { h.Plugin.FileId = []byte{1} }), "malformed plugin"},
 		{"timeout", hello(func(h *peerpb.Hello) { h.TimeoutMs = -5 }), "timeout"},
+		{"network", hello(func(h *peerpb.Hello) { h.Network = true }), "not started with --allow-network"},
 		{"input name", hello(func(h *peerpb.Hello) {
 			h.Inputs = []*peerpb.FileRef{{Name: "../x", FileId: make([]byte, 32)}}
 		}), "input"},

@@ -127,6 +127,9 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if n.cfg.Slots == 0 {
 		return refuse("this node takes no work (0 slots)")
 	}
+	if hello.Network && !n.cfg.AllowNetwork {
+		return refuse("the job asks for the network (sandbox.network) and this peer was not started with --allow-network")
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sess := &session{
@@ -231,7 +234,7 @@ func (s *session) prepare(ctx context.Context) error {
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(digest, pluginPath)
+	s.pool = n.pool(digest, pluginPath, h.Network)
 	if s.pool.Check() != nil {
 		id, err := fetch(h.Plugin)
 		if err != nil {

@@ -277,7 +277,10 @@ type Hello struct {
 	// Per-task timeout in milliseconds.
 	TimeoutMs int64 `protobuf:"varint,10,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Other peers that may hold the job's blocks (gRPC addresses).
-	Holders       []string `protobuf:"bytes,11,rep,name=holders,proto3" json:"holders,omitempty"`
+	Holders []string `protobuf:"bytes,11,rep,name=holders,proto3" json:"holders,omitempty"`
+	// The job's tasks need the network (spec sandbox.network): a peer not
+	// started with --allow-network refuses the job.
+	Network       bool `protobuf:"varint,12,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -387,6 +390,13 @@ func (x *Hello) GetHolders() []string {
 		return x.Holders
 	}
 	return nil
+}
+
+func (x *Hello) GetNetwork() bool {
+	if x != nil {
+		return x.Network
+	}
+	return false
 }
 
 type Lease struct {
@@ -1562,7 +1572,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xf1\x02\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x8b\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -1577,7 +1587,8 @@ const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\n" +
 	" \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\aholders\x18\v \x03(\tR\aholders\"\x8e\x01\n" +
+	"\aholders\x18\v \x03(\tR\aholders\x12\x18\n" +
+	"\anetwork\x18\f \x01(\bR\anetwork\"\x8e\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +

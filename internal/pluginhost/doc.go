@@ -54,11 +54,20 @@
 //     /usr/bin:/bin, HOME and TMPDIR in a private directory, Config.Env,
 //     then go-plugin's variables (magic cookie, protocol versions, socket
 //     directory); nothing else of the host's environment;
+//   - is confined (package sandbox): it may read the system's shared
+//     files, its own executable and Config.Sandbox.ReadOnly, write only
+//     Config.Dir, its private HOME, TMPDIR and socket folders and
+//     Config.Sandbox.ReadWrite, and has no network unless
+//     Config.Sandbox.Network. The process is forked from a fresh OS
+//     thread that is confined first and lives until the process has
+//     exited (it then waits for the exit, below); Confinement says what
+//     this machine gave, and the pool logs a Warn once when files or the
+//     network could not be confined;
 //   - runs in Config.Dir, by default a private directory (0700) that Close
 //     removes along with HOME, TMPDIR and go-plugin's socket directory
-//     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the sockets go to a
-//     directory of that name in /tmp instead when $TMPDIR is too long for
-//     a unix socket address). The pool owns these folders through a lock
+//     (all in $TMPDIR/p2pc-plugin-<host pid>-*; the sockets go to its
+//     folder "s", or to a directory of that name in /tmp when $TMPDIR is
+//     too long for a unix socket address). The pool owns these folders through a lock
 //     held in each for its life (internal/dirlock); the first start of a
 //     pool removes those whose lock it can take: hosts that died without
 //     Close. The pid in the name is only for people: a PID says nothing
@@ -68,8 +77,8 @@
 //     kill(-pgid, SIGKILL), so whatever it started dies with it;
 //   - gets SIGKILL from the kernel when the host dies (Pdeathsig). Pdeathsig
 //     is tied to the forking thread, not the process (golang/go#27505), so
-//     every plugin is forked from one goroutine locked to its OS thread for
-//     the life of the host;
+//     every plugin is forked from its own goroutine locked to its OS thread
+//     until the plugin has exited;
 //   - is always reaped. A watcher waits for the process's exit without
 //     reaping it (waitid WNOWAIT), then kills the rest of its group while
 //     the zombie still holds the group ID, so the signal can never hit an
@@ -90,7 +99,8 @@
 // store must keep executables where only p2pc can write. Hashing costs a
 // little per start (about 12 ms for a 21 MB binary here).
 //
-// Each live process holds one OS thread blocked in waitid.
+// Each live process holds one OS thread (the confined one it was forked
+// from) blocked in waitid.
 //
 // # Logs
 //

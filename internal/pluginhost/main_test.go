@@ -83,6 +83,7 @@ type params struct {
 	MS    int    `json:"ms,omitempty"`
 	Child bool   `json:"child,omitempty"` // sleep: start `sleep 100` first
 	Ctx   bool   `json:"ctx,omitempty"`   // sleep: honour ctx
+	Arg   string `json:"arg,omitempty"`   // attack: its target
 }
 
 type testTask struct{}
@@ -184,6 +185,8 @@ func (testTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.
 			return nil, err
 		}
 		return pid, nil
+	case "attack": // hostile_test.go
+		return attack(p.Msg, p.Arg)
 	}
 	return nil, fmt.Errorf("unknown op %q", p.Op)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // Sentinel errors. Every error of a Pool method that is not a task's own
@@ -58,6 +59,13 @@ type Config struct {
 	// Dir is the plugin's working directory. Default: a private directory
 	// removed by Close.
 	Dir string
+	// Sandbox names what the plugin's tasks may touch besides the
+	// system's shared files, the executable itself (read-only), Dir and
+	// the pool's private folders (read-write): the work folders the
+	// caller will hand to Run (read-write), the inputs (read-only), and
+	// whether tasks may use the network. Every process is confined (see
+	// package sandbox); a folder named here must exist at the first start.
+	Sandbox sandbox.Policy
 }
 
 // Stats counts what a Pool did since NewPool.

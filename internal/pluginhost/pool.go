@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -40,6 +41,10 @@ type Pool struct {
 	// the checksum (see checkExecutable).
 	verified string
 
+	// confined is the confinement the first start got (logged once).
+	confinedOnce sync.Once
+	confined     sandbox.Status
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -52,8 +57,8 @@ type Pool struct {
 // dirs is the pool's private directory tree, made on the first start.
 type dirs struct {
 	root, home, tmp, work string
-	// sock is where go-plugin makes the plugins' unix sockets: root, or a
-	// short directory in /tmp when root's path is too long for a socket
+	// sock is where go-plugin makes the plugins' unix sockets: root/s, or
+	// a short directory in /tmp when that path is too long for a socket
 	// address (108 bytes on Linux, the socket's own name included).
 	sock string
 	// owned are the folders the pool holds the lock of (root, and sock
@@ -402,8 +407,15 @@ func (pl *Pool) makeDirs() error {
 			return fmt.Errorf("make private dir: %w", err)
 		}
 	}
-	d.sock = root
-	if len(root) > maxSockDir {
+	// The sockets go to a folder of their own, so a confined plugin may
+	// write there and in home, tmp and work, but not in root (its lock).
+	d.sock = filepath.Join(root, "s")
+	if len(d.sock) <= maxSockDir {
+		if err := os.Mkdir(d.sock, 0o700); err != nil {
+			rootDir.Remove()
+			return fmt.Errorf("make socket dir: %w", err)
+		}
+	} else {
 		sockDir, err := dirlock.Make("/tmp", name)
 		if err != nil {
 			rootDir.Remove()
@@ -452,4 +464,43 @@ func (pl *Pool) Verify(ctx context.Context, req *sdk.VerifyRequest, timeout time
 		return err
 	}
 	return verdict
+}
+
+// policy is the confinement of every process of the pool: Config.Sandbox
+// plus the executable (read-only), Dir and the private folders
+// (read-write). Called once the private folders exist.
+func (pl *Pool) policy() sandbox.Policy {
+	pl.mu.Lock()
+	d := pl.dirs
+	pl.mu.Unlock()
+	p := pl.cfg.Sandbox
+	p.ReadOnly = append(append([]string(nil), p.ReadOnly...), pl.cfg.Path)
+	p.ReadWrite = append(append([]string(nil), p.ReadWrite...), d.home, d.tmp, d.work, d.sock)
+	return p
+}
+
+// noteConfinement logs, once per pool, how its processes are confined:
+// a Warn when files or the network are not (an old kernel, not Linux).
+func (pl *Pool) noteConfinement(st sandbox.Status) {
+	pl.confinedOnce.Do(func() {
+		pl.mu.Lock()
+		pl.confined = st
+		pl.mu.Unlock()
+		if st.Files() && (pl.cfg.Sandbox.Network || st.Network() != "none") {
+			pl.hostLog.Debug("plugin processes confined", "sandbox", st.String(), "network", pl.cfg.Sandbox.Network)
+			return
+		}
+		pl.hostLog.Warn("plugin processes are not fully confined on this machine", "sandbox", st.String())
+	})
+}
+
+// Confinement says how the pool's processes are confined (known after
+// the first start; before it, what this machine offers).
+func (pl *Pool) Confinement() sandbox.Status {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.stats.starts.Load() == 0 && pl.confined == (sandbox.Status{}) {
+		return sandbox.Probe()
+	}
+	return pl.confined
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -344,13 +345,16 @@ func (r *procRunner) Start(context.Context) error {
 		r.stderr.Close()
 		return errStopped
 	}
-	if err := spawn(r.cmd); err != nil {
+	p.wg.Add(1)
+	st, err := spawn(r.cmd, p.pool.policy(), r.watch)
+	if err != nil {
+		p.wg.Done()
 		return err
 	}
+	p.pool.noteConfinement(st)
 	p.pid, p.os = r.cmd.Process.Pid, r.cmd.Process
-	if haveExitWatch {
-		p.wg.Add(1)
-		go r.watch()
+	if err := sandbox.Floor(p.pid); err != nil {
+		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
 	}
 	return nil
 }
@@ -363,8 +367,12 @@ func (r *procRunner) Start(context.Context) error {
 func (r *procRunner) watch() {
 	p := r.p
 	defer p.wg.Done()
-	if err := waitExit(p.pid); err != nil {
-		p.pool.hostLog.Warn("wait for plugin exit", "pid", p.pid, "err", err)
+	if !haveExitWatch {
+		return
+	}
+	pid := r.cmd.Process.Pid
+	if err := waitExit(pid); err != nil {
+		p.pool.hostLog.Warn("wait for plugin exit", "pid", pid, "err", err)
 	}
 	p.mu.Lock()
 	if !p.reaped {
@@ -377,7 +385,7 @@ func (r *procRunner) watch() {
 	select {
 	case <-r.waiting:
 	case <-t.C:
-		p.pool.hostLog.Warn("plugin exited but its output stays open (a descendant left its process group); closing it", "pid", p.pid)
+		p.pool.hostLog.Warn("plugin exited but its output stays open (a descendant left its process group); closing it", "pid", pid)
 		r.stdout.Close()
 		r.stderr.Close()
 	}

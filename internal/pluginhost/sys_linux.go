@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // haveExitWatch: waitExit can wait for the plugin's exit without reaping
@@ -44,35 +45,33 @@ func waitExit(pid int) error {
 	}
 }
 
+// spawn starts cmd from a fresh OS thread confined to pol (package
+// sandbox), then runs after on that same thread. The goroutine locks the
+// thread and never unlocks it, so the thread ends when after returns.
+//
 // Pdeathsig fires when the *thread* that forked the child exits, not the
-// process (golang/go#27505). The Go runtime ends a thread when a goroutine
-// that locked it exits without unlocking — any library may do that on any
-// thread that once ran cmd.Start. So every plugin is forked from one
-// goroutine locked to its thread for good: that thread lives as long as
-// the host process, and Pdeathsig means "when the host dies".
-var (
-	spawnOnce sync.Once
-	spawnCh   chan spawnReq
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnCh = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread must not exit
-			for r := range spawnCh {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
-	spawnCh <- r
-	return <-r.done
+// process (golang/go#27505): the plugin's thread lives until the plugin
+// has exited (after waits for that), so Pdeathsig means "when the host
+// dies".
+func spawn(cmd *exec.Cmd, pol sandbox.Policy, after func()) (sandbox.Status, error) {
+	type started struct {
+		st  sandbox.Status
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is confined
+		st, err := sandbox.ConfineThread(pol)
+		if err == nil {
+			err = cmd.Start()
+		}
+		done <- started{st, err}
+		if err == nil {
+			after()
+		}
+	}()
+	s := <-done
+	return s.st, s.err
 }
 
 // fileIdentity names a file's content as the kernel sees it: device,

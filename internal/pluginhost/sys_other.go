@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // Outside Linux there is no parent-death signal and no portable
@@ -23,7 +25,16 @@ func killTree(_ int, p *os.Process) {
 
 func waitExit(int) error { return nil }
 
-func spawn(cmd *exec.Cmd) error { return cmd.Start() }
+func spawn(cmd *exec.Cmd, pol sandbox.Policy, after func()) (sandbox.Status, error) {
+	st, err := sandbox.ConfineThread(pol)
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err == nil {
+		go after()
+	}
+	return st, err
+}
 
 // fileIdentity is unknown here: the executable is hashed before every start.
 func fileIdentity(os.FileInfo) string { return "" }

@@ -1,0 +1,45 @@
+// Package sandbox confines task plugin processes on Linux with the
+// kernel's own mechanisms, so that a task gets only what it needs.
+//
+// # How a process is confined
+//
+// The plugin host forks each plugin from a goroutine locked to a fresh OS
+// thread that it never unlocks. ConfineThread confines that thread, and
+// the plugin forked from it inherits everything:
+//
+//   - a private network namespace (unshare(CLONE_NEWNET) of the thread;
+//     needs CAP_SYS_ADMIN, so a peer run as root) unless the policy asks
+//     for the network;
+//   - no_new_privs, then a Landlock domain (landlock_restrict_self on
+//     the thread only): read and execute beneath SystemReadOnly and
+//     Policy.ReadOnly, read and write of SystemDevices, every file right
+//     beneath Policy.ReadWrite, nothing else; TCP bind and connect
+//     refused (ABI >= 4) unless Policy.Network; signals to and abstract
+//     unix sockets of processes outside the domain refused (ABI >= 6).
+//
+// Floor then sets the process's resource limits: no core files, at most
+// MaxOpenFiles open files.
+//
+// Confining one thread, not the process, keeps the host itself free: the
+// Go runtime starts new threads from a clean template thread whenever the
+// thread asking for one is locked (runtime.LockOSThread), and a locked
+// goroutine that returns takes its thread with it, so the confined thread
+// never runs anything else. go-landlock's own API confines every thread
+// of the calling process (it is made for a program that confines itself),
+// and its raw layer pulls in libcap's psx (cgo, pthread_create wrapped),
+// so this package speaks to the kernel through golang.org/x/sys/unix.
+//
+// Landlock is best effort: ABI versions the kernel lacks lose their
+// rights (an ABI 1 kernel still confines reads and writes, but not
+// truncation, TCP or signals), and a kernel without Landlock runs tasks
+// with the files of the user — Probe says so, and p2pc join prints it.
+//
+// # What it does not do (yet)
+//
+// Inputs, work folders and the private folders of the plugin's pool are
+// named by the caller; a warm process serves tasks in every slot folder
+// of its pool, so tasks of one pool (one plugin on one peer) are not
+// confined from each other. Memory, process-count and lifetime limits
+// (cgroups), a seccomp filter and an unprivileged task user are separate
+// steps (issue 13).
+package sandbox

@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Policy is what one confined process (and everything it starts) may
+// touch besides the system's shared files (SystemReadOnly, SystemDevices).
+type Policy struct {
+	// ReadOnly files and folders may be read and executed.
+	ReadOnly []string
+	// ReadWrite folders may be read, written, created in and removed from.
+	ReadWrite []string
+	// Network lets the process use the network as the host does. Without
+	// it the process runs in a private network namespace (when the host
+	// may make one) and Landlock refuses TCP bind and connect (ABI >= 4).
+	Network bool
+}
+
+// Status says which confinements this machine gives a task process.
+type Status struct {
+	// LandlockABI is the kernel's Landlock ABI version, 0 if it has none
+	// (files are then not confined).
+	LandlockABI int
+	// NetNS: tasks without network run in a private network namespace.
+	NetNS bool
+	// Disabled: confinement was switched off (tests only).
+	Disabled bool
+}
+
+// Files reports whether file access is confined (Landlock).
+func (s Status) Files() bool { return !s.Disabled && s.LandlockABI >= 1 }
+
+// Network names how a task without network is kept off it: "netns"
+// (a private network namespace: no interface at all), "tcp" (Landlock
+// refuses TCP bind and connect; UDP stays open), or "none".
+func (s Status) Network() string {
+	switch {
+	case s.Disabled:
+		return "none"
+	case s.NetNS:
+		return "netns"
+	case s.LandlockABI >= 4:
+		return "tcp"
+	}
+	return "none"
+}
+
+// String is the one-line summary p2pc join prints, e.g.
+// "files=landlock-v7 network=netns".
+func (s Status) String() string {
+	if s.Disabled {
+		return "off (test switch)"
+	}
+	var b strings.Builder
+	b.WriteString("files=")
+	if s.Files() {
+		b.WriteString("landlock-v" + strconv.Itoa(s.LandlockABI))
+	} else {
+		b.WriteString("none")
+	}
+	b.WriteString(" network=" + s.Network())
+	return b.String()
+}
+
+var disabled struct {
+	sync.Mutex
+	on bool
+}
+
+// DisableForTest switches confinement off in this process until the
+// returned function is called: the hostile-plugin suite uses it to show
+// that each behaviour it blocks is a real attack. Not a user setting.
+func DisableForTest() (restore func()) {
+	disabled.Lock()
+	disabled.on = true
+	disabled.Unlock()
+	return func() {
+		disabled.Lock()
+		disabled.on = false
+		disabled.Unlock()
+	}
+}
+
+func isDisabled() bool {
+	disabled.Lock()
+	defer disabled.Unlock()
+	return disabled.on
+}
+
+// SystemReadOnly are the shared files every task may read and execute:
+// libraries, tools, and the few files of /etc that programs read at
+// start (not /etc as a whole: /etc/shadow, ssh keys, ...). Those missing
+// on a machine are skipped.
+var SystemReadOnly = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/opt",
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf",
+	"/etc/passwd", "/etc/group", "/etc/hosts", "/etc/host.conf",
+	"/etc/resolv.conf", "/etc/gai.conf", "/etc/protocols", "/etc/services",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives",
+	"/etc/mime.types", "/etc/os-release", "/etc/debian_version",
+	"/etc/magic", "/etc/locale.alias", "/etc/environment",
+	// not /proc: it shows other processes (their environment, as the
+	// same user) and Landlock cannot name "this process only" there.
+	"/sys/kernel/mm/transparent_hugepage", "/sys/devices/system/cpu",
+	"/dev/urandom", "/dev/random",
+}
+
+// SystemDevices are the device files every task may read and write.
+var SystemDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}

@@ -19,6 +19,7 @@ type JoinCmd struct {
 	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
+	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID,..."`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -36,6 +37,19 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
+	submitters, err := parseSubmitters(c.Submitters)
+	if err != nil {
+		return err
+	}
+	creds, err := g.creds()
+	if err != nil {
+		return err
+	}
+	if s, _, _ := g.secret(); g.Swarm != "" {
+		if err := g.rememberSwarm(s); err != nil {
+			g.Logger.Warn("could not keep the swarm secret for next time", "err", err)
+		}
+	}
 	adv := c.Advertise
 	if adv == "" && len(static) > 0 {
 		adv = node.LocalIPFor(static[0].Addr)
@@ -47,6 +61,8 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Listen:        c.Listen,
 		Advertise:     adv,
 		Version:       version,
+		Creds:         creds,
+		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude},
@@ -66,7 +82,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	// The first line on stdout says where the node listens (scripts and
 	// tests read it).
-	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d\n", n.Addr(), n.Name(), slots)
+	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d id %s swarm %s\n", n.Addr(), n.Name(), slots, n.ID(), creds.SwarmID())
 	return n.Serve(g.Ctx)
 }
 

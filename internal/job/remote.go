@@ -19,6 +19,7 @@ import (
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/trust"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -55,7 +56,8 @@ type Session struct {
 	helloEr error
 }
 
-// Peer is a remote peer to enrol.
+// Peer is a remote peer to enrol. Enrol names it Name@ID, with the node
+// ID the connection's handshake proved.
 type Peer struct {
 	Name string
 	Addr string
@@ -133,6 +135,15 @@ func (s *Session) Enrol(ctx context.Context, peer Peer, client peerpb.PeerClient
 	if err != nil {
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}
+	// The peer is named by the node ID its TLS handshake proved, beside
+	// the name it gave: leases, results and votes are bound to that, so
+	// no member can pass its results off as another's.
+	id, err := trust.PeerIDFromContext(stream.Context())
+	if err != nil {
+		return fmt.Errorf("enrol %s: %w", peer.Name, err)
+	}
+	peer.Name = peer.Name + "@" + id.String()
+	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}

@@ -174,3 +174,13 @@ func PeerIDFromContext(ctx context.Context) (NodeID, error) {
 	}
 	return PeerID(info.State)
 }
+
+// Ephemeral returns credentials for s with a fresh identity that is not
+// saved: for short-lived observers and tests.
+func Ephemeral(s Secret) (*Creds, error) {
+	id, err := NewIdentity()
+	if err != nil {
+		return nil, err
+	}
+	return NewCreds(s, id)
+}

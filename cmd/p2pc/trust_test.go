@@ -65,6 +65,15 @@ func TestSwarmSetup(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "p2pc swarm init") || strings.Contains(r.stdout, "listening") {
 		t.Fatalf("join without a secret: exit %d\n%s", r.code, r.stderr)
 	}
+	// A fresh machine runs a job locally, and says why no peer helps.
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, "local"))
+	r = p2pcEnv(t, env, "--data", data, "run", spec, "--out", filepath.Join(dir, "out"), "--no-progress")
+	if r.code != 0 {
+		t.Fatalf("local run without a secret: exit %d\n%s", r.code, r.stderr)
+	}
+	if harness.InPrivateNetns() && strings.Count(r.stderr, "looks for no peers") != 1 {
+		t.Fatalf("local run without a secret did not say once why it looks for no peers:\n%s", r.stderr)
+	}
 	r = p2pcEnv(t, env, "--data", data, "swarm", "init")
 	m := regexp.MustCompile(`^p2pc join --swarm (p2pc1-[a-z2-7]{58})\n$`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || m == nil {

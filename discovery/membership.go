@@ -365,6 +365,12 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 				return err
 			case errors.Is(err, ErrClosed):
 				return nil
+			case err != nil && n == 0:
+				// A foreign swarm's announcement (its gossip does not
+				// open with this swarm's key) or a peer not up yet.
+				for _, a := range todo {
+					m.warnOnce("join:"+a, "could not join an announced peer: of another swarm, or unreachable (logged once per address)", "gossip", a, "err", err)
+				}
 			case err != nil:
 				m.log.Debug("join found peers", "addrs", todo, "err", err)
 			default:

@@ -137,7 +137,16 @@ func TestSwarmSetup(t *testing.T) {
 // with its address and node ID.
 func startJoin(t *testing.T, dir, name string, env []string, extra ...string) (p *harness.Proc, addr, id string) {
 	t.Helper()
-	args := append([]string{"--data", filepath.Join(dir, name), "--log-level", "info", "join", "--listen", "127.0.0.1:0", "--name", name, "--slots", "2", "--no-mdns"}, extra...)
+	return startJoinMDNS(t, dir, name, false, env, extra...)
+}
+
+func startJoinMDNS(t *testing.T, dir, name string, mdns bool, env []string, extra ...string) (p *harness.Proc, addr, id string) {
+	t.Helper()
+	args := []string{"--data", filepath.Join(dir, name), "--log-level", "info", "join", "--listen", "127.0.0.1:0", "--name", name, "--slots", "2"}
+	if !mdns {
+		args = append(args, "--no-mdns")
+	}
+	args = append(args, extra...)
 	p, err := harness.Start(p2pcBin, args, harness.Options{Name: name, Env: env})
 	if err != nil {
 		t.Fatal(err)
@@ -316,5 +325,42 @@ func TestWireIsEncrypted(t *testing.T) {
 	})
 	if !found {
 		t.Fatal("no output holds the marker: the check proves nothing")
+	}
+}
+
+// TestStrangerByMDNS: inside a private network namespace, a node of
+// another swarm announces itself with mDNS next to a member. The swarm's
+// job runs on the member only, and the stranger is never listed.
+func TestStrangerByMDNS(t *testing.T) {
+	if !harness.InPrivateNetns() {
+		t.Skip("mDNS runs only inside a private network namespace")
+	}
+	dir := t.TempDir()
+	other, err := harness.NewSwarmToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, m1id := startJoinMDNS(t, dir, "mm1", true, nil)
+	stranger, _, _ := startJoinMDNS(t, dir, "mstranger", true, []string{"P2PC_SWARM=" + other})
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, "m"))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "0", "--min-peers", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	for _, task := range rep.Tasks {
+		if task.Peer != "mm1" || task.PeerID != m1id {
+			t.Fatalf("task %s ran on %q (%s), want mm1 (%s)", task.ID, task.Peer, task.PeerID, m1id)
+		}
+	}
+	r = p2pc(t, "peers", "--wait", "3s")
+	if r.code != 0 || !strings.Contains(r.stdout, "mm1") || !strings.Contains(r.stdout, m1id) || strings.Contains(r.stdout, "mstranger") {
+		t.Fatalf("p2pc peers: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	stranger.Stop(5 * time.Second)
+	if blockFiles(t, filepath.Join(dir, "mstranger", "store")) != 0 {
+		t.Fatal("the stranger stored blocks of the swarm's job")
 	}
 }

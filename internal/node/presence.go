@@ -120,7 +120,7 @@ func (n *Node) meta() discovery.Meta {
 // joinStatic resolves static gRPC addresses to gossip addresses and joins
 // them, retrying those that do not answer until all have been joined.
 func (p *Presence) joinStatic(ctx context.Context, addrs []string) {
-	todo := map[string]bool{}
+	todo, warned := map[string]bool{}, map[string]bool{}
 	for _, a := range addrs {
 		todo[a] = true
 	}
@@ -134,6 +134,12 @@ func (p *Presence) joinStatic(ctx context.Context, addrs []string) {
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := peerpb.NewPeerClient(conn).Info(ictx, &peerpb.InfoRequest{Proto: ProtocolVersion})
 			cancel()
+			if err != nil && !warned[a] {
+				// Said once per address: a peer not up yet, or of
+				// another swarm (a refused handshake). Retried.
+				warned[a] = true
+				p.n.log.Warn("cannot reach a --join peer yet; retrying every second", "peer", a, "err", err)
+			}
 			if err != nil || info.GossipAddr == "" {
 				continue
 			}

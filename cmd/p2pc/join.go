@@ -45,7 +45,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if s, _, _ := g.secret(); g.Swarm != "" {
+	if s, ok, _ := g.secret(); ok && g.Swarm != "" {
 		if err := g.rememberSwarm(s); err != nil {
 			g.Logger.Warn("could not keep the swarm secret for next time", "err", err)
 		}

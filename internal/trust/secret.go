@@ -82,6 +82,11 @@ func ParseToken(tok string) (Secret, error) {
 	if err != nil || len(raw) != SecretSize+checkSize {
 		return s, fmt.Errorf("swarm token: not base32: %v", err)
 	}
+	// The last character carries 3 bits and 2 bits of padding: a typo
+	// there could decode to the same bytes.
+	if b32.EncodeToString(raw) != body {
+		return s, fmt.Errorf("swarm token: last character %q is not a valid ending (a typo?)", body[len(body)-1])
+	}
 	copy(s[:], raw)
 	if string(raw[SecretSize:]) != string(s.check()) {
 		return Secret{}, errors.New("swarm token: checksum does not match (a typo? copy the whole line again)")

@@ -76,10 +76,14 @@ func TestParseTokenErrors(t *testing.T) {
 		{tok + "a", "characters after"},
 		{tok[:10] + "1" + tok[11:], "not base32"},
 		{tok[:10] + "!" + tok[11:], "not base32"},
-		{tok[:len(tok)-2] + swap(tok[len(tok)-2:]), "checksum"},
+		{tok[:len(tok)-4] + swap(tok[len(tok)-4:len(tok)-2]) + tok[len(tok)-2:], "checksum"},
+		{tok[:len(tok)-1] + map[bool]string{true: "7", false: "4"}[tok[len(tok)-1] == '4'], ""},
 	}
 	for _, tc := range tests {
 		_, err := ParseToken(tc.in)
+		if tc.in == tok {
+			continue
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("ParseToken(%q) = %v, want one line with %q", tc.in, err, tc.want)
 		}

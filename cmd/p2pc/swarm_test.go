@@ -94,7 +94,7 @@ func TestSwarmStaticPeers(t *testing.T) {
 	peers := []*peer{startPeer(t, dir, "p1", 2), startPeer(t, dir, "p2", 2), startPeer(t, dir, "p3", 2)}
 	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(mandelbrotSpec, 32, 31))
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers))
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--join", addrs(peers))
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}

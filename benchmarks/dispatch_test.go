@@ -73,7 +73,17 @@ func binaries(b *testing.B) (bin, echo string) {
 }
 
 func TestMain(m *testing.M) {
+	// The p2pc processes the tests start are members of one fresh swarm;
+	// nothing is written to the user's config folder.
+	cfg, err := os.MkdirTemp("", "p2pc-swarm-")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := harness.UseTestSwarm(cfg); err != nil {
+		panic(err)
+	}
 	code := m.Run()
+	os.RemoveAll(cfg)
 	if buildDir != "" && os.Getenv("P2PC_BENCH_CPUPROFILE") == "" {
 		os.RemoveAll(buildDir)
 	}

@@ -75,6 +75,14 @@
 // the memberlist label "p2pc", so other memberlist clusters on the LAN
 // (Consul, Serf) never mix with p2pc's.
 //
+// Gossip is sealed: Config.SecretKey (the swarm's key, derived from its
+// secret by package trust) is memberlist's one keyring key, and every UDP
+// packet and TCP stream is AES-256-GCM under it, with incoming and
+// outgoing verification on. A node of another swarm (or none) cannot join,
+// read or forge gossip; mDNS announcements carry no secret, so a foreign
+// one leads only to a failed join. Meta.ID is the node ID a member claims
+// ("i"); only members can gossip it, and connections prove it again.
+//
 // Node names must be unique. A node that joins a cluster where its name is
 // taken at another address is refused by memberlist; Join (and JoinFrom)
 // return an error wrapping ErrNameTaken that names the other member's

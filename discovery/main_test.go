@@ -49,7 +49,7 @@ func memberMain(name string) int {
 		timing = discovery.LANTiming()
 	}
 	ms, err := discovery.Start(ctx, discovery.Config{
-		Name: name, BindAddr: "127.0.0.1", Logger: log, Timing: timing,
+		Name: name, BindAddr: "127.0.0.1", SecretKey: testKey, Logger: log, Timing: timing,
 		Meta: func() discovery.Meta {
 			return discovery.Meta{GRPCAddr: "127.0.0.1:7000", Version: "test", Proto: 1, Slots: 2, FreeSlots: 2}
 		},
@@ -136,3 +136,7 @@ func startMemberProc(t *testing.T, name string, env ...string) (*harness.Proc, s
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// testKey is the gossip key of the tests' swarm (the subprocess members
+// of TestMain use it too).
+var testKey = []byte("p2pc-discovery-tests-gossip-key!")

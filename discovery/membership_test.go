@@ -66,7 +66,7 @@ func startNode(t *testing.T, name string, timing discovery.Timing) *node {
 	n.free.Store(4)
 	n.proto.Store(1)
 	ms, err := discovery.Start(context.Background(), discovery.Config{
-		Name: name, BindAddr: "127.0.0.1", Logger: testLogger(t), Timing: timing,
+		Name: name, BindAddr: "127.0.0.1", SecretKey: testKey, Logger: testLogger(t), Timing: timing,
 		Meta: func() discovery.Meta {
 			return discovery.Meta{
 				GRPCAddr: "127.0.0.1:7" + name[len(name)-1:] + "00", Version: "v-test",
@@ -329,7 +329,7 @@ func TestProtoMismatchFlagged(t *testing.T) {
 
 func TestMetaTooLarge(t *testing.T) {
 	_, err := discovery.Start(context.Background(), discovery.Config{
-		Name: "big", BindAddr: "127.0.0.1",
+		Name: "big", BindAddr: "127.0.0.1", SecretKey: testKey,
 		Meta: func() discovery.Meta { return discovery.Meta{Version: strings.Repeat("x", 600)} },
 	})
 	if err == nil || !strings.Contains(err.Error(), "limit of 512") {
@@ -337,7 +337,7 @@ func TestMetaTooLarge(t *testing.T) {
 	}
 	var big atomic.Bool
 	ms, err := discovery.Start(context.Background(), discovery.Config{
-		Name: "grows", BindAddr: "127.0.0.1",
+		Name: "grows", BindAddr: "127.0.0.1", SecretKey: testKey,
 		Meta: func() discovery.Meta {
 			if big.Load() {
 				return discovery.Meta{Version: strings.Repeat("x", 600)}
@@ -438,4 +438,34 @@ func ourGoroutines() string {
 		}
 	}
 	return strings.Join(left, "\n\n")
+}
+
+// TestOtherSwarmCannotJoin: gossip is sealed with the swarm's key; a node
+// with another key (or none) neither joins nor is seen.
+func TestOtherSwarmCannotJoin(t *testing.T) {
+	n1 := startNode(t, "n1", discovery.LoopbackTiming())
+	stranger, err := discovery.Start(context.Background(), discovery.Config{
+		Name: "stranger", BindAddr: "127.0.0.1", SecretKey: []byte("another-swarm's-gossip-key-32by!"), Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := stranger.Join(ctx, []string{n1.GossipAddr()}); err == nil {
+		t.Fatal("a member of another swarm joined")
+	}
+	if _, err := n1.Join(ctx, []string{stranger.GossipAddr()}); err == nil {
+		t.Fatal("joined a member of another swarm")
+	}
+	if ms := n1.Members(); len(ms) != 1 {
+		t.Fatalf("n1 sees %d members, want itself only", len(ms))
+	}
+	if ms := stranger.Members(); len(ms) != 1 {
+		t.Fatalf("the stranger sees %d members", len(ms))
+	}
+	if _, err := discovery.Start(context.Background(), discovery.Config{Name: "nokey", BindAddr: "127.0.0.1"}); err == nil || !strings.Contains(err.Error(), "gossip key") {
+		t.Fatalf("a membership without a key started: %v", err)
+	}
 }

@@ -12,6 +12,10 @@ import (
 type Meta struct {
 	// Name is the member's node name (always its memberlist name).
 	Name string
+	// ID is the member's node ID as it claims it (gossip is sealed with
+	// the swarm key, so only members claim). Connections prove the ID
+	// again in their TLS handshake; that proof is what names a peer.
+	ID string
 	// GRPCAddr is host:port of the member's peer gRPC service.
 	GRPCAddr string
 	// OS and Arch are the member's GOOS and GOARCH.
@@ -32,6 +36,7 @@ type Meta struct {
 // departure is reported as Leave rather than Dead.
 type wireMeta struct {
 	GRPC    string `json:"g,omitempty"`
+	ID      string `json:"i,omitempty"`
 	OS      string `json:"o,omitempty"`
 	Arch    string `json:"a,omitempty"`
 	Version string `json:"v,omitempty"`
@@ -45,7 +50,7 @@ type wireMeta struct {
 // (memberlist.MetaMaxSize, 512 bytes).
 func encodeMeta(m Meta, leaving bool) ([]byte, error) {
 	b, err := json.Marshal(wireMeta{
-		GRPC: m.GRPCAddr, OS: m.OS, Arch: m.Arch, Version: m.Version,
+		GRPC: m.GRPCAddr, ID: m.ID, OS: m.OS, Arch: m.Arch, Version: m.Version,
 		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving,
 	})
 	if err != nil {
@@ -67,7 +72,7 @@ func decodeMeta(name string, b []byte) (m Meta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return m, false, fmt.Errorf("member %q: decode metadata: %w", name, err)
 	}
-	m.GRPCAddr, m.OS, m.Arch, m.Version = w.GRPC, w.OS, w.Arch, w.Version
+	m.GRPCAddr, m.ID, m.OS, m.Arch, m.Version = w.GRPC, w.ID, w.OS, w.Arch, w.Version
 	m.Proto, m.Slots, m.FreeSlots = w.Proto, w.Slots, w.Free
 	return m, w.Leaving, nil
 }

@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,13 @@ func NewLab(ctx context.Context, cfg LabConfig) (*Lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new lab: %w", err)
 	}
+	// One swarm per lab, like a user's: every process it starts gets the
+	// token (P2PC_SWARM), as if the join line had been pasted.
+	token, err := NewSwarmToken()
+	if err != nil {
+		return nil, fmt.Errorf("new lab: %w", err)
+	}
+	cfg.Env = append(slices.Clip(cfg.Env), "P2PC_SWARM="+token)
 	l := &Lab{
 		cfg:  cfg,
 		name: name,

@@ -107,6 +107,11 @@ else
 	(cd "$ROOT" && go build -o "$BIN" ./cmd/p2pc)
 fi
 mkdir -p "$OUT"
+# Every p2pc process is a member of one fresh swarm, as a user's would be:
+# all block bytes move over mutual TLS 1.3.
+export P2PC_SWARM
+P2PC_SWARM=$("$BIN" --swarm-file "$WORK/swarm" swarm init 2>/dev/null | awk '{print $4}')
+[[ $P2PC_SWARM == p2pc1-* ]] || { echo "run.sh: could not make a swarm secret" >&2; exit 1; }
 
 machine() {
 	local cpu
@@ -472,7 +477,7 @@ SINGLE_ROWS="" SINGLE_JSON="" CPU_ROWS="" MULTI_ROWS="" MULTI_RS="" SHM="" SHM_B
 		echo "| --- | --- | --- | --- | --- |"
 		echo "$CPU_ROWS"
 		echo
-		echo "What p2pc does per block: the source's store reads it and checks it against the CRC32C recorded with it (quarantining it if damaged), the server writes it with one writev on a bulk-path connection (plain TCP on the gRPC port, negotiated through the Have answer; gRPC carries the manifest, Have and the fallback); the fetcher reads it straight into a pooled, 4 KiB-aligned buffer and hashes it once with SHA-256 against its ID on receipt (blocks that arrive together are hashed together), and nothing hashes it again. \`get -o\` writes each byte once: the block goes to its offsets in a file assembled inside the store (direct I/O on a disk), which, complete, is fsynced, becomes the store's copy of the file and is hard-linked to the output (temporary name, rename, fsync of the directory). \`get\` without -o writes block files in batches of 32 MiB, each batch made durable in one pass (fsync of the files, rename, fsync of the directories) before its blocks count as fetched. See internal/blocks/doc.go and internal/transfer/doc.go."
+		echo "What p2pc does per block: the source's store reads it and checks it against the CRC32C recorded with it (quarantining it if damaged), the server writes it with one writev on a bulk-path connection (mutual TLS 1.3 on the gRPC port, negotiated through the Have answer; gRPC carries the manifest, Have and the fallback); the fetcher reads it straight into a pooled, 4 KiB-aligned buffer and hashes it once with SHA-256 against its ID on receipt (blocks that arrive together are hashed together), and nothing hashes it again. \`get -o\` writes each byte once: the block goes to its offsets in a file assembled inside the store (direct I/O on a disk), which, complete, is fsynced, becomes the store's copy of the file and is hard-linked to the output (temporary name, rename, fsync of the directory). \`get\` without -o writes block files in batches of 32 MiB, each batch made durable in one pass (fsync of the files, rename, fsync of the directories) before its blocks count as fetched. See internal/blocks/doc.go and internal/transfer/doc.go."
 		echo
 		echo "Where the CPU goes (\`p2pc --cpuprofile\`): on the fetching side, SHA-256 of every block is most of the user time (about 0.35 s per GiB, 16 blocks at a time with AVX-512 where the CPU has it, internal/multisha; 0.75 s one at a time with the SHA extensions), the socket reads and the direct writes of the output the system time; on the serving side, reading the block files and the socket writes, then the CRC32C. rsync --whole-file hashes with xxh3 and moves data with read/write on a plain socket, as p2pc's bulk path now does. On a 2-core machine shared with other jobs the command that needs less CPU finishes first; over a real link the network is the bottleneck again: see the 1 Gbit/s row below."
 		echo

@@ -52,6 +52,10 @@ func BenchmarkVerifyOverhead(b *testing.B) {
 	if err := harness.Build(ctx, root, bin, false); err != nil {
 		b.Fatal(err)
 	}
+	// One swarm for the benchmark's processes, as a user's machines.
+	if _, err := harness.UseTestSwarm(dir); err != nil {
+		b.Fatal(err)
+	}
 	const peers, tasks = 4, 1024
 	var addrs []string
 	for i := range peers {

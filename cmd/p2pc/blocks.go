@@ -99,12 +99,16 @@ func (c *BlocksGetCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
+	creds, err := g.creds()
+	if err != nil {
+		return err
+	}
 	s, err := openStore(g)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	pool := transfer.NewPool()
+	pool := transfer.NewPool(creds.ClientTLS())
 	defer pool.Close()
 	f := transfer.NewFetcher(s, pool, transfer.FetchOptions{
 		Concurrency:    c.Concurrency,
@@ -343,6 +347,10 @@ type BlocksServeCmd struct {
 }
 
 func (c *BlocksServeCmd) Run(g *Globals) error {
+	creds, err := g.creds()
+	if err != nil {
+		return err
+	}
 	s, err := openStore(g)
 	if err != nil {
 		return err
@@ -357,7 +365,7 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("listen: %w", err))
 	}
-	gs := grpc.NewServer(transfer.GRPCServerOptions()...)
+	gs := grpc.NewServer(transfer.GRPCServerOptions(creds.ServerTLS(), g.Logger)...)
 	srv := transfer.NewServer(s, transfer.ServerOptions{
 		Logger:     g.Logger,
 		RateLimit:  int64(c.RateLimit),
@@ -367,7 +375,7 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 	})
 	srv.Register(gs)
 	// Block data also goes over the bulk path, on the same port.
-	glis := srv.Listener(lis)
+	glis := srv.Listener(lis, creds.ServerTLS())
 
 	fmt.Printf("listening %s\n", lis.Addr())
 	n, bytes := s.Usage()

@@ -49,6 +49,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	if _, err := harness.UseTestSwarm(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	repoRoot, err = harness.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -20,6 +20,7 @@ type JoinCmd struct {
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
+	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID,..."`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -38,6 +39,19 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
+	submitters, err := parseSubmitters(c.Submitters)
+	if err != nil {
+		return err
+	}
+	creds, err := g.creds()
+	if err != nil {
+		return err
+	}
+	if s, ok, _ := g.secret(); ok && g.Swarm != "" {
+		if err := g.rememberSwarm(s); err != nil {
+			g.Logger.Warn("could not keep the swarm secret for next time", "err", err)
+		}
+	}
 	adv := c.Advertise
 	if adv == "" && len(static) > 0 {
 		adv = node.LocalIPFor(static[0].Addr)
@@ -49,6 +63,8 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Listen:        c.Listen,
 		Advertise:     adv,
 		Version:       version,
+		Creds:         creds,
+		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		AllowNetwork:  c.AllowNetwork,
 		Logger:        g.Logger,
@@ -68,7 +84,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	// The first line on stdout says where the node listens (scripts and
 	// tests read it).
-	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d\n", n.Addr(), n.Name(), slots)
+	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d id %s swarm %s\n", n.Addr(), n.Name(), slots, n.ID(), creds.SwarmID())
 	// Which confinements this machine gives tasks (on stderr: stdout's
 	// first line is for scripts).
 	fmt.Fprintf(os.Stderr, "tasks confined: %s allow-network=%t\n", n.Confinement(), c.AllowNetwork)

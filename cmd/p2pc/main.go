@@ -34,6 +34,7 @@ type Globals struct {
 	Data     string `help:"Node data directory (block store, plugin cache)." env:"P2PC_DATA" type:"path" placeholder:"DIR"`
 	LogLevel string `help:"Log level: debug, info, warn, error." env:"P2PC_LOG_LEVEL" default:"warn" enum:"debug,info,warn,error"`
 	LogJSON  bool   `help:"Write logs as JSON lines." env:"P2PC_LOG_JSON"`
+	SwarmFlags
 	// CPUProfile is for profiling benchmarks (hidden).
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of this process to FILE." type:"path" placeholder:"FILE"`
 
@@ -50,6 +51,7 @@ type CLI struct {
 	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
+	Swarm    SwarmCmd    `cmd:"" help:"Create or show the swarm secret that lets machines work together."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
 	Bench    BenchCmd    `cmd:"" help:"Reproduce the seed papers' experiments."`
 }

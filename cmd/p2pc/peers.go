@@ -30,6 +30,10 @@ func (c *PeersCmd) Run(g *Globals) error {
 	if len(static) == 0 && c.NoMDNS {
 		return withCode(exitBadInput, fmt.Errorf("nothing to ask: give --join addresses or allow mDNS"))
 	}
+	creds, err := g.creds()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(g.Ctx, c.Wait+5*time.Second)
 	defer cancel()
 	host, _ := os.Hostname()
@@ -49,13 +53,16 @@ func (c *PeersCmd) Run(g *Globals) error {
 		BindAddr:      bind,
 		AdvertiseAddr: adv,
 		Logger:        g.Logger,
-		Meta:          func() discovery.Meta { return discovery.Meta{Version: version, Proto: node.ProtocolVersion} },
+		SecretKey:     creds.GossipKey(),
+		Meta: func() discovery.Meta {
+			return discovery.Meta{Version: version, Proto: node.ProtocolVersion, ID: creds.ID().String()}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("peers: %w", err)
 	}
 	defer mem.Close()
-	conns := transfer.NewPool()
+	conns := transfer.NewPool(creds.ClientTLS())
 	defer conns.Close()
 	resolver := &discovery.Resolver{Addrs: static.Addrs(), Resolve: node.ResolveStatic(conns)}
 	found, err := resolver.Find(ctx)
@@ -101,13 +108,13 @@ func (c *PeersCmd) Run(g *Globals) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN")
+	fmt.Fprintln(w, "NAME\tNODE ID\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN")
 	for _, m := range members {
 		state := m.State
 		if !m.Compatible {
 			state += " (incompatible)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\n", m.Name, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond))
 	}
 	return w.Flush()
 }

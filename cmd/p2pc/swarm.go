@@ -36,6 +36,21 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 	if len(static) == 0 && c.NoMDNS {
 		return &submitterSwarm{name: host, stop: func() {}}, nil
 	}
+	_, ok, err := g.secret()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if len(static) > 0 || c.MinPeers > 0 {
+			return nil, withCode(exitBadInput, fmt.Errorf("--join/--min-peers need a swarm: %w", errNoSwarm))
+		}
+		fmt.Fprintln(os.Stderr, "p2pc: no swarm secret, so this job runs on this machine only and looks for no peers ('p2pc swarm init' makes a swarm)")
+		return &submitterSwarm{name: host, stop: func() {}}, nil
+	}
+	creds, err := g.creds()
+	if err != nil {
+		return nil, err
+	}
 	// A private folder per run (several jobs may be submitted at once),
 	// owned through its lock: those of runs that died are swept.
 	own, err := submitDir(g)
@@ -54,6 +69,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		Listen:    c.Listen,
 		Advertise: adv,
 		Version:   version,
+		Creds:     creds,
 		Logger:    g.Logger,
 	})
 	if err != nil {

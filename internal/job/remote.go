@@ -22,6 +22,7 @@ import (
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/trust"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -63,7 +64,8 @@ type Session struct {
 	helloEr error
 }
 
-// Peer is a remote peer to enrol.
+// Peer is a remote peer to enrol. Enrol names it Name@ID, with the node
+// ID the connection's handshake proved.
 type Peer struct {
 	Name string
 	Addr string
@@ -146,6 +148,15 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	if err != nil {
 		return failed(err)
 	}
+	// The peer is named by the node ID its TLS handshake proved, beside
+	// the name it gave: leases, results and votes are bound to that, so
+	// no member can pass its results off as another's.
+	id, err := trust.PeerIDFromContext(stream.Context())
+	if err != nil {
+		return failed(err)
+	}
+	peer.Name = peer.Name + "@" + id.String()
+	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
 		return failed(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/trust"
 )
 
 // Config configures a node.
@@ -39,6 +40,13 @@ type Config struct {
 	Advertise string
 	// Version is the software version reported to peers.
 	Version string
+	// Creds are the node's swarm credentials (required): every
+	// connection it serves or dials is mutual TLS with them, its gossip
+	// is encrypted with the swarm's key.
+	Creds *trust.Creds
+	// Submitters, if not empty, are the only node IDs whose jobs the node
+	// runs (besides being members of the swarm).
+	Submitters []trust.NodeID
 	// Blocks tunes the block server (fault injection for tests only).
 	Blocks transfer.ServerOptions
 	// Lie makes the node return wrong outputs: fault injection for tests
@@ -115,7 +123,10 @@ func New(cfg Config) (*Node, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("node: no data directory")
 	}
-	log := cfg.Logger.With("component", "node", "node", cfg.Name)
+	if cfg.Creds == nil {
+		return nil, errors.New("node: no swarm credentials")
+	}
+	log := cfg.Logger.With("component", "node", "node", cfg.Name, "id", cfg.Creds.ID().String())
 	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), blocks.DiskOptions{Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -131,7 +142,7 @@ func New(cfg Config) (*Node, error) {
 		store: store,
 		// Keepalive pings find a peer that stopped answering (SIGSTOP, a
 		// dead host) within a few seconds even while its TCP stays up.
-		conns:    transfer.NewPool(grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
+		conns:    transfer.NewPool(cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
 		lis:      lis,
 		sched:    newSched(cfg.Slots),
 		slotMade: make([]bool, cfg.Slots),
@@ -139,7 +150,7 @@ func New(cfg Config) (*Node, error) {
 		jobs:     map[string]int{},
 	}
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
-	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(),
+	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(cfg.Creds.ServerTLS(), cfg.Logger),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
@@ -147,9 +158,9 @@ func New(cfg Config) (*Node, error) {
 	)...)
 	blockSrv := transfer.NewServer(store, cfg.Blocks)
 	blockSrv.Register(n.grpc)
-	// Block bytes move on the bulk path (plain TCP on the same port, see
+	// Block bytes move on the bulk path (TLS on the same port, see
 	// package transfer) when both ends speak it; gRPC connections pass.
-	n.lis = blockSrv.Listener(lis)
+	n.lis = blockSrv.Listener(lis, cfg.Creds.ServerTLS())
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
 	return n, nil
 }
@@ -178,6 +189,9 @@ func advertise(adv string, bound *net.TCPAddr) string {
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
+
+// ID is the node's ID, from its key.
+func (n *Node) ID() trust.NodeID { return n.cfg.Creds.ID() }
 
 // Addr is the gRPC address peers dial.
 func (n *Node) Addr() string { return n.addr }
@@ -216,7 +230,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.sched.run(schedCtx, &wg)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.grpc.Serve(n.lis) }()
-	n.log.Info("node serving", "addr", n.addr, "slots", n.cfg.Slots, "os", runtime.GOOS, "arch", runtime.GOARCH)
+	n.log.Info("node serving", "addr", n.addr, "swarm", n.cfg.Creds.SwarmID(), "slots", n.cfg.Slots, "os", runtime.GOOS, "arch", runtime.GOARCH)
 
 	var err error
 	select {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/trust"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +18,20 @@ import (
 
 // startNode serves a node on loopback for the test's duration.
 func startNode(t *testing.T, slots int) (*Node, peerpb.PeerClient) {
+	return startNodeCfg(t, Config{Slots: slots})
+}
+
+func startNodeCfg(t *testing.T, cfg Config) (*Node, peerpb.PeerClient) {
 	t.Helper()
-	n, err := New(Config{Name: "n-" + t.Name(), Slots: slots, DataDir: t.TempDir(), ShutdownGrace: time.Second})
+	cfg.Name, cfg.DataDir, cfg.ShutdownGrace, cfg.Creds = "n-"+t.Name(), t.TempDir(), time.Second, testCreds
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx) }()
-	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n.Addr(), transfer.DialOptions(testCreds.ClientTLS())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +134,69 @@ func TestWorkRejectsMalformedStreams(t *testing.T) {
 	_, err = work(t, c, &peerpb.ToPeer{})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty message: %v, want InvalidArgument", err)
+	}
+}
+
+// TestStrangersRefused: a client without the swarm's certificate (none at
+// all, or another swarm's) fails the handshake and reaches no service.
+func TestStrangersRefused(t *testing.T) {
+	n, _ := startNode(t, 1)
+	other, err := trust.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := trust.Ephemeral(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind := foreign.ClientTLS()
+	blind.VerifyConnection = nil
+	refused := transfer.RefusedHandshakes()
+	for name, opts := range map[string][]grpc.DialOption{
+		"plaintext":     {grpc.WithTransportCredentials(insecure.NewCredentials())},
+		"another swarm": transfer.DialOptions(foreign.ClientTLS()),
+		// One that does not check the server: the server refuses it.
+		"another swarm, blind": transfer.DialOptions(blind),
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := grpc.NewClient(n.Addr(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			if _, err := peerpb.NewPeerClient(conn).Info(ctx, &peerpb.InfoRequest{Proto: ProtocolVersion}); status.Code(err) != codes.Unavailable {
+				t.Fatalf("Info from a stranger: %v, want Unavailable (refused handshake)", err)
+			}
+			if s, err := peerpb.NewPeerClient(conn).Work(ctx); err == nil {
+				if err := s.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: goodHello()}}); err == nil {
+					if got, err := s.Recv(); err == nil {
+						t.Fatalf("a stranger's Work stream got %v", got)
+					}
+				}
+			}
+		})
+	}
+	if n.Stats().Sessions != 0 {
+		t.Fatalf("%d sessions for strangers", n.Stats().Sessions)
+	}
+	if transfer.RefusedHandshakes() < refused+2 {
+		t.Fatalf("the node refused %d handshakes, want at least the plaintext and the blind stranger's", transfer.RefusedHandshakes()-refused)
+	}
+}
+
+// TestSubmittersNarrow: with Submitters set, a member that is not among
+// them is refused, by the ID its handshake proved.
+func TestSubmittersNarrow(t *testing.T) {
+	someone, err := trust.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := startNodeCfg(t, Config{Slots: 1, Submitters: []trust.NodeID{someone.ID}})
+	got, err := work(t, c, &peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: goodHello()}})
+	if err != nil || got.GetRefuse() == nil || !strings.Contains(got.GetRefuse().Reason, "--submitters") {
+		t.Fatalf("got %v, %v; want a refusal naming --submitters", got, err)
 	}
 }
 

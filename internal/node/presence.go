@@ -57,6 +57,7 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 		Meta:          n.meta,
 		Logger:        n.cfg.Logger,
 		Timing:        pc.Timing,
+		SecretKey:     n.cfg.Creds.GossipKey(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("presence: %w", err)
@@ -109,6 +110,7 @@ func (n *Node) meta() discovery.Meta {
 	_, free := n.sched.load()
 	return discovery.Meta{
 		Name:      n.cfg.Name,
+		ID:        n.cfg.Creds.ID().String(),
 		GRPCAddr:  n.addr,
 		OS:        runtime.GOOS,
 		Arch:      runtime.GOARCH,

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/trust"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -111,15 +113,24 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "work: the first message must be Hello")
 	}
+	// The coordinator is who its handshake proved; the name in Hello is
+	// only what it says.
+	coordID, err := trust.PeerIDFromContext(stream.Context())
+	if err != nil {
+		return status.Errorf(codes.Unauthenticated, "work: %v", err)
+	}
 	refuse := func(reason string) error {
 		n.mu.Lock()
 		n.stats.Refused++
 		n.mu.Unlock()
-		n.log.Warn("refused a job", "job", short(hello.JobId), "coordinator", hello.Coordinator, "reason", reason)
+		n.log.Warn("refused a job", "job", short(hello.JobId), "coordinator", hello.Coordinator, "coordinator_id", coordID.String(), "reason", reason)
 		return stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Refuse{Refuse: &peerpb.Refuse{Reason: reason}}})
 	}
 	if err := checkHello(hello); err != nil {
 		return refuse(err.Error())
+	}
+	if len(n.cfg.Submitters) > 0 && !slices.Contains(n.cfg.Submitters, coordID) {
+		return refuse(fmt.Sprintf("submitter %s is not among this peer's --submitters", coordID))
 	}
 	if hello.PluginOs != runtime.GOOS || hello.PluginArch != runtime.GOARCH {
 		return refuse(fmt.Sprintf("plugin is built for %s/%s, this peer is %s/%s", hello.PluginOs, hello.PluginArch, runtime.GOOS, runtime.GOARCH))

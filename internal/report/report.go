@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -89,6 +90,7 @@ type Task struct {
 	State  string          `json:"state"`
 	// Peer is the node that produced the accepted result.
 	Peer     string    `json:"peer,omitempty"`
+	PeerID   string    `json:"peer_id,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 	// Digest is the SHA-256 of the accepted output's canonical listing.
 	Digest string `json:"digest,omitempty"`
@@ -107,12 +109,14 @@ type Task struct {
 // Vote is one replica's answer.
 type Vote struct {
 	Peer   string `json:"peer"`
+	PeerID string `json:"peer_id,omitempty"`
 	Digest string `json:"digest"`
 }
 
 // Exclusion names a peer the job stopped trusting.
 type Exclusion struct {
 	Peer   string    `json:"peer"`
+	PeerID string    `json:"peer_id,omitempty"`
 	Reason string    `json:"reason"`
 	Time   time.Time `json:"time"`
 }
@@ -120,6 +124,7 @@ type Exclusion struct {
 // PeerTrust is the record of a peer's answers in a verified job.
 type PeerTrust struct {
 	Peer     string `json:"peer"`
+	PeerID   string `json:"peer_id,omitempty"`
 	Valid    int    `json:"valid"`
 	Invalid  int    `json:"invalid"`
 	Excluded bool   `json:"excluded,omitempty"`
@@ -127,8 +132,9 @@ type PeerTrust struct {
 
 // Partial is a partial result a task emitted while it ran.
 type Partial struct {
-	Time time.Time `json:"time"`
-	Peer string    `json:"peer"`
+	Time   time.Time `json:"time"`
+	Peer   string    `json:"peer"`
+	PeerID string    `json:"peer_id,omitempty"`
 	// Text holds UTF-8 data; Bytes (base64 in JSON) anything else.
 	Text      string `json:"text,omitempty"`
 	Bytes     []byte `json:"bytes,omitempty"`
@@ -138,6 +144,7 @@ type Partial struct {
 // Attempt is one try of a task on one peer.
 type Attempt struct {
 	Peer    string    `json:"peer"`
+	PeerID  string    `json:"peer_id,omitempty"`
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
 	Outcome string    `json:"outcome"`
@@ -149,6 +156,7 @@ type Attempt struct {
 // Write stores r as dir/report.json atomically: a temp file, fsync,
 // rename, fsync of the folder. A reader never sees half a report.
 func Write(dir string, r *Report) error {
+	r.splitPeerIDs()
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
@@ -227,4 +235,45 @@ func TaskFiles(id string, names []string) []string {
 		out[i] = filepath.ToSlash(filepath.Join("tasks", id, n))
 	}
 	return out
+}
+
+// SplitPeer splits a coordinator's peer key, "name@NODEID" with the node
+// ID its handshake proved (see package job), into the name and the ID. A
+// key without an ID (the submitter's own slots) is all name.
+func SplitPeer(key string) (name, id string) {
+	i := strings.LastIndexByte(key, '@')
+	if i < 0 || len(key)-i-1 != 34 || strings.Count(key[i+1:], "-") != 6 {
+		return key, ""
+	}
+	return key[:i], key[i+1:]
+}
+
+// splitPeerIDs moves the node IDs out of the peer fields into PeerID, so
+// that report.json names a peer by its name beside its ID. It is
+// idempotent.
+func (r *Report) splitPeerIDs() {
+	split := func(peer, id *string) {
+		if n, i := SplitPeer(*peer); i != "" {
+			*peer, *id = n, i
+		}
+	}
+	for i := range r.Excluded {
+		split(&r.Excluded[i].Peer, &r.Excluded[i].PeerID)
+	}
+	for i := range r.Peers {
+		split(&r.Peers[i].Peer, &r.Peers[i].PeerID)
+	}
+	for i := range r.Tasks {
+		t := &r.Tasks[i]
+		split(&t.Peer, &t.PeerID)
+		for j := range t.Attempts {
+			split(&t.Attempts[j].Peer, &t.Attempts[j].PeerID)
+		}
+		for j := range t.Votes {
+			split(&t.Votes[j].Peer, &t.Votes[j].PeerID)
+		}
+		for j := range t.Partials {
+			split(&t.Partials[j].Peer, &t.Partials[j].PeerID)
+		}
+	}
 }

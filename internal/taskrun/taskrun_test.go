@@ -14,6 +14,7 @@ import (
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -65,8 +66,12 @@ func (testTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.
 	return nil, errors.New("unknown mode " + p.Mode)
 }
 
-func testPool(t *testing.T) *pluginhost.Pool {
+// testPool starts a pool of this test binary as the plugin. Its tasks are
+// confined as on a peer: the work folders they get must lie in the
+// returned folder, which the pool grants them read-write.
+func testPool(t *testing.T) (*pluginhost.Pool, string) {
 	t.Helper()
+	works := t.TempDir()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +80,9 @@ func testPool(t *testing.T) *pluginhost.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := pluginhost.NewPool(pluginhost.Config{Path: exe, Checksum: sum, Env: []string{envPlugin + "=1"}}, 2)
+	pool := pluginhost.NewPool(pluginhost.Config{Path: exe, Checksum: sum, Env: []string{envPlugin + "=1"}, Sandbox: sandbox.Policy{ReadWrite: []string{works}}}, 2)
 	t.Cleanup(func() { pool.Close() })
-	return pool
+	return pool, works
 }
 
 type progressHost struct {
@@ -98,7 +103,7 @@ func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts plugin processes")
 	}
-	pool := testPool(t)
+	pool, works := testPool(t)
 	tests := []struct {
 		name      string
 		mode      string
@@ -130,8 +135,8 @@ func TestRun(t *testing.T) {
 				timeout = time.Minute
 			}
 			params, _ := json.Marshal(params{Mode: tc.mode})
-			work := filepath.Join(t.TempDir(), "work")
-			if err := os.Mkdir(work, 0o755); err != nil {
+			work, err := os.MkdirTemp(works, "work")
+			if err != nil {
 				t.Fatal(err)
 			}
 			out := Run(ctx, pool, work, Attempt{JobID: "job", TaskID: "t1", Params: params, Timeout: timeout, Host: host, InlineMax: tc.inlineMax})

@@ -72,7 +72,7 @@ func TestAcceptSurvivesTemporaryErrors(t *testing.T) {
 			fl.fails.Store(c.fails)
 			var logs lockedBuffer
 			srv := NewServer(blocks.NewMemStore(), ServerOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			ml := srv.Listener(fl)
+			ml := srv.Listener(fl, testCreds.ServerTLS())
 			defer ml.Close()
 			if c.serve {
 				conn, err := net.Dial("tcp", lis.Addr().String())

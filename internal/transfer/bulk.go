@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,10 +51,14 @@ const (
 // answers; without it (any other listener) it serves gRPC only, as
 // before. Closing the returned listener (grpc.Server.Stop does) closes l
 // and every bulk connection.
-func (s *Server) Listener(l net.Listener) net.Listener {
+func (s *Server) Listener(l net.Listener, serverTLS *tls.Config) net.Listener {
+	if serverTLS == nil {
+		panic("transfer: bulk listener without TLS")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &muxListener{
 		Listener: l,
+		tls:      serverTLS,
 		s:        s,
 		ctx:      ctx,
 		cancel:   cancel,
@@ -68,6 +73,7 @@ func (s *Server) Listener(l net.Listener) net.Listener {
 
 type muxListener struct {
 	net.Listener
+	tls    *tls.Config
 	s      *Server
 	ctx    context.Context // ends when the listener is closed
 	cancel context.CancelFunc
@@ -146,7 +152,16 @@ func (m *muxListener) sniff(c net.Conn) {
 			return
 		}
 		defer m.untrack(c)
-		m.s.serveBulk(m.ctx, c)
+		// The rest of the connection is TLS: mutual, as gRPC's.
+		tc := tls.Server(c, m.tls)
+		hctx, cancel := context.WithTimeout(m.ctx, bulkSniffTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			m.s.refused(c.RemoteAddr(), err)
+			return
+		}
+		m.s.serveBulk(m.ctx, tc)
 		return
 	}
 	if n == 0 && err != nil {
@@ -313,6 +328,7 @@ func (s *Server) advertiseBulk(ctx context.Context) {
 // peer advertised it, and the idle connections kept for reuse.
 type bulkPeer struct {
 	target string
+	tls    *tls.Config
 
 	mu       sync.Mutex
 	on       bool      // advertised in the last Have answer
@@ -389,16 +405,23 @@ func (b *bulkPeer) close() {
 // magic.
 func (b *bulkPeer) dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", b.target)
+	raw, err := d.DialContext(ctx, "tcp", b.target)
 	if err != nil {
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
+		_ = raw.SetDeadline(dl)
 	}
+	// The magic in the clear picks the bulk path; then mutual TLS, and
+	// the server's magic inside it.
+	var c net.Conn = raw
 	var head [len(bulkMagic)]byte
-	if _, err = io.WriteString(c, bulkMagic); err == nil {
-		_, err = io.ReadFull(c, head[:])
+	if _, err = io.WriteString(raw, bulkMagic); err == nil {
+		tc := tls.Client(raw, b.tls)
+		c = tc
+		if err = tc.HandshakeContext(ctx); err == nil {
+			_, err = io.ReadFull(c, head[:])
+		}
 	}
 	if err == nil && string(head[:]) != bulkMagic {
 		err = fmt.Errorf("%w: bulk handshake answered %q", ErrProtocol, head[:])

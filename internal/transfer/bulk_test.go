@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -29,12 +30,12 @@ func bulkServer(t *testing.T, store blocks.Store, opts ServerOptions, mux, adver
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := grpc.NewServer(GRPCServerOptions()...)
+	g := grpc.NewServer(GRPCServerOptions(testCreds.ServerTLS(), nil)...)
 	srv := NewServer(store, opts)
 	srv.Register(g)
 	l := lis
 	if mux {
-		l = srv.Listener(lis)
+		l = srv.Listener(lis, testCreds.ServerTLS())
 	}
 	if advertise {
 		srv.bulk.Store(true)
@@ -71,7 +72,7 @@ func fetchWith(t *testing.T, mux, advertise bool, opts FetchOptions) (*Server, *
 		t.Fatal(err)
 	}
 	srv, addr := bulkServer(t, src, ServerOptions{}, mux, advertise)
-	pool := NewPool()
+	pool := NewPool(testCreds.ClientTLS())
 	t.Cleanup(func() { pool.Close() })
 	local := blocks.NewMemStore()
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -152,11 +153,15 @@ func rawBulk(t *testing.T, addr string) net.Conn {
 	if _, err := io.WriteString(c, bulkMagic); err != nil {
 		t.Fatal(err)
 	}
+	tc := tls.Client(c, testCreds.ClientTLS())
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
 	var head [len(bulkMagic)]byte
-	if _, err := io.ReadFull(c, head[:]); err != nil || string(head[:]) != bulkMagic {
+	if _, err := io.ReadFull(tc, head[:]); err != nil || string(head[:]) != bulkMagic {
 		t.Fatalf("handshake: %q, %v", head, err)
 	}
-	return c
+	return tc
 }
 
 func bulkReq(ids ...blocks.ID) []byte {
@@ -217,7 +222,7 @@ func TestBulkServerHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if name == "truncated" {
-				c.(*net.TCPConn).CloseWrite()
+				c.(*tls.Conn).CloseWrite()
 			}
 			// The server closes the connection without an answer.
 			if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
@@ -237,7 +242,7 @@ func TestBulkServerHostile(t *testing.T) {
 	g.Close()
 
 	// Still serving both ways.
-	pool := NewPool()
+	pool := NewPool(testCreds.ClientTLS())
 	defer pool.Close()
 	bp := pool.bulkPeer(addr)
 	bp.on = true
@@ -276,6 +281,10 @@ func fakeBulk(t *testing.T, answer func(ids []blocks.ID) []byte) string {
 				defer c.Close()
 				var head [len(bulkMagic)]byte
 				if _, err := io.ReadFull(c, head[:]); err != nil {
+					return
+				}
+				c := tls.Server(c, testCreds.ServerTLS())
+				if c.Handshake() != nil {
 					return
 				}
 				_, _ = io.WriteString(c, bulkMagic)
@@ -326,7 +335,7 @@ func TestBulkClientHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := fakeBulk(t, tc.answer) // "missing answer": one answer for two ids
-			bp := &bulkPeer{target: addr, on: true}
+			bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
 			defer bp.close()
 			ids := []blocks.ID{id}
 			if tc.name == "missing answer" {
@@ -357,7 +366,7 @@ func TestBulkReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, addr := bulkServer(t, src, ServerOptions{}, true, false)
-	bp := &bulkPeer{target: addr, on: true}
+	bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
 	defer bp.close()
 	get := func() error {
 		return bp.get(t.Context(), []blocks.ID{id}, func(_ int, b *rxBlock) (bool, error) {
@@ -378,8 +387,9 @@ func TestBulkReconnects(t *testing.T) {
 	if len(bp.idle) != 1 {
 		t.Fatalf("%d idle connections", len(bp.idle))
 	}
-	bp.idle[0].c.(*net.TCPConn).CloseRead()
-	bp.idle[0].c.(*net.TCPConn).CloseWrite()
+	raw := bp.idle[0].c.(*tls.Conn).NetConn().(*net.TCPConn)
+	raw.CloseRead()
+	raw.CloseWrite()
 	bp.mu.Unlock()
 	if err := get(); err != nil {
 		t.Fatalf("after the server side closed: %v", err)

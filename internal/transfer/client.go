@@ -88,12 +88,6 @@ func getStream(ctx context.Context, c transferpb.BlocksClient, ids []blocks.ID, 
 	return nil
 }
 
-// checkBlockMessage checks a received Block's envelope against the ID
-// expected at its position; see checkBlock.
-func checkBlockMessage(msg *transferpb.Block, want blocks.ID) error {
-	return checkBlock(msg.GetId(), msg.GetStatus(), msg.GetData(), want)
-}
-
 // checkBlock checks the envelope of a received Block (its id, status and
 // data fields) against the ID expected at its position: the echoed ID, a
 // known status, no data with NOT_FOUND, and a length within MaxBlockSize.

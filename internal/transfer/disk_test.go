@@ -166,13 +166,13 @@ func startPeer2(t *testing.T, store blocks.Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(transfer.GRPCServerOptions()...)
+	g := grpc.NewServer(transfer.GRPCServerOptions(testCreds.ServerTLS(), nil)...)
 	srv := transfer.NewServer(store, transfer.ServerOptions{Logger: testLogger(t)})
 	srv.Register(g)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(srv.Listener(lis))
+		_ = g.Serve(srv.Listener(lis, testCreds.ServerTLS()))
 	}()
 	t.Cleanup(func() {
 		g.Stop()

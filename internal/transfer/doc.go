@@ -1,13 +1,14 @@
 // Package transfer moves content-addressed blocks between p2pc peers over
-// gRPC, with block data on a plain TCP bulk path beside it where the
+// gRPC, with block data on a simpler bulk path beside it where the
 // server offers one: a Server that serves a blocks.Store, a Fetcher that
 // fetches a whole file from many peers at once, a RemoteStore view of one
 // peer, and the connection Pool they share.
 //
 // # Wire protocol (p2pc.blocks.v1, transferpb/blocks.proto)
 //
-// One gRPC service, Blocks, read-only, over plaintext HTTP/2 (peers sit on
-// one LAN; integrity comes from the content addresses, not the channel):
+// One gRPC service, Blocks, read-only, over HTTP/2 on mutual TLS 1.3 (the
+// tls.Config comes from package trust: only members of the swarm connect;
+// integrity of blocks also comes from the content addresses):
 //
 //	rpc Have(HaveRequest{version, ids})  returns (HaveResponse{version, bitmap})
 //	rpc Get(GetRequest{version, ids})    returns (stream Block{id, status, data})
@@ -46,10 +47,10 @@
 //
 // gRPC's HTTP/2 framing costs about as much CPU as the hash of the block
 // on each side (16 KiB frames, each copied into and out of gRPC's
-// buffers), so a fetcher moves block data over plain TCP connections
-// when the server offers it, on the same port:
+// buffers), so a fetcher moves block data over its own connections
+// when the server offers it, on the same port, also mutual TLS 1.3:
 //
-//   - Server.Listener(l) wraps the gRPC server's listener. It reads the
+//   - Server.Listener(l, tls) wraps the gRPC server's listener. It reads the
 //     first 8 bytes of every connection: "P2PCBLK1" makes it a bulk
 //     connection, served by the Server itself; anything else (the HTTP/2
 //     preface) goes to gRPC with those bytes put back. A server whose
@@ -58,7 +59,10 @@
 //     only with a peer that advertised it. A server without it is
 //     gRPC-only, as before, and FetchOptions.NoBulk keeps a fetcher on
 //     gRPC.
-//   - A bulk connection opens with the magic both ways. Then the client
+//   - The client sends the magic in the clear, then the connection is
+//     mutual TLS with the same configuration as gRPC's (a refused
+//     handshake is logged once per address); the server answers the
+//     magic inside TLS. Then the client
 //     sends requests, one at a time: a big-endian uint32 n (1 to
 //     MaxGetIDs) and n IDs of 32 bytes; the server answers each ID in
 //     order with a 37-byte header (the ID, a status byte: 0 OK,

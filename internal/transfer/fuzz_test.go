@@ -142,3 +142,9 @@ func TestBlockCodecAligns(t *testing.T) {
 		rx.release()
 	}
 }
+
+// checkBlockMessage checks a received Block's envelope against the ID
+// expected at its position, as the fetcher does; see checkBlock.
+func checkBlockMessage(msg *transferpb.Block, want blocks.ID) error {
+	return checkBlock(msg.GetId(), msg.GetStatus(), msg.GetData(), want)
+}

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,6 +19,7 @@ var ErrPoolClosed = errors.New("transfer: connection pool closed")
 // by themselves; Drop forgets a peer that left. Safe for concurrent use.
 type Pool struct {
 	dial []grpc.DialOption
+	tls  *tls.Config // for bulk connections
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -25,10 +27,10 @@ type Pool struct {
 	closed bool
 }
 
-// NewPool returns an empty pool. Its connections use DialOptions followed
-// by extra.
-func NewPool(extra ...grpc.DialOption) *Pool {
-	return &Pool{dial: append(DialOptions(), extra...), conns: make(map[string]*grpc.ClientConn), bulk: make(map[string]*bulkPeer)}
+// NewPool returns an empty pool. Its connections use DialOptions(clientTLS)
+// followed by extra; its bulk connections the same TLS configuration.
+func NewPool(clientTLS *tls.Config, extra ...grpc.DialOption) *Pool {
+	return &Pool{dial: append(DialOptions(clientTLS), extra...), tls: clientTLS, conns: make(map[string]*grpc.ClientConn), bulk: make(map[string]*bulkPeer)}
 }
 
 // Conn returns the connection to target, creating it if needed. Creating
@@ -69,7 +71,7 @@ func (p *Pool) bulkPeer(target string) *bulkPeer {
 	}
 	b, ok := p.bulk[target]
 	if !ok {
-		b = &bulkPeer{target: target}
+		b = &bulkPeer{target: target, tls: p.tls}
 		p.bulk[target] = b
 	}
 	return b

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -30,7 +31,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The p2pc processes the tests start are members of one fresh swarm;
+	// nothing is written to the user's config folder.
+	cfg, err := os.MkdirTemp("", "p2pc-swarm-")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := harness.UseTestSwarm(cfg); err != nil {
+		panic(err)
+	}
 	code := m.Run()
+	os.RemoveAll(cfg)
 	if p2pcDir != "" {
 		os.RemoveAll(p2pcDir)
 	}

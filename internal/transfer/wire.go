@@ -1,12 +1,14 @@
 package transfer
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/internal/blocks"
@@ -38,9 +40,16 @@ const (
 )
 
 // GRPCServerOptions returns the options a grpc.Server that hosts the
-// Blocks service needs: message bounds and windows sized for blocks.
-func GRPCServerOptions() []grpc.ServerOption {
+// Blocks service needs: mutual TLS with serverTLS (a trust.Creds'
+// ServerTLS; required: there is no plaintext; refused handshakes are
+// logged to log once per address), message bounds and windows
+// sized for blocks.
+func GRPCServerOptions(serverTLS *tls.Config, log *slog.Logger) []grpc.ServerOption {
+	if serverTLS == nil {
+		panic("transfer: GRPCServerOptions without TLS")
+	}
 	return []grpc.ServerOption{
+		grpc.Creds(serverCreds(serverTLS, log)),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.InitialWindowSize(streamWindow),
@@ -55,12 +64,14 @@ func GRPCServerOptions() []grpc.ServerOption {
 }
 
 // DialOptions returns the client options for talking to a Blocks server:
-// plaintext (p2pc peers are on one trusted LAN; integrity comes from the
-// content addresses, not the channel), the same message bounds and
-// windows as the server.
-func DialOptions() []grpc.DialOption {
+// mutual TLS with clientTLS (a trust.Creds' ClientTLS; required), the
+// same message bounds and windows as the server.
+func DialOptions(clientTLS *tls.Config) []grpc.DialOption {
+	if clientTLS == nil {
+		panic("transfer: DialOptions without TLS")
+	}
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessageSize),
 			grpc.MaxCallSendMsgSize(MaxMessageSize),

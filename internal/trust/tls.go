@@ -1,0 +1,186 @@
+package trust
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// ErrNotMember is wrapped by the handshake error when a peer's certificate
+// does not prove membership of this swarm.
+var ErrNotMember = errors.New("peer certificate is not from this swarm (another swarm's secret, or none)")
+
+// Creds are a member's credentials: its identity and its certificate
+// signed by the swarm CA.
+type Creds struct {
+	id     *Identity
+	cert   tls.Certificate
+	caPub  ed25519.PublicKey
+	swarm  string
+	secret Secret
+}
+
+// Validity of member certificates. Peers do not check it (see doc.go), so
+// clocks need not agree; it is wide for other tools that might look.
+var (
+	certNotBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	certNotAfter  = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// NewCreds signs a certificate for id with the swarm CA of s.
+func NewCreds(s Secret, id *Identity) (*Creds, error) {
+	ca := s.caKey()
+	caPub := ca.Public().(ed25519.PublicKey)
+	swarm := s.SwarmID()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "p2pc swarm " + swarm},
+		NotBefore:             certNotBefore,
+		NotAfter:              certNotAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caPub, ca)
+	if err != nil {
+		return nil, fmt.Errorf("swarm CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("swarm CA: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("node certificate: %w", err)
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: id.ID.String()},
+		NotBefore:    certNotBefore,
+		NotAfter:     certNotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, id.Key.Public(), ca)
+	if err != nil {
+		return nil, fmt.Errorf("node certificate: %w", err)
+	}
+	return &Creds{
+		id:     id,
+		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: id.Key},
+		caPub:  caPub,
+		swarm:  swarm,
+		secret: s,
+	}, nil
+}
+
+// ID is this node's ID.
+func (c *Creds) ID() NodeID { return c.id.ID }
+
+// SwarmID names the swarm (see Secret.SwarmID).
+func (c *Creds) SwarmID() string { return c.swarm }
+
+// GossipKey is the swarm's memberlist key.
+func (c *Creds) GossipKey() []byte { return c.secret.GossipKey() }
+
+// VerifyCert checks that a DER certificate proves membership of the swarm
+// and returns the node ID it names. Time is not checked.
+func (c *Creds) VerifyCert(der []byte) (NodeID, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return NodeID{}, fmt.Errorf("%w: %v", ErrNotMember, err)
+	}
+	return c.verify(cert)
+}
+
+func (c *Creds) verify(cert *x509.Certificate) (NodeID, error) {
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok || cert.SignatureAlgorithm != x509.PureEd25519 {
+		return NodeID{}, fmt.Errorf("%w: not an Ed25519 member certificate", ErrNotMember)
+	}
+	if !ed25519.Verify(c.caPub, cert.RawTBSCertificate, cert.Signature) {
+		return NodeID{}, ErrNotMember
+	}
+	return IDOf(pub), nil
+}
+
+// verifyConn is the VerifyConnection of both ends: exactly one certificate,
+// from the swarm CA.
+func (c *Creds) verifyConn(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) != 1 {
+		return fmt.Errorf("%w: %d certificates presented, want 1", ErrNotMember, len(cs.PeerCertificates))
+	}
+	_, err := c.verify(cs.PeerCertificates[0])
+	return err
+}
+
+func (c *Creds) base() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		MaxVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.cert},
+		// Certificates are checked by verifyConn against the swarm CA,
+		// without host names or clocks; the standard checks need both.
+		InsecureSkipVerify:     true,
+		VerifyConnection:       c.verifyConn,
+		SessionTicketsDisabled: true,
+	}
+}
+
+// ServerTLS is the configuration of a node's listener: TLS 1.3, a client
+// certificate from the swarm required.
+func (c *Creds) ServerTLS() *tls.Config {
+	cfg := c.base()
+	cfg.ClientAuth = tls.RequireAnyClientCert
+	return cfg
+}
+
+// ClientTLS is the configuration for dialling a node: TLS 1.3, this
+// node's certificate presented, the server's checked against the swarm.
+func (c *Creds) ClientTLS() *tls.Config { return c.base() }
+
+// PeerID is the node ID proven by the other end of a verified connection.
+func PeerID(cs tls.ConnectionState) (NodeID, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return NodeID{}, errors.New("no peer certificate")
+	}
+	pub, ok := cs.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return NodeID{}, errors.New("peer certificate is not Ed25519")
+	}
+	return IDOf(pub), nil
+}
+
+// PeerIDFromContext is the node ID of the other end of a gRPC call: the
+// server's ctx of a handler, or a client stream's Context().
+func PeerIDFromContext(ctx context.Context) (NodeID, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return NodeID{}, errors.New("no peer in context")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return NodeID{}, errors.New("connection is not TLS")
+	}
+	return PeerID(info.State)
+}
+
+// Ephemeral returns credentials for s with a fresh identity that is not
+// saved: for short-lived observers and tests.
+func Ephemeral(s Secret) (*Creds, error) {
+	id, err := NewIdentity()
+	if err != nil {
+		return nil, err
+	}
+	return NewCreds(s, id)
+}

@@ -18,7 +18,8 @@
 #
 # Parameters (environment): SIZE_MIB RUNS MSIZE_MIB MRUNS CAP FAST_CAP SOURCES
 # SKIP_SINGLE SKIP_MULTI NO_TMPFS B_STORAGE=tmpfs|disk OUT P2PC_BIN (use this
-# binary instead of building ./cmd/p2pc) GET_FLAGS (extra flags for get in (b))
+# binary instead of building ./cmd/p2pc) GET_FLAGS (extra flags for every p2pc
+# get, e.g. --no-bulk to move block data over gRPC)
 # WARM_MIB (free memory warmed before each timed command in (a); 0 turns it off).
 #
 # Traffic goes only over loopback and the namespaces this script creates;
@@ -214,11 +215,11 @@ single_source() {
 	}
 	last() { echo ${times[$1]} | awk '{print $NF}'; }
 	for i in $(seq "$RUNS"); do
-		timed p2pc_get_output "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" -o "$dir/a.out" \
+		timed p2pc_get_output "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" -o "$dir/a.out" ${GET_FLAGS:-} \
 			--stats-json "$WORK/a-stats.json" 2>"$WORK/a-get.err" || { cat "$WORK/a-get.err" >&2; return 1; }
 		cmp -s "$file" "$dir/a.out" || { echo "run.sh: p2pc output differs" >&2; return 1; }
 		times[p2pc_get_output_fetch_phase]+="$(awk -v ns="$(json_field "$WORK/a-stats.json" duration_ns)" 'BEGIN {print ns/1e9}') "
-		timed p2pc_get_store_only "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" 2>"$WORK/a-get.err" ||
+		timed p2pc_get_store_only "${pids[0]}" "$BIN" --data "$dir/a-dst" blocks get "$id" --from "$addr" ${GET_FLAGS:-} 2>"$WORK/a-get.err" ||
 			{ cat "$WORK/a-get.err" >&2; return 1; }
 		timed rsync "${pids[1]}" rsync --whole-file --no-compress "rsync://127.0.0.1:$port/bench/a.bin" "$dir/a.out"
 		cmp -s "$file" "$dir/a.out" || { echo "run.sh: rsync output differs" >&2; return 1; }
@@ -412,7 +413,7 @@ multi_source() {
 		for r in $(seq "$MRUNS"); do
 			rm -rf "$BDIR/b-sink" "$BDIR/b.out"
 			t0=$(now)
-			ip netns exec "$sink" "$BIN" --data "$BDIR/b-sink" blocks get "$id" --from "$faddr" -o "$BDIR/b.out" 2>"$WORK/b-get.err" ||
+			ip netns exec "$sink" "$BIN" --data "$BDIR/b-sink" blocks get "$id" --from "$faddr" -o "$BDIR/b.out" ${GET_FLAGS:-} 2>"$WORK/b-get.err" ||
 				{ cat "$WORK/b-get.err" >&2; return 1; }
 			t1=$(now)
 			cmp -s "$file" "$BDIR/b.out" || { echo "run.sh: p2pc output differs" >&2; return 1; }

@@ -31,7 +31,7 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dead, dirlock.FileName), []byte("pid 1\n"), 0o600)
 
-	n, err := New(Config{Name: "n", DataDir: data, ShutdownGrace: time.Second})
+	n, err := New(Config{Name: "n", DataDir: data, ShutdownGrace: time.Second, Creds: testCreds})
 	if err != nil {
 		t.Fatal(err)
 	}

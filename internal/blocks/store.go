@@ -38,23 +38,10 @@ type Store interface {
 // ErrTooLarge if data is longer than MaxBlockSize and ErrCorrupt if
 // Sum(data) != id. Stores call it on Put; a fetcher calls it on receipt.
 func CheckBlock(id ID, data []byte) error {
-	if err := checkLen(id, len(data)); err != nil {
-		return err
+	if len(data) > MaxBlockSize {
+		return fmt.Errorf("block %s: %d bytes: %w", id.Short(), len(data), ErrTooLarge)
 	}
-	return checkSum(id, Sum(data))
-}
-
-// checkLen and checkSum are CheckBlock's two checks: a block's length, and
-// the ID its bytes hash to (got).
-func checkLen(id ID, n int) error {
-	if n > MaxBlockSize {
-		return fmt.Errorf("block %s: %d bytes: %w", id.Short(), n, ErrTooLarge)
-	}
-	return nil
-}
-
-func checkSum(id, got ID) error {
-	if got != id {
+	if got := Sum(data); got != id {
 		return fmt.Errorf("block %s: content hashes to %s: %w", id.Short(), got.Short(), ErrCorrupt)
 	}
 	return nil

@@ -1,10 +1,6 @@
 package blocks
 
-import (
-	"context"
-
-	"github.com/p2pc/p2pc/internal/multisha"
-)
+import "context"
 
 // Verified is a block whose bytes have been checked against its ID. The
 // only ways to get one are Verify, which hashes the bytes, and this
@@ -27,48 +23,6 @@ func Verify(id ID, data []byte) (Verified, error) {
 		return Verified{}, err
 	}
 	return Verified{id: id, data: data}, nil
-}
-
-// VerifyAll is Verify of each data[i] against ids[i], with the blocks of
-// equal length hashed together (multisha.SumEqual, many at once where the
-// processor allows). ok[i] holds the verified blocks; errs[i] is
-// non-nil for the others.
-func VerifyAll(ids []ID, data [][]byte, ok []Verified, errs []error) {
-	if len(data) != len(ids) || len(ok) != len(ids) || len(errs) != len(ids) {
-		panic("blocks: VerifyAll: slices of different lengths")
-	}
-	var sums [multisha.Lanes][multisha.Size]byte
-	var msgs [multisha.Lanes][]byte
-	var at [multisha.Lanes]int
-	done := make([]bool, len(ids))
-	for i := range ids {
-		if done[i] {
-			continue
-		}
-		// Gather up to Lanes blocks of data[i]'s length, from i on.
-		k := 0
-		for j := i; j < len(ids) && k < multisha.Lanes; j++ {
-			if done[j] || len(data[j]) != len(data[i]) {
-				continue
-			}
-			done[j] = true
-			if err := checkLen(ids[j], len(data[j])); err != nil {
-				ok[j], errs[j] = Verified{}, err
-				continue
-			}
-			msgs[k], at[k] = data[j], j
-			k++
-		}
-		multisha.SumEqual(sums[:k], msgs[:k])
-		for n, j := range at[:k] {
-			if err := checkSum(ids[j], ID(sums[n])); err != nil {
-				ok[j], errs[j] = Verified{}, err
-				continue
-			}
-			ok[j], errs[j] = Verified{id: ids[j], data: data[j]}, nil
-		}
-		clear(msgs[:k])
-	}
 }
 
 // trusted wraps bytes whose ID the caller has just computed from them.

@@ -35,7 +35,7 @@
 //     on hostile input (FuzzBlockMessage).
 //
 // The receiver trusts nothing it is sent: every block is checked against
-// the length the manifest gives and against its ID (blocks.VerifyAll) before
+// the length the manifest gives and against its ID (blocks.Verify) before
 // it is stored. That is the one hash of the block on the receiving side:
 // the store takes the Verified block without hashing it again
 // (blocks.PutVerified, blocks.Batch). The sending side checks what it
@@ -129,16 +129,13 @@
 // fetch fails with ErrNoHolder when no live peer is left, or when it has
 // made no progress for GiveUp with nothing in flight.
 //
-// A peer's slot is freed as soon as its answer is in; the worker then
-// verifies the blocks and writes them, so Concurrency bounds requests and
-// writes together and neither the hashing nor the disk idles the network.
-// Hashing is most of a receiver's CPU, and where the processor has
-// AVX-512 (package multisha) 16 blocks of one length hash together in
-// about the time crypto/sha256 takes for 7 or 8: so received blocks wait
-// in a queue until 16 have arrived, or until no request is in flight
-// (nothing more is coming to join them), and are verified as a batch. A
-// block that fails verification bans its sender and goes back to the
-// pool.
+// A peer's slot is freed as soon as its answer is in; the worker that
+// received the blocks then verifies them (crypto/sha256, one block at a
+// time, at once) and writes them, so Concurrency bounds requests, hashing
+// and writes together and neither the hashing nor the disk idles the
+// network. Hashing is most of a receiver's CPU; the workers run in
+// parallel, so it spreads over the cores. A block that fails verification
+// bans its sender and goes back to the pool.
 //
 // Into a blocks.DiskStore, fetched blocks go through a blocks.Batch: each
 // is written to a temporary file as it arrives, and every CommitBytes

@@ -196,9 +196,8 @@ func (f *Fetcher) finish(r *fetch, err error) (*FetchStats, error) {
 // fetch is the state of one Fetch call. What it fetches and where the
 // blocks go is set up before the workers start and read-only after; what
 // changes while they run has its own lock: the ledger (what is missing, in
-// flight, held by whom) and the verify queue (blocks received, not yet
-// verified). The workers (worker, do) ask the ledger for a request, send
-// it, queue the answers, and drain the queue (fetchverify.go); the
+// flight, held by whom). The workers (worker, do) ask the ledger for a
+// request, send it, and verify and write the answers (fetchverify.go); the
 // refresher asks the peers what they hold (fetchpeer.go); the committer
 // makes written blocks durable (commit).
 type fetch struct {
@@ -210,7 +209,6 @@ type fetch struct {
 	start time.Time
 
 	st *ledger
-	vq verifyQueue
 
 	// Set up before the workers start (run, plan, FetchFile), then
 	// read-only.
@@ -295,9 +293,9 @@ func (r *fetch) prepare(ctx context.Context, file blocks.ID) error {
 }
 
 // transfer fetches the planned blocks: Concurrency workers send requests
-// and drain the verify queue, a refresher asks the peers again what they
-// hold every RefreshInterval, and, if the store batches, a committer makes
-// written blocks durable every CommitInterval. A committer's failure ends
+// and verify and write the answers, a refresher asks the peers again what
+// they hold every RefreshInterval, and, if the store batches, a committer
+// makes written blocks durable every CommitInterval. A committer's failure ends
 // the fetch with its error.
 func (r *fetch) transfer(ctx context.Context) error {
 	r.refresh(ctx)
@@ -331,7 +329,6 @@ func (r *fetch) transfer(ctx context.Context) error {
 		workers.Go(func() error { return r.worker(wctx) })
 	}
 	err := workers.Wait()
-	r.vq.release()
 	stopRefresh()
 	close(stopCommits)
 	_ = bg.Wait() // the refresher only logs; the committer reports through fail
@@ -409,10 +406,9 @@ func (r *fetch) worker(ctx context.Context) error {
 
 // do sends one job's request and handles the answers. The peer's slot is
 // freed as soon as the answers are in; each block is then verified (hashed)
-// once, and written, outside it (drain, which may batch it with blocks of
-// other requests), so that neither the hashing nor a slow disk idles the
-// network: Concurrency bounds the requests and the writes together,
-// PerPeer only the requests. The store trusts that one check. A block
+// once, by this worker, and written, outside it (verify), so that neither
+// the hashing nor a slow disk idles the network: Concurrency bounds the
+// requests and the hashing and writes together, PerPeer only the requests. The store trusts that one check. A block
 // that fails it bans the peer and goes back to the pool; the others are
 // kept, each verified on its own. Only a local failure (the store, the
 // output file) is returned: peer trouble is dealt with here.
@@ -453,6 +449,5 @@ func (r *fetch) do(ctx context.Context, j *job) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	r.vq.push(got)
-	return r.drain(ctx)
+	return r.verify(ctx, got)
 }

@@ -114,13 +114,6 @@ func (l *ledger) signalLocked() {
 	l.changed = make(chan struct{})
 }
 
-// idle reports whether no request is in flight.
-func (l *ledger) idle() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inflight == 0
-}
-
 // question asks one peer about the units it is not known to hold.
 type question struct {
 	p     *peerState

@@ -121,6 +121,9 @@ reduce: true
 `
 
 func TestMandelbrotSameImageHoweverSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; plugins/mandelbrot's tests check the bands and TestSwarmStaticPeers the swarm's image in -short")
+	}
 	dir := t.TempDir()
 	var pngs [][]byte
 	for _, c := range []struct{ bands, slots int }{{1, 1}, {64, 2}, {7, 3}} {

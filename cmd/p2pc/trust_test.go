@@ -332,6 +332,9 @@ func TestWireIsEncrypted(t *testing.T) {
 // another swarm announces itself with mDNS next to a member. The swarm's
 // job runs on the member only, and the stranger is never listed.
 func TestStrangerByMDNS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow; TestStrangerGetsNothing (by address) and discovery's TestOtherSwarmCannotJoin cover it in -short")
+	}
 	if !harness.InPrivateNetns() {
 		t.Skip("mDNS runs only inside a private network namespace")
 	}

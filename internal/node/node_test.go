@@ -141,14 +141,7 @@ func TestWorkRejectsMalformedStreams(t *testing.T) {
 // all, or another swarm's) fails the handshake and reaches no service.
 func TestStrangersRefused(t *testing.T) {
 	n, _ := startNode(t, 1)
-	other, err := trust.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign, err := trust.Ephemeral(other)
-	if err != nil {
-		t.Fatal(err)
-	}
+	foreign := trust.TestMember() // of another swarm
 	blind := foreign.ClientTLS()
 	blind.VerifyConnection = nil
 	refused := transfer.RefusedHandshakes()

@@ -184,3 +184,18 @@ func Ephemeral(s Secret) (*Creds, error) {
 	}
 	return NewCreds(s, id)
 }
+
+// TestMember returns the credentials of one member of a fresh swarm, made
+// in memory: for tests and benchmarks whose both ends connect as members.
+// It panics if the system's random source fails.
+func TestMember() *Creds {
+	s, err := NewSecret()
+	if err != nil {
+		panic(err)
+	}
+	c, err := Ephemeral(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

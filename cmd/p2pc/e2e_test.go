@@ -74,21 +74,11 @@ type result struct {
 	stdout, stderr string
 }
 
-// p2pc runs the binary with args and waits up to two minutes.
+// p2pc runs the binary with args on the tests' data folder and waits up
+// to two minutes.
 func p2pc(t *testing.T, args ...string) result {
 	t.Helper()
-	p, err := harness.Start(p2pcBin, append([]string{"--data", dataDir}, args...), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := p.Wait(2 * time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckLogs(); err != nil {
-		t.Fatal(err)
-	}
-	return result{code, p.Stdout(), p.Stderr()}
+	return p2pcEnv(t, nil, append([]string{"--data", dataDir}, args...)...)
 }
 
 // writeSpec writes a spec into dir, replacing {{repo}} with the repository root.

@@ -86,7 +86,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitInternal
 	}
-	kctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(expandUIFlag(args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitBadInput

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/webui"
 	"github.com/p2pc/p2pc/spec"
 )
 
@@ -32,11 +34,13 @@ type RunCmd struct {
 	JSON       bool          `help:"Print report.json on stdout when the job ends."`
 	Force      bool          `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
+	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 }
 
 // Run parses, prepares and runs the job, then prints a summary.
 func (c *RunCmd) Run(g *Globals) error {
-	ctx := g.Ctx
+	ctx, cancel := context.WithCancel(g.Ctx) // the web view's cancel button
+	defer cancel()
 	js, err := spec.ParseFile(c.Spec)
 	if err != nil {
 		return withCode(exitBadInput, err)
@@ -63,6 +67,17 @@ func (c *RunCmd) Run(g *Globals) error {
 		return err
 	}
 	defer sw.stop()
+	var live *job.Live
+	if c.UI != "" {
+		live = job.NewLive()
+		peers := &runPeers{self: sw.name, slots: slots, live: live, members: sw.members, conf: confinement()}
+		stopUI, err := startUI(ctx, g, c.UI, webui.DefaultRunAddr, webui.Config{
+			Title: "job " + js.Name, Job: live, Swarm: peers, OutDir: p.OutDir, Cancel: cancel})
+		if err != nil {
+			return err
+		}
+		defer stopUI()
+	}
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
@@ -77,6 +92,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		StallAfter: c.StallAfter,
 		WaitPeers:  c.WaitPeers,
 		TrustFile:  filepath.Join(g.Data, "trust.json"),
+		Live:       live,
 	})
 	prog.Finish()
 	if rep != nil {

@@ -23,7 +23,9 @@ var _ job.Swarm = (*node.Swarm)(nil)
 type submitterSwarm struct {
 	name   string
 	remote *job.RemoteOptions // nil: local only
-	stop   func()
+	// members lists the swarm's members (nil: local only).
+	members func() []discovery.Member
+	stop    func()
 }
 
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
@@ -95,9 +97,10 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 	}
 	sw := &node.Swarm{Self: name, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
 	return &submitterSwarm{
-		name:   name,
-		remote: &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
-		stop:   func() { cancel(); wg.Wait(); own.Remove() },
+		name:    name,
+		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
+		members: presence.Members,
+		stop:    func() { cancel(); wg.Wait(); own.Remove() },
 	}, nil
 }
 

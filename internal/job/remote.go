@@ -135,6 +135,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	log := s.r.log.With("peer", peer.Name, "addr", peer.Addr)
 	// The stream lives in ctx: whoever ends the session (the worker's own
 	// goroutines with a cause, the swarm, the job) ends the stream too.
+	outer := ctx // ended by the job or the swarm, not by the session
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -172,6 +173,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
 		s.q.Enrol(peer.Name)
+		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:
 		return failed(fmt.Errorf("unexpected first message %T", first.Msg))
 	}
@@ -179,6 +181,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
 	err = w.run(ctx, cancel)
+	s.r.opts.Live.sessionDown(peer.Name, err, outer.Err() != nil)
 	lost := s.q.Lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
 	if lost > 0 {
 		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", err)

@@ -67,6 +67,8 @@ type RunOptions struct {
 	// peers are still awaited: then it waits, saying why every StallAfter.
 	StallAfter time.Duration
 	WaitPeers  bool
+	// Live, if set, lets a watcher read the running job (the web view).
+	Live *Live
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
@@ -154,6 +156,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
+	r.opts.Live.attach(r)
 	ids := make([]string, len(job.Tasks))
 	for i, t := range job.Tasks {
 		ids[i] = t.ID

@@ -131,7 +131,7 @@ func (p *runPeers) Peers() []webui.Peer {
 		case !s.Up && s.Err != "":
 			out[i].State, out[i].Note, out[i].Used = webui.PeerLost, s.Err, 0
 		case !s.Up:
-			out[i].Note = "not working for this job"
+			out[i].State, out[i].Note = webui.PeerIdle, "not working for this job"
 		}
 	}
 	return out

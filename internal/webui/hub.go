@@ -195,6 +195,32 @@ func (h *hub) leave(c *client) {
 	h.mu.Unlock()
 }
 
+// flush publishes a last snapshot and waits, until deadline, for every
+// client to have taken what it was offered.
+func (h *hub) flush(deadline time.Time) {
+	h.mu.Lock()
+	watched := len(h.clients) > 0
+	h.mu.Unlock()
+	if !watched {
+		return
+	}
+	h.publish(h.build(time.Now()))
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		left := 0
+		for c := range h.clients {
+			c.mu.Lock()
+			left += len(c.pending)
+			c.mu.Unlock()
+		}
+		h.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // serveEvents streams "update" events, each a JSON object of the
 // sections that changed, at most one per Every.
 func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {

@@ -152,34 +152,44 @@ func (s *Server) URL(ln net.Listener) string {
 	return u
 }
 
-// Serve serves on ln until ctx ends.
+// Serve serves on ln until ctx ends. Then it sends connected pages a
+// last snapshot (the job's end), waiting up to a second for them to take
+// it, and stops.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.open = IsLoopback(ln.Addr().String())
+	// Requests live until the last snapshot went out, not until ctx ends.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 	}
-	hctx, stop := context.WithCancel(ctx)
+	hctx, stopHub := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.hub.run(hctx)
 	}()
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
+		<-done
+		s.hub.flush(time.Now().Add(time.Second))
+		endRequests()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = s.srv.Shutdown(sctx) // event streams end with ctx (BaseContext)
+		_ = s.srv.Shutdown(sctx)
 		_ = s.srv.Close()
 	}()
 	err := s.srv.Serve(ln)
-	stop()
-	<-done
+	stopHub()
+	endRequests()
+	<-stopped
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

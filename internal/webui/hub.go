@@ -32,6 +32,9 @@ type hub struct {
 	series   series
 	nextScan time.Time
 	wake     chan struct{} // a client arrived: build at once
+	// peerDone is each peer's Done over time, for its rate when there is
+	// no report to count from (the view of a peer).
+	peerDone map[string][]Point
 }
 
 // client is one event stream. pending holds the sections not yet sent
@@ -113,9 +116,40 @@ func (h *hub) build(now time.Time) map[string]any {
 		peers = h.cfg.Swarm.Peers()
 	}
 	finishPeers(peers, sc)
+	if sc == nil {
+		h.peerRates(peers, now)
+	}
 	out["peers"] = nonNil(peers)
 	out["title"] = h.cfg.Title
 	return out
+}
+
+// peerRates sets each peer's Rate from how its Done grew over RateWindow.
+func (h *hub) peerRates(peers []Peer, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.peerDone == nil {
+		h.peerDone = map[string][]Point{}
+	}
+	seen := map[string]bool{}
+	for i := range peers {
+		p := &peers[i]
+		k := p.ID + "/" + p.Name
+		seen[k] = true
+		hist := append(h.peerDone[k], Point{T: now.UnixMilli(), Settled: p.Done})
+		for len(hist) > 1 && now.Sub(time.UnixMilli(hist[0].T)) > RateWindow {
+			hist = hist[1:]
+		}
+		h.peerDone[k] = hist
+		if dt := now.Sub(time.UnixMilli(hist[0].T)).Seconds(); dt >= 1 {
+			p.Rate = float64(p.Done-hist[0].Settled) / dt
+		}
+	}
+	for k := range h.peerDone {
+		if !seen[k] {
+			delete(h.peerDone, k)
+		}
+	}
 }
 
 func nonNil[T any](xs []T) []T {

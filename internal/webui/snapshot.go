@@ -265,6 +265,20 @@ func eta(left int, rate float64) float64 {
 // finishPeers fills in what the report says of each peer and decides the
 // state of those whose source left it open.
 func finishPeers(peers []Peer, sc *scan) {
+	if sc != nil {
+		// This machine's own slots: what runs and is not on a peer.
+		remote := 0
+		for _, p := range peers {
+			if !p.Self && p.Used > 0 {
+				remote += p.Used
+			}
+		}
+		for i := range peers {
+			if p := &peers[i]; p.Self && p.Used < 0 {
+				p.Used = min(max(sc.job.Running-remote, 0), p.Slots)
+			}
+		}
+	}
 	for i := range peers {
 		p := &peers[i]
 		if sc != nil {

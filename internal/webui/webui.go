@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -198,8 +200,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // Handler is the view's HTTP handler (Serve uses it; tests too).
 func (s *Server) Handler() http.Handler {
-	sub, _ := fs.Sub(assets, "assets")
-	files := http.FileServer(http.FS(sub))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.read(func(w http.ResponseWriter, r *http.Request) {
 		if tok := r.URL.Query().Get("token"); tok != "" && s.valid(tok) {
@@ -215,7 +215,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write(data)
 	}))
-	mux.Handle("GET /assets/", s.read(http.StripPrefix("/assets/", files).ServeHTTP))
+	mux.HandleFunc("GET /assets/{name}", s.read(serveAsset))
 	mux.HandleFunc("GET /api/events", s.read(s.hub.serveEvents))
 	mux.HandleFunc("GET /api/snapshot", s.read(s.hub.serveSnapshot))
 	mux.HandleFunc("GET /api/tasks", s.read(s.serveTasks))
@@ -236,6 +236,24 @@ func (s *Server) Handler() http.Handler {
 }
 
 const cookieName = "p2pc_ui"
+
+// serveAsset answers one embedded file by its plain name: no folders, no
+// listings, nothing but the page's own scripts and styles.
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ct := mime.TypeByExtension(path.Ext(name))
+	if !fs.ValidPath(name) || strings.ContainsAny(name, "/\\") || name == "index.html" || ct == "" {
+		http.NotFound(w, r)
+		return
+	}
+	data, err := assets.ReadFile("assets/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Write(data)
+}
 
 // secureHeaders: no framing, no sniffing, only our own scripts.
 func secureHeaders(h http.Handler) http.Handler {

@@ -220,7 +220,7 @@ func runSuite(ctx context.Context, s Suite, env *Env) (*Result, error) {
 	return res, nil
 }
 
-// writeTop writes machine.json, machine.md and summary.md (from every
+// writeTop writes machine.json, machine.md, summary.md and report.html (from every
 // suite folder's rows.json, so that a run of one suite keeps the others'
 // rows).
 func writeTop(out string, m Machine) error {
@@ -269,7 +269,7 @@ func writeTop(out string, m Machine) error {
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(md.String()), 0o644); err != nil {
 		return fmt.Errorf("write summary.md: %w", err)
 	}
-	return nil
+	return writeHTML(out, m, results, time.Now())
 }
 
 func rowsOf(r *Result) [][]string {

@@ -93,7 +93,7 @@ func printBenchTable(out *bench.Outcome) {
 			fmt.Printf("note (%s): %s\n", r.Suite, n)
 		}
 	}
-	fmt.Printf("results: %s (summary.md, machine.md, one folder per suite)\n", out.Out)
+	fmt.Printf("results: %s (summary.md, report.html, machine.md, one folder per suite)\n", out.Out)
 }
 
 // benchProgress shows bench phases: a pb/v3 bar per phase on a terminal,

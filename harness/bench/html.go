@@ -99,15 +99,15 @@ pre { background: #f4f5f7; padding: .8em; overflow: auto; } nav a { margin-right
 `))
 
 // writeHTML writes ReportHTML into out from the suites' results and the
-// figures in their folders.
-func writeHTML(out string, m Machine, results []*Result, now time.Time) error {
+// figures in their folders (dirs).
+func writeHTML(out string, m Machine, results []*Result, dirs map[*Result]string, now time.Time) error {
 	data := struct {
 		When    string
 		Suites  []htmlSuite
 		Machine string
 	}{When: now.UTC().Format("2006-01-02 15:04 MST"), Machine: m.Markdown()}
 	for _, r := range results {
-		data.Suites = append(data.Suites, htmlSuite{Result: r, Table: rowsOf(r), Figures: figuresOf(filepath.Join(out, r.Suite))})
+		data.Suites = append(data.Suites, htmlSuite{Result: r, Table: rowsOf(r), Figures: figuresOf(dirs[r])})
 	}
 	var buf bytes.Buffer
 	if err := reportTmpl.Execute(&buf, data); err != nil {

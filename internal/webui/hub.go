@@ -32,6 +32,7 @@ type hub struct {
 	series   series
 	nextScan time.Time
 	wake     chan struct{} // a client arrived: build at once
+	final    chan struct{} // closed by flush: streams send without waiting
 	// peerDone is each peer's Done over time, for its rate when there is
 	// no report to count from (the view of a peer).
 	peerDone map[string][]Point
@@ -46,7 +47,7 @@ type client struct {
 }
 
 func newHub(cfg Config, log *slog.Logger) *hub {
-	return &hub{cfg: cfg, log: log, clients: map[*client]struct{}{}, sections: map[string]json.RawMessage{}, wake: make(chan struct{}, 1)}
+	return &hub{cfg: cfg, log: log, clients: map[*client]struct{}{}, sections: map[string]json.RawMessage{}, wake: make(chan struct{}, 1), final: make(chan struct{})}
 }
 
 func (h *hub) run(ctx context.Context) {
@@ -232,6 +233,7 @@ func (h *hub) leave(c *client) {
 // flush publishes a last snapshot and waits, until deadline, for every
 // client to have taken what it was offered.
 func (h *hub) flush(deadline time.Time) {
+	close(h.final)
 	h.mu.Lock()
 	watched := len(h.clients) > 0
 	h.mu.Unlock()
@@ -300,6 +302,7 @@ func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 				return
+			case <-h.final:
 			case <-time.After(h.cfg.Every):
 			}
 		}

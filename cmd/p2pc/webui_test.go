@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,7 +50,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox,
 		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 1000),
+		chromedp.WindowSize(1280, 1400),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -104,7 +105,7 @@ func procsWith(s string) []int {
 // screenshot saves what the window shows as NAME.png in the artifacts folder.
 func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
-	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()) // the window, 1280x1000
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()) // the window, 1280x1400
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -178,6 +179,9 @@ tasks:
 	}
 	waitPage(t, ctx, "the failed filter lists the crashed task", `document.querySelectorAll("#tasks tbody tr[data-state=failed]").length === 1`, 5*time.Second)
 	screenshot(t, ctx, "webui-lost-and-failed")
+	waitPage(t, ctx, "half the job done while it runs",
+		`+document.getElementById("count-done").textContent >= 30 && document.getElementById("job-state").textContent === "running"`, 60*time.Second)
+	screenshot(t, ctx, "webui-midway") // the one docs/img/webui.png shows
 	waitPage(t, ctx, "the counts reach the job's total",
 		`(+document.getElementById("count-done").textContent) + (+document.getElementById("count-failed").textContent) === 61 && +document.getElementById("count-total").textContent === 61`, 60*time.Second)
 	screenshot(t, ctx, "webui-done")
@@ -192,5 +196,53 @@ tasks:
 	if resp, err := http.Get(url); err == nil {
 		resp.Body.Close()
 		t.Errorf("the web view still answers after the run ended")
+	}
+}
+
+func TestExpandUIFlag(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"run --ui job.yaml", "run --ui=default job.yaml"},
+		{"run job.yaml --ui", "run job.yaml --ui=default"},
+		{"run --ui 0.0.0.0:80 job.yaml", "run --ui 0.0.0.0:80 job.yaml"},
+		{"run --ui=127.0.0.1:1 job.yaml", "run --ui=127.0.0.1:1 job.yaml"},
+		{"join --ui --slots 2", "join --ui=default --slots 2"},
+		{"run -- --ui", "run -- --ui"},
+	} {
+		if got := strings.Join(expandUIFlag(strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("expandUIFlag(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestJoinWebView: `p2pc join --ui` serves the peer's own view: itself
+// with its slots and confinement, and no job.
+func TestJoinWebView(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "viewer", 3, "--ui", "127.0.0.1:0")
+	waitStderr(t, p.proc, webViewRe)
+	url := webViewRe.FindStringSubmatch(p.proc.Stderr())[1]
+	base := url[:strings.Index(url, "/?token=")]
+	resp, err := http.Get(base + "/api/snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var snap struct {
+		Job   json.RawMessage `json:"job"`
+		Peers []struct {
+			Name        string `json:"name"`
+			Slots       int    `json:"slots"`
+			Self        bool   `json:"self"`
+			Confinement string `json:"confinement"`
+		} `json:"peers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Peers) != 1 || snap.Peers[0].Name != "viewer" || !snap.Peers[0].Self || snap.Peers[0].Slots != 3 || snap.Peers[0].Confinement == "" || snap.Job != nil {
+		t.Fatalf("peer view: %+v (job %s)", snap.Peers, snap.Job)
+	}
+	if r, err := http.Get(base + "/api/tasks"); err != nil || r.StatusCode != http.StatusNotFound {
+		t.Errorf("task table on a peer: %v %v", r.StatusCode, err)
 	}
 }

@@ -44,15 +44,16 @@ func expandUIFlag(args []string) []string {
 }
 
 // uiTokens are the tokens that open the web view: the UI token derived
-// from the swarm secret and the swarm token; without a swarm, a random
-// token for this process.
+// from the swarm secret (`p2pc swarm show` prints it); without a swarm, a
+// random token for this process. The swarm token itself is not one: the
+// view is plain HTTP, and the secret must never cross the network.
 func uiTokens(g *Globals) ([]string, error) {
 	s, ok, err := g.secret()
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		return []string{s.UIToken(), s.Token()}, nil
+		return []string{s.UIToken()}, nil
 	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

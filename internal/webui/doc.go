@@ -27,8 +27,8 @@
 //
 // Access: on a loopback address anyone on the machine may read; anywhere
 // else only a request with a token does (query "token", the cookie the
-// page sets after a token URL, or "Authorization: Bearer"). Tokens are
-// the UI token derived from the swarm secret (trust.Secret.UIToken) and
-// the swarm token itself. Actions need a token everywhere, a POST and the
+// page sets after a token URL, or "Authorization: Bearer"). The token is
+// the UI token derived from the swarm secret (trust.Secret.UIToken), never
+// the secret itself: the view is plain HTTP. Actions need a token everywhere, a POST and the
 // header "X-P2PC-UI: 1" (which a cross-site form cannot send).
 package webui

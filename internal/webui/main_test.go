@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -68,15 +67,6 @@ func serve(t *testing.T, addr string, cfg Config) (string, *Server) {
 func decodeEvent(data string) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	return m, json.Unmarshal([]byte(data), &m)
-}
-
-func mustListenable(t *testing.T, addr string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("cannot listen on %s: %v", addr, err)
-	}
-	ln.Close()
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}

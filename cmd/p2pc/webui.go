@@ -110,8 +110,8 @@ func (p *runPeers) Peers() []webui.Peer {
 	byID := map[string]int{}
 	if p.members != nil {
 		for _, m := range p.members() {
-			if m.Name == p.self {
-				continue
+			if m.Name == p.self || m.GRPCAddr == "" {
+				continue // observers (p2pc peers) run no work
 			}
 			st := ""
 			if m.State != discovery.StateAlive {
@@ -151,7 +151,7 @@ func (p *nodePeers) Peers() []webui.Peer {
 		Slots: p.n.Slots(), Used: busy, Done: p.n.Stats().Leases, Confinement: p.conf, Self: true}}
 	for _, m := range p.presence.Members() {
 		if m.Name == p.n.Name() || m.GRPCAddr == "" {
-			continue // observers (p2pc peers) and submitters without slots have no gRPC work
+			continue // observers (p2pc peers) run no work
 		}
 		st := ""
 		if m.State != discovery.StateAlive {

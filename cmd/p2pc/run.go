@@ -87,7 +87,7 @@ func (c *RunCmd) Run(g *Globals) error {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}
-		printSummary(rep, p.OutDir, time.Since(start))
+		printSummary(os.Stderr, rep, p.OutDir, time.Since(start))
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
@@ -106,50 +106,6 @@ func classifyJobErr(ctxErr, err error) error {
 	default:
 		return withCode(exitInternal, err)
 	}
-}
-
-func printSummary(rep *report.Report, out string, took time.Duration) {
-	w := os.Stderr
-	fmt.Fprintf(w, "job %s (%.12s) %s: %d/%d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
-	if rep.Summary.Failed > 0 {
-		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
-	}
-	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
-	if share := peerShares(rep); share != "" {
-		fmt.Fprintf(w, "  ran on: %s\n", share)
-	}
-	if rep.Summary.Failed > 0 {
-		shown := 0
-		for _, t := range rep.Tasks {
-			if t.State != report.TaskFailed || len(t.Attempts) == 0 {
-				continue
-			}
-			if shown == 5 {
-				fmt.Fprintf(w, "  ... see %s\n", filepath.Join(out, report.FileName))
-				break
-			}
-			last := t.Attempts[len(t.Attempts)-1]
-			why := last.Error
-			if strings.HasPrefix(t.Verdict, "failed: ") {
-				why = strings.TrimPrefix(t.Verdict, "failed: ")
-			}
-			fmt.Fprintf(w, "  task %s: %s after %d attempts: %s\n", t.ID, last.Outcome, len(t.Attempts), firstLine(why))
-			shown++
-		}
-	}
-	for _, o := range rep.Outputs {
-		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))
-	}
-	fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
-}
-
-func firstLine(s string) string {
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // peerShares says how many accepted results each peer produced, biggest

@@ -656,6 +656,10 @@ func (q *Queue) failLocked(task int, err error) {
 	q.remaining--
 	q.failed++
 	rt.State = report.TaskFailed
+	rt.Error = "failed"
+	if err != nil {
+		rt.Error = err.Error()
+	}
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	if q.Verifying() {
 		rt.Verdict = "failed: " + err.Error()

@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -55,4 +57,80 @@ tasks:
 			}
 		}
 	}
+}
+
+// A failure keeps its reason: the summary names the attempt, its peer and
+// outcome, the exit status, and the last lines of stderr, unescaped; a
+// panic shows its message and where it happened, not a whole stack per
+// task, which report.json and `p2pc logs` keep.
+func TestFailuresKeepTheirReason(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "nf.yaml", `
+name: notfound
+plugin: {{repo}}/plugins/exec
+retries: 0
+params:
+  command: ["echo starting >&2; nosuchprogram --flag"]
+  shell: true
+tasks:
+  - {id: nf}
+`)
+	out := filepath.Join(dir, "nf")
+	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "1")
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	want := regexp.MustCompile(`task nf failed after 1 attempt; attempt 1 on \S+: task_error: exec: sh exited with status 127\n {6}starting\n {6}\S*sh: 1: nosuchprogram: not found\n`)
+	if !want.MatchString(r.stderr) {
+		t.Errorf("the summary does not say %q:\n%s", want, r.stderr)
+	}
+
+	spec = writeSpec(t, dir, "panic.yaml", `
+name: boom
+plugin: {{repo}}/plugins/echo
+retries: 1
+tasks:
+  - {id: "1"}
+  - {id: "2"}
+params: {panic: true}
+`)
+	out = filepath.Join(dir, "panic")
+	r = p2pcPanics(t, "run", spec, "--out", out, "--local-slots", "2")
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	want = regexp.MustCompile(`task 1 failed after 2 attempts; attempt 2 on \S+: task_error: panic: echo: panicking as asked\n {6}main\.\(\*echo\)\.Run\n {10}\S+/plugins/echo/echo\.go:\d+\n`)
+	if !want.MatchString(r.stderr) {
+		t.Errorf("the summary does not say %q:\n%s", want, r.stderr)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, `\n`) || len(r.stderr) > 2048 {
+		t.Errorf("stderr holds a stack or escaped lines, or is long (%d bytes):\n%s", len(r.stderr), r.stderr)
+	}
+	rep := readReport(t, out)
+	if last := rep.Tasks[0].Attempts[1].Error; !strings.Contains(last, "goroutine ") || !strings.Contains(last, "runtime/debug.Stack") {
+		t.Errorf("report.json lost the stack: %q", last)
+	}
+	r = p2pcPanics(t, "logs", out, "1")
+	if r.code != 0 || len(regexp.MustCompile(`goroutine \d+ \[running\]`).FindAllString(r.stdout, -1)) != 2 || !strings.Contains(r.stdout, "attempt 2 on ") ||
+		!strings.Contains(r.stdout, "why: panic: echo: panicking as asked (attempt 2, below)") {
+		t.Errorf("p2pc logs: exit %d, want both attempts' stacks\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = p2pc(t, "logs", out, "nosuch"); r.code != exitBadInput || !strings.Contains(r.stderr, `no task "nosuch"; its tasks: 1, 2`) {
+		t.Errorf("p2pc logs of an unknown task: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// p2pcPanics is p2pc for a run whose output names a plugin's panic (p2pc
+// checks the output for its own).
+func p2pcPanics(t *testing.T, args ...string) result {
+	t.Helper()
+	p, err := harness.Start(p2pcBin, append([]string{"--data", dataDir}, args...), harness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, p.Stdout(), p.Stderr()}
 }

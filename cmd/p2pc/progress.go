@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/report"
 	"io"
 	"os"
 	"sync"
@@ -87,7 +88,8 @@ func (p *progress) TaskRetry(id, outcome string, err error) {
 		}
 	}
 	if p.bar == nil {
-		fmt.Fprintf(p.w, "task %s: %s, retrying: %s\n", id, outcome, firstLine(err.Error()))
+		headline, _ := report.Excerpt(err.Error())
+		fmt.Fprintf(p.w, "task %s: %s, retrying: %s\n", id, outcome, headline)
 	}
 }
 

@@ -45,10 +45,23 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 	fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
 }
 
-// failureLines says why failed task t failed.
+// failureLines says why failed task t failed: a headline, and the last
+// lines of the plugin's stderr (or where a panic happened) indented below
+// it. When the last attempt's error is the reason, the headline names the
+// attempt, its peer and its outcome. `p2pc logs` shows the full text.
 func failureLines(t report.Task) []string {
 	why := failReason(t)
-	return []string{fmt.Sprintf("task %s failed after %s: %s", t.ID, plural(len(t.Attempts), "attempt"), firstLine(why))}
+	head := fmt.Sprintf("task %s failed after %s", t.ID, plural(len(t.Attempts), "attempt"))
+	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Error == why {
+		a := t.Attempts[n-1]
+		head += fmt.Sprintf("; attempt %d on %s: %s", n, a.Peer, a.Outcome)
+	}
+	headline, detail := report.Excerpt(why)
+	lines := []string{head + ": " + headline}
+	for _, d := range detail {
+		lines = append(lines, "    "+d)
+	}
+	return lines
 }
 
 // failReason is the task's recorded reason, else (a report of an older

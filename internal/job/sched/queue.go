@@ -574,7 +574,8 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	default:
 		ts.failures++
 		if ts.failures <= q.retries {
-			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", res.Err)
+			headline, _ := report.Excerpt(errText(res.Err))
+			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", headline)
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
 			q.needLocked(l.Task, 1)
 			return false
@@ -665,7 +666,11 @@ func (q *Queue) failLocked(task int, err error) {
 		rt.Verdict = "failed: " + err.Error()
 	}
 	q.rep.Summary.Failed++
-	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", err)
+	// The summary and the report say why in full; the log line says it
+	// in one line.
+	headline, _ := report.Excerpt(rt.Error)
+	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", headline)
+	q.log.Debug("task failed", "task", rt.ID, "err", err)
 	q.env.TaskDone(rt.ID, false)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)

@@ -134,3 +134,54 @@ func p2pcPanics(t *testing.T, args ...string) result {
 	}
 	return result{code, p.Stdout(), p.Stderr()}
 }
+
+// No silent wait: a peers-only run that can never find a peer is refused
+// at once; one whose peers do not answer says which and why at the
+// default log level, and fails after --wait-peers (default 1m).
+func TestSilentWaitsSpeak(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 1))
+	out := filepath.Join(dir, "out")
+
+	start := time.Now()
+	r := p2pc(t, "run", spec, "--out", out, "--local-slots", "0", "--no-mdns")
+	if r.code != exitBadInput || !strings.Contains(r.stderr, "no peer can ever be found") {
+		t.Errorf("--local-slots 0 --no-mdns and no --join: exit %d, want %d, saying why\n%s", r.code, exitBadInput, r.stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s to refuse", d)
+	}
+
+	start = time.Now()
+	r = p2pc(t, "run", spec, "--out", out, "--local-slots", "0", "--no-mdns", "--join", "127.0.0.1:1", "--wait-peers", "3s")
+	took := time.Since(start)
+	if r.code != exitTaskFailed {
+		t.Fatalf("nothing listens at --join: exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	for _, want := range []string{
+		`waiting for peers: no answer; asking again every 1s.*peer 127.0.0.1:1: nothing listens there \(connection refused\)`,
+		`gave up after waiting 3s for a peer that can take the work \(--wait-peers\)`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stderr) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "rpc error") {
+		t.Errorf("gRPC words in the messages:\n%s", r.stderr)
+	}
+	if took > 20*time.Second {
+		t.Errorf("took %s to give up after --wait-peers 3s", took)
+	}
+
+	if harness.InPrivateNetns() { // a name lookup may leave the machine otherwise
+		r = p2pc(t, "run", spec, "--out", out, "--local-slots", "0", "--no-mdns", "--join", "nosuchhost.invalid:7070", "--wait-peers", "2s")
+		if r.code != exitTaskFailed || !strings.Contains(r.stderr, "peer nosuchhost.invalid:7070: the name nosuchhost.invalid does not resolve") {
+			t.Errorf("a --join name that does not resolve: exit %d, want %d, saying so\n%s", r.code, exitTaskFailed, r.stderr)
+		}
+	} else {
+		t.Log("no private network namespace: a --join name that does not resolve is not tried")
+	}
+	if r = p2pc(t, "run", "--help"); !regexp.MustCompile(`--wait-peers=DURATION\s[^-]*\(default\s+1m\)`).MatchString(r.stdout) {
+		t.Errorf("--wait-peers has no default of 1m:\n%s", r.stdout)
+	}
+}

@@ -21,11 +21,11 @@ type RunCmd struct {
 	Spec       string        `arg:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
 	Out        string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
 	LocalSlots int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
-	Join       []string      `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
+	Join       []string      `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR"`
 	NoMDNS     bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
 	MinPeers   int           `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
-	WaitPeers  bool          `name:"wait-peers" help:"When no peer can take the work left, keep waiting for one (saying why every --stall-after) instead of failing with exit code 3."`
-	StallAfter time.Duration `name:"stall-after" help:"How long work may be left with nothing running before the run says why and fails (exit code 3)." default:"30s" placeholder:"DURATION"`
+	WaitPeers  time.Duration `name:"wait-peers" help:"How long to wait for a peer while none can take the work left (none found, or each refused or excluded) before failing with exit code 3 (default ${default}); 0: wait for ever." default:"1m" placeholder:"DURATION"`
+	StallAfter time.Duration `name:"stall-after" help:"How long work may be left with nothing running before the run says why (and again every DURATION while it waits for peers; default ${default})." default:"30s" placeholder:"DURATION"`
 	Strikes    int           `help:"Faults (malformed results; lost attempts in a row) that exclude a peer from the job." default:"3" placeholder:"N"`
 	MaxLost    int           `name:"max-lost" help:"Lost attempts (peer gone, lease expired, malformed result) after which a task fails." default:"5" placeholder:"N"`
 	Listen     string        `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
@@ -45,6 +45,12 @@ func (c *RunCmd) Run(g *Globals) error {
 	if slots < 0 {
 		slots = runtime.NumCPU()
 	}
+	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
+		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
+	}
+	if slots == 0 && c.NoMDNS && len(c.Join) == 0 {
+		return withCode(exitBadInput, errors.New("--local-slots 0 runs no task on this machine, and with --no-mdns and no --join no peer can ever be found: give --join ADDR, allow mDNS, or give local slots"))
+	}
 	p, err := job.Prepare(ctx, js, job.PrepareOptions{
 		OutDir:   c.Out,
 		CacheDir: filepath.Join(g.Data, "plugins"),
@@ -55,9 +61,6 @@ func (c *RunCmd) Run(g *Globals) error {
 		return classifyJobErr(ctx.Err(), err)
 	}
 	defer p.Release()
-	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
-		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
-	}
 	sw, err := startSwarm(ctx, g, c)
 	if err != nil {
 		return err

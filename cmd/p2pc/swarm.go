@@ -41,8 +41,8 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		return nil, err
 	}
 	if !ok {
-		if len(static) > 0 || c.MinPeers > 0 {
-			return nil, withCode(exitBadInput, fmt.Errorf("--join/--min-peers need a swarm: %w", errNoSwarm))
+		if len(static) > 0 || c.MinPeers > 0 || c.LocalSlots == 0 {
+			return nil, withCode(exitBadInput, fmt.Errorf("--join, --min-peers and --local-slots 0 need a swarm: %w", errNoSwarm))
 		}
 		fmt.Fprintln(os.Stderr, "p2pc: no swarm secret, so this job runs on this machine only and looks for no peers ('p2pc swarm init' makes a swarm)")
 		return &submitterSwarm{name: host, stop: func() {}}, nil

@@ -62,11 +62,14 @@ type RunOptions struct {
 	Strikes, MaxLost int
 	// StallAfter (default 30s): when work remains, nothing runs, and no
 	// lease was handed out or settled for this long, the run logs why
-	// (which peers, what each refuses or fails with) and ends with an
-	// error wrapping ErrStalled, unless WaitPeers is set or MinPeers
-	// peers are still awaited: then it waits, saying why every StallAfter.
+	// (which peers, what each refuses or fails with, which addresses do
+	// not answer), and again every StallAfter while it waits for a peer
+	// that can take the work.
 	StallAfter time.Duration
-	WaitPeers  bool
+	// WaitPeers bounds that wait: stalled so for WaitPeers, the run ends
+	// with an error wrapping ErrStalled that says why (0: it waits for
+	// ever).
+	WaitPeers time.Duration
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/report"
@@ -184,4 +192,99 @@ func TestSilentWaitsSpeak(t *testing.T) {
 	if r = p2pc(t, "run", "--help"); !regexp.MustCompile(`--wait-peers=DURATION\s[^-]*\(default\s+1m\)`).MatchString(r.stdout) {
 		t.Errorf("--wait-peers has no default of 1m:\n%s", r.stdout)
 	}
+}
+
+// Progress tells done, failed, running and queued tasks apart. Where the
+// terminal cannot show a bar (zero columns, TERM=dumb, not a tty) it
+// prints plain lines, never carriage returns; on a real terminal it draws
+// the bar.
+func TestProgressCounts(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "mix.yaml", `
+name: mix
+plugin: {{repo}}/plugins/echo
+retries: 0
+tasks:
+  - {id: a, params: {fail: true}}
+  - {id: b}
+  - {id: c, params: {sleep_ms: 300}}
+`)
+	final := regexp.MustCompile(`(?m)^mix: 2 of 3 done, 1 failed, 0 running, 0 queued$`)
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "pipe"), "--local-slots", "1")
+	if r.code != exitTaskFailed || !final.MatchString(r.stderr) || strings.Contains(r.stderr, "\r") {
+		t.Errorf("not a tty: exit %d; want a plain line %q, no carriage return:\n%q", r.code, final, r.stderr)
+	}
+	for _, c := range []struct {
+		name string
+		cols int
+		term string
+		bar  bool
+	}{
+		{"zero width", 0, "xterm", false},
+		{"dumb", 100, "dumb", false},
+		{"a terminal", 100, "xterm", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, code := runOnPty(t, c.cols, c.term, "run", spec, "--out", filepath.Join(t.TempDir(), "out"), "--local-slots", "1")
+			if code != exitTaskFailed {
+				t.Fatalf("exit %d, want %d\n%q", code, exitTaskFailed, out)
+			}
+			if c.bar {
+				if !strings.Contains(out, "\r") || !strings.Contains(out, "2 of 3 done, 1 failed") {
+					t.Errorf("no bar with the counts on a %d-column terminal:\n%q", c.cols, out)
+				}
+				return
+			}
+			if strings.Contains(out, "\r\r") || strings.Contains(strings.ReplaceAll(out, "\r\n", "\n"), "\r") || !final.MatchString(strings.ReplaceAll(out, "\r\n", "\n")) {
+				t.Errorf("want plain lines ending %q, no bare carriage return:\n%q", final, out)
+			}
+		})
+	}
+}
+
+// runOnPty runs p2pc with its stderr (and stdout) on a new pseudo
+// terminal of cols columns and TERM=term, and returns what it printed.
+func runOnPty(t *testing.T, cols int, term string, args ...string) (string, int) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo terminals: %v", err)
+	}
+	defer ptm.Close()
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: uint16(cols)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p2pcBin, append([]string{"--data", dataDir}, args...)...)
+	cmd.Env = append(os.Environ(), "TERM="+term)
+	cmd.Stdout, cmd.Stderr = pts, pts
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	var out bytes.Buffer
+	read := make(chan struct{})
+	go func() { // until the last holder of the terminal closes it (EIO)
+		defer close(read)
+		io.Copy(&out, ptm)
+	}()
+	err = cmd.Wait()
+	<-read
+	code := cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatal(err)
+	}
+	return out.String(), code
 }

@@ -33,6 +33,19 @@ type Events interface {
 	// TaskProgress and TaskPartial relay the plugin's callbacks.
 	TaskProgress(id string, fraction float64, note string)
 	TaskPartial(id string, data []byte)
+	// Counts: the tasks by state, when they changed (at most five times a
+	// second, and once when the tasks are over).
+	Counts(c Counts)
+}
+
+// Counts are a job's tasks by state. Done + Failed + Running + Queued =
+// Total.
+type Counts struct {
+	Total   int
+	Done    int // accepted
+	Failed  int // failed for good
+	Running int // with an attempt running
+	Queued  int // waiting for a slot (never tried, or to run again)
 }
 
 // RunOptions tune Run.
@@ -332,3 +345,4 @@ func (nopEvents) TaskDone(string, bool)                {}
 func (nopEvents) TaskRetry(string, string, error)      {}
 func (nopEvents) TaskProgress(string, float64, string) {}
 func (nopEvents) TaskPartial(string, []byte)           {}
+func (nopEvents) Counts(Counts)                        {}

@@ -66,10 +66,13 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	if ro := r.opts.Remote; ro != nil {
 		dog.unreached, _ = ro.Swarm.(unreacher)
 	}
+	counts := countsSender{r: r, q: q}
+	defer counts.send(true)
 	for {
 		if all, _ := q.Done(); all {
 			break
 		}
+		counts.send(false)
 		select {
 		case <-ctx.Done():
 		case <-q.Changed():
@@ -94,6 +97,33 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	}
 	_, failed = q.Done()
 	return failed, stall
+}
+
+// countsSender sends Events.Counts when they change, at most every
+// countsEvery unless forced.
+type countsSender struct {
+	r    *runner
+	q    *sched.Queue
+	last Counts
+	at   time.Time
+}
+
+const countsEvery = 200 * time.Millisecond
+
+func (c *countsSender) send(force bool) {
+	if !force && time.Since(c.at) < countsEvery {
+		return
+	}
+	c.at = time.Now()
+	running := c.q.Running()
+	c.r.mu.Lock()
+	n := Counts{Total: c.r.rep.Summary.Total, Done: c.r.rep.Summary.Done, Failed: c.r.rep.Summary.Failed, Running: running}
+	c.r.mu.Unlock()
+	n.Queued = max(n.Total-n.Done-n.Failed-n.Running, 0)
+	if n != c.last || force {
+		c.last = n
+		c.r.opts.Events.Counts(n)
+	}
 }
 
 // unreacher is a Swarm that can say which peers it was told of but

@@ -815,6 +815,20 @@ func (q *Queue) Done() (bool, int) {
 	return q.remaining == 0, q.failed
 }
 
+// Running counts the tasks that have an attempt running and are not
+// decided yet.
+func (q *Queue) Running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for i := range q.tasks {
+		if ts := &q.tasks[i]; ts.running > 0 && !ts.settled {
+			n++
+		}
+	}
+	return n
+}
+
 // Changed returns a channel closed at the next change.
 func (q *Queue) Changed() <-chan struct{} {
 	q.mu.Lock()

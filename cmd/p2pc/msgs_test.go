@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -287,4 +288,91 @@ func runOnPty(t *testing.T, cols int, term string, args ...string) (string, int)
 		t.Fatal(err)
 	}
 	return out.String(), code
+}
+
+// The smaller messages: validate without a spec says what it wants; the
+// help spells --join=ADDR,...; peers --json uses report.json's snake_case;
+// the submitter is its hostname with and without a swarm; Ctrl-C on a
+// swarm run is no peer's fault and logs no warning.
+func TestSmallerMessages(t *testing.T) {
+	if r := p2pc(t, "validate"); r.code != exitBadInput || !strings.Contains(r.stderr, "Give one or more job specs") {
+		t.Errorf("validate without a spec: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := p2pc(t, "run", "--help"); !strings.Contains(r.stdout, "--join=ADDR,... ") || strings.Contains(r.stdout, ",...,...") {
+		t.Errorf("run --help does not spell --join=ADDR,...:\n%s", r.stdout)
+	}
+
+	dir := t.TempDir()
+	pj := startPeer(t, dir, "pj", 2)
+	r := p2pc(t, "peers", "--no-mdns", "--join", pj.addr, "--json", "--wait", "500ms")
+	var members []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil || r.code != 0 {
+		t.Fatalf("peers --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	found := false
+	for _, m := range members {
+		if m["name"] == "pj" {
+			found = true
+			if m["grpc_addr"] != pj.addr || m["free_slots"] == nil || m["peer_id"] == "" || m["GRPCAddr"] != nil {
+				t.Errorf("peers --json: %v, want snake_case keys (grpc_addr %s)", m, pj.addr)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("peers --json does not list pj:\n%s", r.stdout)
+	}
+
+	host, _ := os.Hostname()
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 1))
+	for _, args := range [][]string{{"--no-mdns"}, {"--no-mdns", "--join", pj.addr}} {
+		out := filepath.Join(t.TempDir(), "out")
+		if r := p2pc(t, append([]string{"run", spec, "--out", out, "--local-slots", "1"}, args...)...); r.code != 0 {
+			t.Fatalf("run %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		if rep := readReport(t, out); rep.Node != host {
+			t.Errorf("run %v: the submitter is named %q, want the hostname %q", args, rep.Node, host)
+		}
+	}
+
+	// Ctrl-C while the peer runs tasks.
+	slow := writeSpec(t, dir, "slow.yaml", `
+name: slow
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 20000}
+tasks:
+  - range: {param: n, from: 1, to: 4}
+`)
+	out := filepath.Join(dir, "slow")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", slow, "--out", out, "--no-mdns", "--local-slots", "0",
+		"--min-peers", "1", "--join", pj.addr}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if rep, err := report.Read(out); err == nil && rep.Tasks[0].State == report.TaskRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no task ran on the peer\n%s", run.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run.Signal(syscall.SIGINT)
+	if code, err := run.Wait(30 * time.Second); err != nil || code != exitInterrupted {
+		t.Fatalf("interrupted: exit %d, %v\n%s", code, err, run.Stderr())
+	}
+	for _, bad := range []string{"peer lost", "interrupt signal received", "rpc error", "level=WARN"} {
+		if strings.Contains(run.Stderr(), bad) {
+			t.Errorf("Ctrl-C: stderr says %q:\n%s", bad, run.Stderr())
+		}
+	}
+	for _, task := range readReport(t, out).Tasks {
+		for _, a := range task.Attempts {
+			if a.Outcome == report.OutcomeLost {
+				t.Errorf("task %s: Ctrl-C counted as a lost attempt: %+v", task.ID, a)
+			}
+		}
+	}
 }

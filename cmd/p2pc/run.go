@@ -18,7 +18,7 @@ import (
 
 // RunCmd is `p2pc run`.
 type RunCmd struct {
-	Spec       string        `arg:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
+	Spec       string        `arg:"" optional:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
 	Out        string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
 	LocalSlots int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
 	Join       []string      `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR"`
@@ -37,6 +37,9 @@ type RunCmd struct {
 // Run parses, prepares and runs the job, then prints a summary.
 func (c *RunCmd) Run(g *Globals) error {
 	ctx := g.Ctx
+	if c.Spec == "" {
+		return withCode(exitBadInput, errors.New("run: which job? Give a job spec (YAML file), e.g. 'p2pc run examples/echo.yaml'; 'p2pc run --help' lists the flags"))
+	}
 	js, err := spec.ParseFile(c.Spec)
 	if err != nil {
 		return withCode(exitBadInput, err)

@@ -21,6 +21,8 @@ var _ job.Swarm = (*node.Swarm)(nil)
 // part: it serves the job's blocks and enrols peers. It takes no work
 // itself (its local slots run tasks directly).
 type submitterSwarm struct {
+	// name is the submitter's name in its job (report.json's node, its
+	// local slots' peer): the hostname, with or without a swarm.
 	name   string
 	remote *job.RemoteOptions // nil: local only
 	stop   func()
@@ -28,7 +30,9 @@ type submitterSwarm struct {
 
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
 	host, _ := os.Hostname()
-	name := fmt.Sprintf("%s-run-%d", host, os.Getpid())
+	// Its entry in the swarm's membership must be unique though: several
+	// runs and a `p2pc join` may share the machine.
+	member := fmt.Sprintf("%s-run-%d", host, os.Getpid())
 	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
@@ -63,7 +67,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		adv = node.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
-		Name:      name,
+		Name:      member,
 		Slots:     0,
 		DataDir:   dataDir,
 		Listen:    c.Listen,
@@ -93,9 +97,9 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		own.Remove()
 		return nil, withCode(exitBadInput, err)
 	}
-	sw := &node.Swarm{Self: name, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
+	sw := &node.Swarm{Self: member, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
 	return &submitterSwarm{
-		name:   name,
+		name:   host,
 		remote: &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
 		stop:   func() { cancel(); wg.Wait(); own.Remove() },
 	}, nil

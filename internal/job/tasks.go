@@ -43,7 +43,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		}()
 	}
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
-		sess := &Session{r: r, q: q, workRoot: workRoot}
+		sess := &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done()}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()

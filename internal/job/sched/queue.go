@@ -703,6 +703,17 @@ func (q *Queue) revokeCopiesLocked(task int) {
 // Lose settles every running lease of peer as lost (the peer went away)
 // and requeues their tasks at once. It returns how many leases it took.
 func (q *Queue) Lose(peer string, why error) int {
+	return q.settlePeer(peer, report.OutcomeLost, why)
+}
+
+// Cancel settles every running lease of peer as canceled (the run ends,
+// and its session with it: nobody is to blame) and requeues their tasks.
+// It returns how many leases it took.
+func (q *Queue) Cancel(peer string, why error) int {
+	return q.settlePeer(peer, report.OutcomeCanceled, why)
+}
+
+func (q *Queue) settlePeer(peer, outcome string, why error) int {
 	q.mu.Lock()
 	var ls []*Lease
 	for _, l := range q.running {
@@ -716,8 +727,8 @@ func (q *Queue) Lose(peer string, why error) int {
 	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) })
 	for i, l := range ls {
 		revoke(l)
-		res := Result{Outcome: report.OutcomeLost, Err: why}
-		if i == 0 {
+		res := Result{Outcome: outcome, Err: why}
+		if i == 0 && outcome == report.OutcomeLost {
 			res.Fault = FaultLost // one strike per lost session, not per lease
 		}
 		q.Finish(l, res)

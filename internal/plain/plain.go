@@ -45,8 +45,6 @@ var causes = []struct{ match, say string }{
 	{"network is unreachable", "the network is unreachable"},
 	{"no route to host", "no route to the host"},
 	{"i/o timeout", "no answer (timed out)"},
-	{"authentication handshake failed", "the TLS handshake failed (not a member of this swarm?)"},
-	{"certificate", "the TLS handshake failed (not a member of this swarm?)"},
 	{"connection reset", "the connection broke (reset by the other side)"},
 	{"broken pipe", "the connection broke"},
 	{"RST_STREAM", "the other side dropped the call"},
@@ -56,8 +54,22 @@ var causes = []struct{ match, say string }{
 	{"client connection is closing", "the connection was closed"},
 }
 
+// handshake is how gRPC reports a failed TLS handshake; what follows is
+// why (trust.ErrNotMember's text, for one).
+const handshake = "authentication handshake failed"
+
 // Words says what a gRPC status means, in plain words.
 func Words(code codes.Code, msg string) string {
+	if i := strings.Index(msg, handshake); i >= 0 {
+		why := strings.TrimSpace(strings.TrimLeft(msg[i+len(handshake):], ": "))
+		if j := strings.IndexByte(why, '"'); j >= 0 {
+			why = why[:j]
+		}
+		if why == "" {
+			return "the TLS handshake failed"
+		}
+		return "the TLS handshake failed: " + why
+	}
 	for _, c := range causes {
 		if strings.Contains(msg, c.match) {
 			return c.say

@@ -24,6 +24,8 @@ func TestError(t *testing.T) {
 		{"no such host", status.Error(codes.Unavailable, `name resolver error: produced zero addresses; lookup nosuchhost.invalid: no such host`), "the name does not resolve"},
 		{"RST_STREAM", fmt.Errorf("receive from pa: %w", status.Error(codes.Internal, "stream terminated by RST_STREAM with error code: CANCEL")), "receive from pa: the other side dropped the call"},
 		{"reset", status.Error(codes.Unavailable, "error reading from server: read tcp: connection reset by peer"), "the connection broke (reset by the other side)"},
+		{"TLS handshake keeps why", status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: peer certificate is not from this swarm (another swarm's secret, or none)"`),
+			"the TLS handshake failed: peer certificate is not from this swarm (another swarm's secret, or none)"},
 		{"canceled", status.Error(codes.Canceled, "context canceled"), "canceled"},
 		{"other codes keep their message", status.Error(codes.InvalidArgument, "bad lease"), "bad lease"},
 	} {

@@ -103,7 +103,11 @@ func (q *Queue) tallyLocked(task int) bool {
 	v := tally(b)
 	if v.disputed && !ts.disputed {
 		ts.disputed = true
-		q.log.Warn("replicas disagree; running more", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+		msg := "replicas disagree"
+		if v.action == more {
+			msg += "; running more"
+		}
+		q.log.Warn(msg, "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
 	}
 	switch v.action {
 	case accept:

@@ -104,7 +104,7 @@ func (c *RunCmd) Run(g *Globals) error {
 func classifyJobErr(ctxErr, err error) error {
 	switch {
 	case ctxErr != nil:
-		return withCode(exitInterrupted, fmt.Errorf("interrupted: %w", err))
+		return withCode(exitInterrupted, errors.New("interrupted; run it again to resume"))
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
 	case errors.Is(err, job.ErrTasksFailed):

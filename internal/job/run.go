@@ -33,8 +33,8 @@ type Events interface {
 	// TaskProgress and TaskPartial relay the plugin's callbacks.
 	TaskProgress(id string, fraction float64, note string)
 	TaskPartial(id string, data []byte)
-	// Counts: the tasks by state, when they changed (at most five times a
-	// second, and once when the tasks are over).
+	// Counts: the tasks by state, while tasks run (at most five times a
+	// second, changed or not) and once when they are over.
 	Counts(c Counts)
 }
 
@@ -44,7 +44,7 @@ type Counts struct {
 	Total   int
 	Done    int // accepted
 	Failed  int // failed for good
-	Running int // with an attempt running
+	Running int // leased to a slot or a peer (a peer holds a few ahead of its free slots)
 	Queued  int // waiting for a slot (never tried, or to run again)
 }
 

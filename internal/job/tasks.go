@@ -99,13 +99,13 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	return failed, stall
 }
 
-// countsSender sends Events.Counts when they change, at most every
-// countsEvery unless forced.
+// countsSender sends Events.Counts at most every countsEvery (changed or
+// not: a display that waits out a rate of its own then shows the latest),
+// and when forced.
 type countsSender struct {
-	r    *runner
-	q    *sched.Queue
-	last Counts
-	at   time.Time
+	r  *runner
+	q  *sched.Queue
+	at time.Time
 }
 
 const countsEvery = 200 * time.Millisecond
@@ -120,10 +120,7 @@ func (c *countsSender) send(force bool) {
 	n := Counts{Total: c.r.rep.Summary.Total, Done: c.r.rep.Summary.Done, Failed: c.r.rep.Summary.Failed, Running: running}
 	c.r.mu.Unlock()
 	n.Queued = max(n.Total-n.Done-n.Failed-n.Running, 0)
-	if n != c.last || force {
-		c.last = n
-		c.r.opts.Events.Counts(n)
-	}
+	c.r.opts.Events.Counts(n)
 }
 
 // unreacher is a Swarm that can say which peers it was told of but

@@ -17,11 +17,11 @@ type JoinCmd struct {
 	Name          string        `help:"Node name, unique in the swarm (default: hostname-pid)." env:"P2PC_NAME"`
 	Listen        string        `help:"gRPC listen address: all interfaces and an ephemeral port by default." default:"0.0.0.0:0" placeholder:"ADDR"`
 	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
-	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
+	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR"`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
-	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID,..."`
+	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 
 	// Fault injection for the tests of answer verification. Hidden, and

@@ -76,7 +76,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	var live *job.Live
 	if c.UI != "" {
 		live = job.NewLive()
-		peers := &runPeers{self: sw.name, slots: slots, live: live, members: sw.members, conf: confinement()}
+		peers := &runPeers{self: sw.name, member: sw.member, slots: slots, live: live, members: sw.members, conf: confinement()}
 		stopUI, err := startUI(ctx, g, c.UI, webui.DefaultRunAddr, webui.Config{
 			Title: "job " + js.Name, Job: live, Swarm: peers, OutDir: p.OutDir, Cancel: cancel})
 		if err != nil {

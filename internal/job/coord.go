@@ -35,6 +35,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Strikes:    r.opts.Strikes,
 		MaxLost:    r.opts.MaxLost,
 		TrustFile:  r.opts.TrustFile,
+		Self:       r.opts.Node,
 		Log:        r.log,
 		Report:     r.rep,
 		ReportLock: reportLock{r},

@@ -39,7 +39,16 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot)
+			r.localWorker(wctx, q, workRoot, false)
+		}()
+	}
+	if r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck > 0 {
+		// Spot checks run on this machine, the one party the submitter
+		// trusts: with no local slots, one slot runs them and nothing else.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.localWorker(wctx, q, workRoot, true)
 		}()
 	}
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
@@ -121,10 +130,14 @@ func (d *watchdog) check(q *sched.Queue) string {
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue
-// drains or ctx ends.
-func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string) {
+// drains or ctx ends; checkOnly, only trusted runs (spot checks).
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, checkOnly bool) {
+	next := func() (*sched.Lease, error) { return q.Next(ctx, r.opts.Node) }
+	if checkOnly {
+		next = func() (*sched.Lease, error) { return q.NextCheck(ctx) }
+	}
 	for {
-		l, err := q.Next(ctx, r.opts.Node)
+		l, err := next()
 		if err != nil {
 			return
 		}

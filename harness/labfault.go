@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -131,3 +132,21 @@ func (m *Mount) Free(name string) error {
 }
 
 func (m *Mount) close() { m.holder.Kill() }
+
+// Resize changes the tmpfs's size (bytes): a full disk made roomy again.
+func (m *Mount) Resize(ctx context.Context, size int64) error {
+	err := runCmd(ctx, "nsenter", "-t", strconv.Itoa(m.holder.Pid()), "-m", "--",
+		"mount", "-o", "remount,size="+strconv.FormatInt(size, 10), m.Dir)
+	if err != nil {
+		return fmt.Errorf("resize tmpfs at %s: %w", m.Dir, err)
+	}
+	return nil
+}
+
+// DialFromSubmitter opens up to n TCP connections to addr from the
+// submitter's namespace and leaves them idle: a flood of connections
+// that never speak. It returns the connections it could open within
+// ctx (close them to end the flood).
+func (l *Lab) DialFromSubmitter(ctx context.Context, addr string, n int) ([]net.Conn, error) {
+	return dialInNetns(ctx, l.subNS, addr, n)
+}

@@ -1,0 +1,68 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+)
+
+var (
+	binOnce sync.Once
+	bin     string
+	binErr  error
+)
+
+// testEnv builds p2pc once for the package's tests.
+func testEnv(t *testing.T) *Env {
+	t.Helper()
+	if err := harness.LabAvailable(); err != nil {
+		t.Skipf("no lab here: %v", err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "chaos-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		bin = filepath.Join(dir, "p2pc")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		binErr = harness.Build(ctx, root, bin, false)
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return &Env{Bin: bin, Root: root, Dir: t.TempDir(), Logf: t.Logf}
+}
+
+// TestScenarios runs every scenario once (-short: the short ones).
+func TestScenarios(t *testing.T) {
+	for _, s := range Scenarios() {
+		t.Run(s.Name, func(t *testing.T) {
+			if testing.Short() && !s.Short {
+				t.Skip("slow scenario; runs without -short")
+			}
+			e := testEnv(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			start := time.Now()
+			out, err := e.Run(ctx, s)
+			if out != nil {
+				t.Logf("%s: exit %d, job %s, recover %s, lost %d, %v (scenario %s)", s.Name, out.Exit, out.Wall.Round(time.Millisecond),
+					out.Recover.Round(time.Millisecond), out.Lost, out.Notes, time.Since(start).Round(time.Millisecond))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

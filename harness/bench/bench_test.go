@@ -137,6 +137,19 @@ func TestSelect(t *testing.T) {
 	if _, err := Select([]string{"nope"}); err == nil {
 		t.Error("unknown suite accepted")
 	}
+	// chaos is not a paper's experiment: "all" leaves it out, naming it
+	// selects it.
+	for _, s := range all {
+		if s.Info().Name == "chaos" {
+			t.Error(`"all" selects the chaos suite`)
+		}
+	}
+	if got, err := Select([]string{"all", "chaos"}); err != nil || len(got) != len(all)+1 {
+		t.Errorf("all,chaos: %d suites, %v; all has %d", len(got), err, len(all))
+	}
+	if got, err := Select([]string{"chaos"}); err != nil || len(got) != 1 || got[0].Info().Name != "chaos" {
+		t.Errorf("chaos: %v %v", got, err)
+	}
 }
 
 // wellFormed fails unless s parses as XML.

@@ -207,8 +207,8 @@ func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool
 	return nil
 }
 
-// running reads the report of a job still running (nil if none yet).
-func running(r *harness.Running, out string) *report.Report {
+// progress reads the report of a job still running (nil if none yet).
+func progress(out string) *report.Report {
 	rep, err := report.Read(out)
 	if err != nil {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,5 +65,29 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestDocsNameEveryScenario keeps docs/chaos.md true: it has a row for
+// every scenario.
+func TestDocsNameEveryScenario(t *testing.T) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", "chaos.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Scenarios() {
+		if !strings.Contains(string(b), "| `"+s.Name+"` |") {
+			t.Errorf("docs/chaos.md has no row for scenario %s", s.Name)
+		}
+		if s.Doc == "" {
+			t.Errorf("scenario %s has no Doc", s.Name)
+		}
+	}
+	if _, err := Find("nope"); err == nil {
+		t.Error("Find accepted an unknown scenario")
 	}
 }

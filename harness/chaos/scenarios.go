@@ -422,7 +422,7 @@ func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 		}
 		outDir := filepath.Join(r.dir, "out")
 		out = &Outcome{}
-		if err := waitFor(ctx, 30*time.Second, "peer a to finish a task", func() bool { return okOn(running(run, outDir), "a") > 0 }); err != nil {
+		if err := waitFor(ctx, 30*time.Second, "peer a to finish a task", func() bool { return okOn(progress(outDir), "a") > 0 }); err != nil {
 			return out, err
 		}
 		a := r.peer("a")
@@ -533,7 +533,7 @@ func runPartition(ctx context.Context, e *Env) (out *Outcome, err error) {
 		return nil, err
 	}
 	outDir := filepath.Join(r.dir, "out")
-	if err := waitFor(ctx, 30*time.Second, "peer c to finish a task", func() bool { return okOn(running(run, outDir), "c") > 0 }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, "peer c to finish a task", func() bool { return okOn(progress(outDir), "c") > 0 }); err != nil {
 		return out, err
 	}
 	if err := r.lab.SetLink(ctx, c, false); err != nil {
@@ -786,7 +786,7 @@ var submitterKill = Scenario{
 		out = &Outcome{}
 		var before *report.Report
 		if err := waitFor(ctx, 30*time.Second, "5 tasks done", func() bool {
-			before = running(run, outDir)
+			before = progress(outDir)
 			return before != nil && before.Summary.Done >= 5
 		}); err != nil {
 			return out, err

@@ -100,6 +100,8 @@ func classifyJobErr(ctxErr, err error) error {
 	switch {
 	case ctxErr != nil:
 		return withCode(exitInterrupted, fmt.Errorf("interrupted: %w", err))
+	case errors.Is(err, job.ErrLocalDisk):
+		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
 	case errors.Is(err, job.ErrTasksFailed):

@@ -78,6 +78,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		}
 		select {
 		case <-ctx.Done():
+		case <-r.faulted:
 		case <-q.Changed():
 			continue
 		case <-tick.C:
@@ -162,10 +163,17 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	defer os.RemoveAll(work)
 	var out taskrun.Output
 	if err := os.MkdirAll(work, 0o755); err != nil {
-		out.Err = fmt.Errorf("make work dir: %w", err)
+		out.Err = r.outputFault(fmt.Errorf("make work dir: %w", err))
 		out.Outcome = pluginhost.Classify(actx, out.Err)
 	} else {
 		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+	}
+	if out.Err != nil && actx.Err() == nil {
+		// A plugin tells of a disk it could not write to only as text:
+		// see whether the output folder still takes writes.
+		if err := r.outputFault(out.Err); errors.Is(err, ErrLocalDisk) || errors.Is(r.probeOutput(), ErrLocalDisk) {
+			out.Outcome = report.OutcomeCanceled // nobody's failure: the run stops
+		}
 	}
 	if out.Err == nil && r.verifier {
 		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
@@ -209,10 +217,10 @@ func (r *runner) place(id, stage string) error {
 		return nil // the usual case: nothing there yet
 	}
 	if err := os.RemoveAll(final); err != nil {
-		return fmt.Errorf("replace output of task %s: %w", id, err)
+		return r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
 	}
 	if err := os.Rename(stage, final); err != nil {
-		return fmt.Errorf("store output of task %s: %w", id, err)
+		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
 	return nil
 }

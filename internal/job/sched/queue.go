@@ -561,6 +561,9 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return accepted
 	}
 
+	if q.closed && res.Outcome == report.OutcomeLost {
+		res.Outcome = report.OutcomeCanceled // the run ends: nobody lost it
+	}
 	q.repMu.Lock()
 	defer q.repMu.Unlock()
 	if ts.settled {

@@ -17,8 +17,8 @@
 // address (RestartPeer), a run started without waiting (StartSubmit), a
 // tmpfs in a private mount namespace under a peer's data folder
 // (PeerSpec.DiskBytes) or a submitter's output (Tmpfs), an open-file
-// limit (PeerSpec.NoFile), idle connections from the submitter's
-// namespace (DialFromSubmitter), and the check that nothing a lab started
+// limit (PeerSpec.NoFile), idle connections from a lab namespace
+// (Dial), and the check that nothing a lab started
 // outlives it (Procs, Leftovers).
 //
 // Private network namespaces for tests that multicast (netns.go):

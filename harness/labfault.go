@@ -143,10 +143,14 @@ func (m *Mount) Resize(ctx context.Context, size int64) error {
 	return nil
 }
 
-// DialFromSubmitter opens up to n TCP connections to addr from the
-// submitter's namespace and leaves them idle: a flood of connections
-// that never speak. It returns the connections it could open within
-// ctx (close them to end the flood).
-func (l *Lab) DialFromSubmitter(ctx context.Context, addr string, n int) ([]net.Conn, error) {
-	return dialInNetns(ctx, l.subNS, addr, n)
+// Dial opens up to n TCP connections to addr from the namespace of peer
+// from (nil: the submitter's) and leaves them idle: a flood of
+// connections that never speak. It returns the connections it could open
+// within ctx (close them to end the flood).
+func (l *Lab) Dial(ctx context.Context, from *LabPeer, addr string, n int) ([]net.Conn, error) {
+	ns := l.subNS
+	if from != nil {
+		ns = from.Netns
+	}
+	return dialInNetns(ctx, ns, addr, n)
 }

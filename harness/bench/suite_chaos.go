@@ -55,7 +55,7 @@ func (chaosSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			cancel()
 			r := chaosRun{Scenario: s.Name, Run: i + 1, Survived: err == nil, Load1: load, TookS: time.Since(start).Seconds()}
 			if err != nil {
-				r.Error = firstLine(err.Error())
+				r.Error = err.Error()
 			}
 			if out != nil {
 				r.Exit, r.JobS, r.RecoverS, r.Lost, r.Notes = out.Exit, out.Wall.Seconds(), out.Recover.Seconds(), out.Lost, out.Notes
@@ -63,7 +63,7 @@ func (chaosSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			all = append(all, r)
 			what := "survived"
 			if err != nil {
-				what = "FAILED: " + r.Error
+				what = "FAILED: " + firstLine(r.Error)
 			}
 			ph.Step(fmt.Sprintf("%s run %d: %s", s.Name, i+1, what))
 		}
@@ -79,7 +79,7 @@ func writeChaos(env *Env, scenarios []chaos.Scenario, all []chaosRun, runs int) 
 	var csvRows [][]string
 	for _, r := range all {
 		csvRows = append(csvRows, []string{r.Scenario, strconv.Itoa(r.Run), strconv.FormatBool(r.Survived), strconv.Itoa(r.Exit),
-			f3(r.JobS), f3(r.RecoverS), strconv.Itoa(r.Lost), r.Load1, f1(r.TookS), r.Error})
+			f3(r.JobS), f3(r.RecoverS), strconv.Itoa(r.Lost), r.Load1, f1(r.TookS), firstLine(r.Error)})
 	}
 	if err := env.WriteCSV("runs.csv", []string{"scenario", "run", "survived", "exit", "job_s", "recover_s", "lost", "loadavg_before", "took_s", "error"}, csvRows); err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func writeChaos(env *Env, scenarios []chaos.Scenario, all []chaosRun, runs int) 
 	md.P("Each scenario of package `harness/chaos` run %d time(s) on real `p2pc` processes in a lab (network namespaces on a bridge). "+
 		"A run **survived** when every assertion of the scenario held: the job ended as it must (completed, or failed with the right exit code and reason, in bounded time), "+
 		"outputs equal a clean run's where it completes, no task was accepted twice, the report is consistent, and nothing the lab started was left running. "+
-		"*recover* is the scenario's own measure of recovery (see below), *lost* the attempts that did not give the accepted answer. "+
+		"*recover* is the scenario's own measure of recovery (see below; runs where it was not measured are left out, – if none), *lost* the attempts that did not give the accepted answer. "+
 		"Written by `p2pc bench --suite chaos --runs %d`; raw rows in runs.csv and runs.json, the machine (with its load at start and end) in ../machine.md.", runs, runs)
 	var rows [][]string
 	for _, s := range scenarios {
@@ -103,26 +103,33 @@ func writeChaos(env *Env, scenarios []chaos.Scenario, all []chaosRun, runs int) 
 			if r.Survived {
 				survived++
 			}
-			rec, jobs = append(rec, r.RecoverS), append(jobs, r.JobS)
+			if r.RecoverS > 0 { // 0: not measured in that run
+				rec = append(rec, r.RecoverS)
+			}
+			jobs = append(jobs, r.JobS)
 			lostSum += r.Lost
 			loads = append(loads, r.Load1)
 		}
-		n := len(rec)
+		n := len(jobs)
 		if n == 0 {
 			continue
 		}
 		slices.Sort(rec)
 		slices.Sort(jobs)
+		recMed, recMax := "–", "–"
+		if len(rec) > 0 {
+			recMed, recMax = f2(rec[len(rec)/2])+" s", f2(rec[len(rec)-1])+" s"
+		}
 		rows = append(rows, []string{s.Name, strconv.Itoa(n), fmt.Sprintf("%d/%d", survived, n),
-			f2(rec[n/2]) + " s", f2(rec[n-1]) + " s", f1(float64(lostSum) / float64(n)), f1(jobs[n/2]) + " s", loads[0] + " … " + loads[n-1]})
+			recMed, recMax, f1(float64(lostSum) / float64(n)), f1(jobs[n/2]) + " s", loads[0] + " … " + loads[n-1]})
 		res.Add(s.Name, "survived", fmt.Sprintf("%d/%d", survived, n), "")
-		res.Add(s.Name, "time to recover, median", f2(rec[n/2])+" s", "")
+		res.Add(s.Name, "time to recover, median", recMed, "")
 	}
 	md.Table([]string{"scenario", "runs", "survived", "recover (median)", "recover (max)", "lost work (mean attempts)", "job (median)", "load avg before (first … last run)"}, rows)
 	var failed [][]string
 	for _, r := range all {
 		if !r.Survived {
-			failed = append(failed, []string{r.Scenario, strconv.Itoa(r.Run), r.Error})
+			failed = append(failed, []string{r.Scenario, strconv.Itoa(r.Run), firstLine(r.Error)})
 		}
 	}
 	if len(failed) > 0 {

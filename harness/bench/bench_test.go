@@ -117,7 +117,7 @@ func TestRepoConfig(t *testing.T) {
 		}
 	}
 	for _, quick := range []bool{false, true} {
-		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}} {
+		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}, "chaos": &chaosConfig{}} {
 			if err := c.Decode(name, quick, into); err != nil {
 				t.Errorf("%s quick=%v: %v", name, quick, err)
 			}

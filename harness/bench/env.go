@@ -46,7 +46,7 @@ type Env struct {
 	// Quick: tiny problem sizes, a smoke check.
 	Quick bool
 	// Runs is how many times a suite that repeats runs (chaos: each
-	// scenario); 0 means once.
+	// scenario); 0: the suite's config decides.
 	Runs int
 	// OutDir is the suite's own results folder; WorkDir a scratch folder
 	// (removed after the run).

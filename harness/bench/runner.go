@@ -33,7 +33,8 @@ type Options struct {
 	// Suites selects suites by name (default: all).
 	Suites []string
 	Quick  bool
-	// Runs is how many times repeating suites run (chaos: each scenario).
+	// Runs is how many times repeating suites run (chaos: each
+	// scenario); 0: the config's.
 	Runs int
 	// Out is the results folder (default Root/results).
 	Out string

@@ -36,8 +36,25 @@ type chaosRun struct {
 	Notes    []string `json:"notes,omitempty"`
 }
 
+// chaosConfig is the suite's section of bench.yaml.
+type chaosConfig struct {
+	Runs    int    `yaml:"runs"`
+	Timeout string `yaml:"timeout"`
+}
+
 func (chaosSuite) Run(ctx context.Context, env *Env) (*Result, error) {
-	runs := max(env.Runs, 1)
+	cfg := chaosConfig{Runs: 1, Timeout: "3m"}
+	if err := env.Config.Decode("chaos", env.Quick, &cfg); err != nil {
+		return nil, err
+	}
+	limit, err := time.ParseDuration(cfg.Timeout)
+	if err != nil || limit <= 0 {
+		return nil, fmt.Errorf("bench config: chaos timeout %q: want a duration like 3m", cfg.Timeout)
+	}
+	runs := max(cfg.Runs, 1)
+	if env.Runs > 0 {
+		runs = env.Runs
+	}
 	scenarios := chaos.Scenarios()
 	ce := &chaos.Env{Bin: env.Bin, Root: env.Root, Dir: env.WorkDir, Data: env.shared.submitData, Logger: env.Log}
 	ph := env.Progress.Phase("chaos", runs*len(scenarios))
@@ -49,7 +66,7 @@ func (chaosSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 				return nil, ctx.Err()
 			}
 			load := loadavg()
-			sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			sctx, cancel := context.WithTimeout(ctx, limit)
 			start := time.Now()
 			out, err := ce.Run(sctx, s)
 			cancel()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,4 +128,69 @@ func keepDir(keep, name string) string {
 	os.MkdirAll(d, 0o755)
 	os.Rename(filepath.Join(keep, name), filepath.Join(d, report.FileName))
 	return d
+}
+
+// peerDiskScript starts `p2pc join` in a private mount namespace with its
+// data folder on a 64 MiB tmpfs that a 63 MiB file fills: it cannot store
+// the job's plugin until the file is removed (through /proc/PID/root).
+const peerDiskScript = `
+set -u
+mount -t tmpfs -o size=64m tmpfs "$ROOT" || exit 90
+head -c 66060288 /dev/zero > "$ROOT/filler"
+exec "$P2PC" --data "$ROOT/data" join --listen 127.0.0.1:0 --name full --slots 2 --no-mdns
+`
+
+// A peer whose disk is full refuses the job; the refusal may pass, so the
+// job asks it again, and once space is freed the job runs on it.
+func TestPeerDiskFullRefusalPasses(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "mnt")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := harness.Start("unshare", []string{"--mount", "--propagation", "private", "sh", "-c", peerDiskScript}, harness.Options{
+		Name: "full", Env: []string{"ROOT=" + root, "P2PC=" + p2pcBin},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := peer.WaitOutput(ctx, listenRe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 5))
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0",
+		"--join", m[1], "--wait-peers", "--stall-after", "3s"}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Kill()
+	waitStderr(t, peer, regexp.MustCompile(`refused a job.*no space left on device`))
+	freed := time.Now()
+	if err := os.Remove(fmt.Sprintf("/proc/%d/root%s/filler", peer.Pid(), root)); err != nil {
+		t.Fatal(err)
+	}
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	for _, task := range readReport(t, out).Tasks {
+		if task.Peer != "full" {
+			t.Errorf("task %s ran on %q", task.ID, task.Peer)
+		}
+	}
+	if !strings.Contains(run.Stderr(), "it will be asked again") {
+		t.Errorf("the run does not say the refusal may pass:\n%s", run.Stderr())
+	}
+	t.Logf("completed %s after the space was freed", time.Since(freed).Round(time.Millisecond))
 }

@@ -166,9 +166,13 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	}
 	switch m := first.Msg.(type) {
 	case *peerpb.FromPeer_Refuse:
-		log.Warn("peer refused the job", "reason", m.Refuse.Reason)
+		if peerpb.RefusalPasses(m.Refuse.Reason) {
+			log.Warn("peer refused the job for now (the cause may pass); it will be asked again", "reason", m.Refuse.Reason)
+		} else {
+			log.Warn("peer refused the job", "reason", m.Refuse.Reason)
+		}
 		s.q.Refused(peer.Name, m.Refuse.Reason)
-		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
+		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
 		s.q.Enrol(peer.Name)

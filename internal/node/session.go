@@ -154,7 +154,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		pending: map[uint64]chan *peerpb.HostReply{},
 	}
 	if err := sess.prepare(ctx); err != nil {
-		return refuse("cannot prepare the job: " + err.Error())
+		return refuse(peerpb.RefusePrepare + err.Error())
 	}
 	defer sess.cleanup()
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {

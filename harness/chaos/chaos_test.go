@@ -14,9 +14,18 @@ import (
 
 var (
 	binOnce sync.Once
+	binDir  string
 	bin     string
 	binErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // testEnv builds p2pc once for the package's tests.
 func testEnv(t *testing.T) *Env {
@@ -29,12 +38,11 @@ func testEnv(t *testing.T) *Env {
 		t.Fatal(err)
 	}
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "chaos-bin-")
-		if err != nil {
-			binErr = err
+		binDir, binErr = os.MkdirTemp("", "chaos-bin-")
+		if binErr != nil {
 			return
 		}
-		bin = filepath.Join(dir, "p2pc")
+		bin = filepath.Join(binDir, "p2pc")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		binErr = harness.Build(ctx, root, bin, false)

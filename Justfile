@@ -58,6 +58,10 @@ bench-webui tasks="100000" rounds="5":
 bench-papers setups="2,3,4":
     go run ./cmd/p2pc bench --setups {{setups}}
 
+# The chaos suite: every fault scenario `runs` times into results/chaos/ (needs root).
+bench-chaos runs="10":
+    go run ./cmd/p2pc bench --suite chaos --runs {{runs}}
+
 # Fuzz the spec parser for a while (default 60s).
 fuzz seconds="60":
     go test ./spec -run '^$' -fuzz FuzzParse -fuzztime {{seconds}}s

@@ -121,6 +121,8 @@ func classifyJobErr(ctxErr, err error) error {
 	switch {
 	case ctxErr != nil:
 		return withCode(exitInterrupted, errors.New("interrupted; run it again to resume"))
+	case errors.Is(err, job.ErrLocalDisk):
+		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
 	case errors.Is(err, job.ErrTasksFailed):

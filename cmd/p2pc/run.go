@@ -37,6 +37,7 @@ type RunCmd struct {
 // Run parses, prepares and runs the job, then prints a summary.
 func (c *RunCmd) Run(g *Globals) error {
 	ctx := g.Ctx
+	sandboxOffWarning()
 	js, err := spec.ParseFile(c.Spec)
 	if err != nil {
 		return withCode(exitBadInput, err)

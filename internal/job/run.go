@@ -138,6 +138,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
 		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
+		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()
 

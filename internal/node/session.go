@@ -141,6 +141,9 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello.Network && !n.cfg.AllowNetwork {
 		return refuse("the job asks for the network (sandbox.network) and this peer was not started with --allow-network")
 	}
+	if reason := n.misfit(hello); reason != "" {
+		return refuse(reason)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sess := &session{
@@ -245,7 +248,7 @@ func (s *session) prepare(ctx context.Context) error {
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(digest, pluginPath, h.Network)
+	s.pool = n.pool(digest, pluginPath, h.Network, h.Memory)
 	if s.pool.Check() != nil {
 		id, err := fetch(h.Plugin)
 		if err != nil {
@@ -522,6 +525,7 @@ func (s *session) exec(it *queued, slot int) {
 		Inputs:  s.inputs,
 		Timeout: s.timeout,
 		Host:    newTunnelHost(s, l.LeaseId),
+		Disk:    s.n.taskDisk(),
 	}
 	if !l.DigestOnly {
 		a.InlineMax = inlineOutput // sent inline anyway: skip the disk

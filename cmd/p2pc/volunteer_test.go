@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+)
+
+// joinTree is the folder of a p2pc join's cgroup tree in a v1
+// controller's hierarchy (mounted at /sys/fs/cgroup/CTRL), or skips.
+func joinTree(t *testing.T, p *harness.Proc, ctrl string) string {
+	t.Helper()
+	if !strings.Contains(p.Stderr(), "cgroup=v1(") {
+		t.Skipf("no cgroup v1 tree for tasks here:\n%s", p.Stderr())
+	}
+	own := ""
+	for l := range strings.SplitSeq(readFile(t, fmt.Sprintf("/proc/%d/cgroup", p.Pid())), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] == ctrl {
+			own = f[2]
+		}
+	}
+	m, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, own, fmt.Sprintf("p2pc-%d-*", p.Pid())))
+	if len(m) != 1 {
+		t.Fatalf("cgroup tree of pid %d in %s: %v", p.Pid(), ctrl, m)
+	}
+	return m[0]
+}
+
+func readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestJoinCPUsAndMemory: --cpus and --memory, given in a --config file,
+// cap the peer's tasks: the tree's CPU quota and memory limit are set,
+// and CPU-bound tasks are throttled to the quota.
+func TestJoinCPUsAndMemory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "join.yaml")
+	if err := os.WriteFile(cfg, []byte("cpus: 0.25\nmemory: 512MiB\ndisk: 1GiB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, addr, _ := startJoin(t, dir, "capped", nil, "--config", cfg)
+	waitStderr(t, j, regexp.MustCompile(`tasks confined: .* cpus=0\.25 memory=512 MiB disk=1 GiB priority=idle`))
+	cpu := joinTree(t, j, "cpu")
+	if q, p := readInt(t, filepath.Join(cpu, "cpu.cfs_quota_us")), readInt(t, filepath.Join(cpu, "cpu.cfs_period_us")); q*4 != p {
+		t.Errorf("CPU quota %d per %d us, want a quarter", q, p)
+	}
+	if got := readInt(t, filepath.Join(joinTree(t, j, "memory"), "memory.limit_in_bytes")); got != 512<<20 {
+		t.Errorf("memory limit %d, want 512 MiB", got)
+	}
+	spec := writeSpec(t, dir, "spin.yaml", `
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"]
+  shell: true
+tasks:
+  - range: {param: n, from: 0, to: 1}
+`)
+	t0 := time.Now()
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	throttled := regexp.MustCompile(`nr_throttled (\d+)`).FindStringSubmatch(readFile(t, filepath.Join(cpu, "cpu.stat")))
+	if throttled == nil || throttled[1] == "0" {
+		t.Errorf("tasks never throttled under --cpus 0.25 (job took %v): %v", time.Since(t0), throttled)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestJoinPauseWhenBusy: while a load this test starts keeps the
+// machine busy, the peer freezes its tasks; once the load stops it
+// thaws them and the job completes.
+func TestJoinPauseWhenBusy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of busy CPU; -short")
+	}
+	dir := t.TempDir()
+	j, addr, _ := startJoin(t, dir, "pausing", nil, "--pause-when-busy", "75", "--slots", "1")
+	freezer := filepath.Join(joinTree(t, j, "freezer"), "freezer.state")
+	spec := writeSpec(t, dir, "slow.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 300}
+tasks:
+  - range: {param: n, from: 0, to: 7}
+`)
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Kill() })
+	waitStderr(t, j, regexp.MustCompile(`job session started`))
+
+	// The load: one busy shell per CPU, outside p2pc.
+	var load []*exec.Cmd
+	stopLoad := func() {
+		for _, c := range load {
+			c.Process.Kill()
+			c.Wait()
+		}
+		load = nil
+	}
+	t.Cleanup(stopLoad)
+	for range max(2, runtime.NumCPU()) {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		load = append(load, c)
+	}
+	t0 := time.Now()
+	waitStderr(t, j, regexp.MustCompile(`tasks paused`))
+	t.Logf("paused %v after the load started", time.Since(t0))
+	if s := strings.TrimSpace(readFile(t, freezer)); s != "FROZEN" {
+		t.Errorf("paused, but the tasks' cgroup is %s", s)
+	}
+	stopLoad()
+	t0 = time.Now()
+	waitStderr(t, j, regexp.MustCompile(`tasks resumed`))
+	t.Logf("resumed %v after the load stopped", time.Since(t0))
+	code, err := run.Wait(time.Minute)
+	if err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, run.Stderr())
+	}
+	if s := strings.TrimSpace(readFile(t, freezer)); s != "THAWED" {
+		t.Errorf("after the job the tasks' cgroup is %s", s)
+	}
+}

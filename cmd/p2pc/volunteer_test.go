@@ -152,3 +152,59 @@ tasks:
 		t.Errorf("after the job the tasks' cgroup is %s", s)
 	}
 }
+
+// TestJobTooBigIsRefused: a peer whose --memory is less than a task
+// needs refuses the job, and the run fails saying why instead of
+// waiting.
+func TestJobTooBigIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	_, addr, _ := startJoin(t, dir, "small", nil, "--memory", "1GiB")
+	spec := writeSpec(t, dir, "big.yaml", `
+plugin: {{repo}}/plugins/echo
+resources: {memory: 2GiB}
+tasks:
+  - range: {param: n, from: 0, to: 1}
+`)
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--stall-after", "2s")
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	if want := "a task needs 2 GiB of memory (resources.memory), this peer gives its tasks 1 GiB (--memory)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the run does not say why:\n%s", r.stderr)
+	}
+}
+
+// TestTaskOverMemoryLimit: a task that uses more than its job's
+// resources.memory is killed and reported as such, not as a crash.
+func TestTaskOverMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	j, addr, _ := startJoin(t, dir, "limited", nil)
+	joinTree(t, j, "memory") // skips without cgroups
+	spec := writeSpec(t, dir, "hog.yaml", `
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["head -c 400000000 /dev/zero | sort >/dev/null"] # sort holds the one line
+  shell: true
+resources: {memory: 64MiB}
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 0}
+`)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addr)
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	t.Logf("summary:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "exceeded memory limit 64 MiB") {
+		t.Errorf("the summary does not name the memory limit:\n%s", r.stderr)
+	}
+	rep := readReport(t, out)
+	for _, task := range rep.Tasks {
+		for _, a := range task.Attempts {
+			if a.Outcome == "crashed" || !strings.Contains(a.Error, "exceeded memory limit 64 MiB") {
+				t.Errorf("attempt: outcome %s, error %q; want exceeded memory limit 64 MiB, not a crash", a.Outcome, a.Error)
+			}
+		}
+	}
+}

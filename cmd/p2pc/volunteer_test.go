@@ -208,3 +208,37 @@ tasks:
 		}
 	}
 }
+
+// TestTaskOverDiskLimit: a task that writes more than its share of the
+// peer's --disk is stopped and reported "exceeded disk limit".
+func TestTaskOverDiskLimit(t *testing.T) {
+	dir := t.TempDir()
+	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "2MiB", "--slots", "1")
+	spec := writeSpec(t, dir, "fill.yaml", `
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["head -c 10000000 /dev/zero > big"]
+  shell: true
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 0}
+`)
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr)
+	if r.code != exitTaskFailed || !strings.Contains(r.stderr, "exceeded disk limit 2 MiB") {
+		t.Fatalf("exit %d, want %d and exceeded disk limit 2 MiB\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+}
+
+// TestJoinConfigFileStrict: a --config key that names no flag is an
+// error, not ignored.
+func TestJoinConfigFileStrict(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "join.yaml")
+	if err := os.WriteFile(cfg, []byte("cpus: 1\npause_when_bussy: 50\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := p2pc(t, "join", "--config", cfg, "--no-mdns")
+	if r.code != exitBadInput || !strings.Contains(r.stderr, "unknown keys pause-when-bussy") {
+		t.Fatalf("exit %d, want %d and the unknown key named\n%s", r.code, exitBadInput, r.stderr)
+	}
+}

@@ -12,16 +12,19 @@ import (
 
 // checkDisk turns the result of a task that ran in work into a disk
 // limit error when limit > 0 and the task left more than limit bytes in
-// work, or failed writing past its file-size limit (EFBIG, "file too
-// large"). Otherwise it returns err.
+// work, or failed with its folder full to the limit or with EFBIG ("file
+// too large": a write past its file-size limit). Otherwise it returns
+// err.
 func checkDisk(work string, limit int64, err error) error {
 	if limit <= 0 {
 		return err
 	}
 	over := err != nil && strings.Contains(err.Error(), "file too large")
 	if !over {
+		// A failed task that filled its folder up to the limit was
+		// stopped by it (SIGXFSZ, or EFBIG reworded by the task).
 		n, derr := diskUse(work, limit)
-		over = derr == nil && n > limit
+		over = derr == nil && (n > limit || err != nil && n >= limit)
 	}
 	if !over {
 		return err

@@ -93,6 +93,10 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 		opts.JournalEvery = time.Second
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12])}
+	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {
+		r.log.Warn("no task runs on this machine's own slots: "+why, "local_slots", r.opts.Slots)
+		r.opts.Slots = 0
+	}
 	return r.run(ctx)
 }
 

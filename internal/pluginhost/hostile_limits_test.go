@@ -75,6 +75,12 @@ func limitAttack(name, arg string) (*sdk.Result, error) {
 			}
 		}
 		return nil, fmt.Errorf("daemon %d did not start a session", pid)
+	case "policy": // the scheduling policy of the process
+		a, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			return nil, err
+		}
+		return ok(strconv.Itoa(int(a.Policy)))
 	case "hang": // leave a daemon (its pid in file arg), ignore SIGTERM, never answer
 		signal.Ignore(syscall.SIGTERM)
 		c := exec.Command("sleep", "60")
@@ -254,4 +260,22 @@ func TestHostileHangIgnoringSIGTERM(t *testing.T) {
 		}
 		stillServes(t, pl)
 	})
+}
+
+// TestIdlePriority: Limits.Idle starts the plugin at SCHED_IDLE.
+func TestIdlePriority(t *testing.T) {
+	for _, idle := range []bool{true, false} {
+		pl := limitPool(t, true, sandbox.Limits{Idle: idle})
+		res, err := runAttack(t, pl, "policy", "", 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := unix.SCHED_NORMAL
+		if idle {
+			want = unix.SCHED_IDLE
+		}
+		if got, _ := strconv.Atoi(string(res.Data)); got != want {
+			t.Errorf("Idle %v: policy %d, want %d", idle, got, want)
+		}
+	}
 }

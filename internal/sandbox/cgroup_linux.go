@@ -383,6 +383,9 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 			return Probe(), fmt.Errorf("idle priority: %w", err)
 		}
+		// The child keeps SCHED_IDLE; the thread, which goes on to wait
+		// for the child's exit, gets its normal priority back.
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
 	}
 	var back []*os.File
 	defer func() {

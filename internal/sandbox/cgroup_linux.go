@@ -153,12 +153,8 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 		return nil, fmt.Errorf("cgroup lock folder: %w", err)
 	}
 	var sweepErr error
-	seen := map[string]bool{}
-	for _, base := range bases {
-		if !seen[base] {
-			seen[base] = true
-			sweepErr = errors.Join(sweepErr, sweepCgroups(base))
-		}
+	for _, base := range freezerFirst(bases) {
+		sweepErr = errors.Join(sweepErr, sweepCgroups(base))
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -228,11 +224,22 @@ func folders(dirs map[string]string) []string {
 	return out
 }
 
+// freezerFirst is folders(dirs) with the freezer's first: processes of
+// a frozen cgroup die of SIGKILL only once it is thawed, so the v1
+// freezer hierarchy is thawed and emptied before the others are.
+func freezerFirst(dirs map[string]string) []string {
+	out := folders(dirs)
+	if f, ok := dirs["freezer"]; ok {
+		out = append([]string{f}, slices.DeleteFunc(out, func(d string) bool { return d == f })...)
+	}
+	return out
+}
+
 // remove kills what is left in the tree, removes its folders and lets
 // its lock go.
 func (t *cgroupTree) remove() error {
 	var err error
-	for _, d := range folders(t.dirs) {
+	for _, d := range freezerFirst(t.dirs) {
 		err = errors.Join(err, removeCgroupDir(d))
 	}
 	if t.lock != nil {
@@ -242,11 +249,17 @@ func (t *cgroupTree) remove() error {
 }
 
 // removeCgroupDir kills every process in the cgroup folder dir and its
-// descendants and removes them (children first).
+// descendants and removes them (children first). It thaws dir first: a
+// frozen process does not die of SIGKILL until it is thawed, and a child
+// cannot be thawed beneath a frozen parent.
 func removeCgroupDir(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	fr := freezerAt(dir)
+	if fr != nil {
+		fr.set(false)
 	}
 	var errs error
 	for _, e := range ents {
@@ -254,7 +267,10 @@ func removeCgroupDir(dir string) error {
 			errs = errors.Join(errs, removeCgroupDir(filepath.Join(dir, e.Name())))
 		}
 	}
-	killProcs(dir, nil, 0)
+	if k := filepath.Join(dir, "cgroup.kill"); fileExists(k) {
+		writeFile(k, "1")
+	}
+	errs = errors.Join(errs, killProcs(dir, fr, 0))
 	return errors.Join(errs, rmdirCgroup(dir))
 }
 
@@ -488,20 +504,26 @@ func (c *Cgroup) kill(keep int) error {
 	return killProcs(folders(c.dirs)[0], freezer, keep)
 }
 
-// freezerFile names the cgroup's freezer: its file and the values that
-// freeze and thaw it (nil without a freezer).
+// freezerFile names the cgroup's freezer (nil without one).
 func (c *Cgroup) freezerFile() *freezer {
 	d, ok := c.dirs["freezer"]
 	if !ok {
 		return nil
 	}
-	if c.version == 1 {
-		return &freezer{file: filepath.Join(d, "freezer.state"), on: "FROZEN", off: "THAWED", state: filepath.Join(d, "freezer.state"), frozen: "FROZEN"}
+	return freezerAt(d)
+}
+
+// freezerAt names the freezer of cgroup folder d: its file and the
+// values that freeze and thaw it (v1 freezer.state, v2 cgroup.freeze;
+// nil when d has neither, as the folders of other v1 hierarchies).
+func freezerAt(d string) *freezer {
+	if f := filepath.Join(d, "freezer.state"); fileExists(f) {
+		return &freezer{file: f, on: "FROZEN", off: "THAWED", state: f, frozen: "FROZEN"}
 	}
-	if !fileExists(filepath.Join(d, "cgroup.freeze")) {
-		return nil
+	if f := filepath.Join(d, "cgroup.freeze"); fileExists(f) {
+		return &freezer{file: f, on: "1", off: "0", state: filepath.Join(d, "cgroup.events"), frozen: "frozen 1"}
 	}
-	return &freezer{file: filepath.Join(d, "cgroup.freeze"), on: "1", off: "0", state: filepath.Join(d, "cgroup.events"), frozen: "frozen 1"}
+	return nil
 }
 
 type freezer struct{ file, on, off, state, frozen string }
@@ -671,30 +693,58 @@ func SetShare(cpus float64, memory int64) error {
 }
 
 // Freeze freezes (or thaws) every plugin process of this p2pc process.
+// It freezes each plugin's cgroup, not their parent: a cgroup beneath a
+// frozen parent cannot be thawed, so a plugin killed while paused (its
+// timeout, a cancel, shutdown) could not die. A plugin started while
+// paused is not frozen (p2pc join starts no task while paused).
 func Freeze(on bool) error {
-	t, st := cgroupRoot()
-	if t == nil {
-		return fmt.Errorf("no cgroups: %s", st.Reason)
+	dir, err := freezerTree()
+	if err != nil {
+		return err
 	}
-	fr := (&Cgroup{version: t.version, dirs: t.dirs}).freezerFile()
-	if fr == nil {
-		return errors.New("no freezer")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("freeze: %w", err)
 	}
-	return fr.set(on)
+	var errs error
+	for _, e := range ents {
+		if fr := freezerAt(filepath.Join(dir, e.Name())); e.IsDir() && fr != nil {
+			errs = errors.Join(errs, fr.set(on))
+		}
+	}
+	return errs
 }
 
-// Frozen reports whether this process's plugin processes are frozen.
-func Frozen() bool {
-	t, _ := cgroupRoot()
+// freezerTree is the tree's folder in the freezer hierarchy.
+func freezerTree() (string, error) {
+	t, st := cgroupRoot()
 	if t == nil {
-		return false
+		return "", fmt.Errorf("no cgroups: %s", st.Reason)
 	}
-	fr := (&Cgroup{version: t.version, dirs: t.dirs}).freezerFile()
-	if fr == nil {
-		return false
+	d, ok := t.dirs["freezer"]
+	if !ok {
+		return "", errors.New("no freezer")
 	}
-	b, _ := os.ReadFile(fr.state)
-	return strings.Contains(string(b), fr.frozen)
+	return d, nil
+}
+
+// Frozen lists the plugin cgroups of this p2pc process that are frozen
+// (folder names), for tests and diagnostics.
+func Frozen() []string {
+	dir, err := freezerTree()
+	if err != nil {
+		return nil
+	}
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if fr := freezerAt(filepath.Join(dir, e.Name())); e.IsDir() && fr != nil {
+			if b, _ := os.ReadFile(fr.state); strings.Contains(string(b), fr.frozen) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
 }
 
 // CPUUsage is the CPU time all plugin processes of this p2pc process

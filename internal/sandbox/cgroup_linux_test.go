@@ -154,3 +154,68 @@ func TestMain(m *testing.M) {
 	CloseCgroups()
 	os.Exit(code)
 }
+
+// TestKillWhileFrozen: a plugin frozen by Freeze (p2pc join
+// --pause-when-busy) still dies at once when its cgroup is killed (a
+// timeout, a cancel, shutdown).
+func TestKillWhileFrozen(t *testing.T) {
+	needTree(t)
+	if TreeDir("freezer") == "" {
+		t.Skip("no freezer")
+	}
+	c, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	startIn(t, c)
+	if err := Freeze(true); err != nil {
+		t.Fatal(err)
+	}
+	defer Freeze(false)
+	if got := Frozen(); !slices.Contains(got, filepath.Base(c.Dir("freezer"))) {
+		t.Fatalf("Frozen() = %v, want %s in it", got, filepath.Base(c.Dir("freezer")))
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatalf("kill while frozen: %v", err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Kill while frozen: %v", p)
+	}
+}
+
+// TestSweepFrozenTree: the tree of a dead p2pc that was frozen (paused)
+// is thawed, killed and removed.
+func TestSweepFrozenTree(t *testing.T) {
+	needTree(t)
+	own := TreeDir("freezer")
+	if own == "" {
+		t.Skip("no freezer")
+	}
+	base := filepath.Dir(own)
+	dead := filepath.Join(base, cgroupPrefix+"3-frozen")
+	if err := os.MkdirAll(filepath.Join(dead, "t1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupDir(dead) })
+	orphan := exec.Command("sleep", "60")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill() })
+	if err := writeFile(filepath.Join(dead, "t1", "cgroup.procs"), strconv.Itoa(orphan.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if fr := freezerAt(dead); fr == nil || fr.set(true) != nil {
+		t.Fatal("cannot freeze the dead tree")
+	}
+	if err := sweepCgroups(base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("frozen dead tree still there (%v)", err)
+	}
+	if err := orphan.Wait(); err == nil {
+		t.Error("the frozen tree's process was not killed")
+	}
+}

@@ -35,9 +35,9 @@
 // share (--disk per slot); caps all tasks together through its cgroup
 // tree (--cpus, --memory); and with --pause-when-busy samples /proc/stat
 // each second: when other programs than p2pc and its tasks keep the CPU
-// above the threshold for BusyFor it freezes the tasks' tree and grants no
-// credits and starts no queued lease, and thaws when the machine is quiet
-// for as long. Its own streams are not frozen: the coordinator sees a slow
+// above the threshold for BusyFor it freezes the plugins' cgroups, grants
+// no credits and starts no queued lease, and thaws when the machine is
+// quiet for as long. Its own streams are not frozen: the coordinator sees a slow
 // peer.
 //
 // Shutdown. On SIGINT/SIGTERM the node stops asking for work, hands back

@@ -200,7 +200,7 @@ resources: {memory: 2GiB}
 tasks:
   - range: {param: n, from: 0, to: 1}
 `)
-	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--stall-after", "10s")
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--stall-after", "6s")
 	if r.code != exitTaskFailed {
 		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
 	}

@@ -23,6 +23,7 @@ type JoinCmd struct {
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
+	VolunteerFlags
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -44,6 +45,10 @@ func (c *JoinCmd) Run(g *Globals) error {
 	submitters, err := parseSubmitters(c.Submitters)
 	if err != nil {
 		return err
+	}
+	vol, err := c.volunteer()
+	if err != nil {
+		return withCode(exitBadInput, err)
 	}
 	creds, err := g.creds()
 	if err != nil {
@@ -69,6 +74,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		AllowNetwork:  c.AllowNetwork,
+		Volunteer:     vol,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})
@@ -98,6 +104,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d id %s swarm %s\n", n.Addr(), n.Name(), slots, n.ID(), creds.SwarmID())
 	// Which confinements this machine gives tasks (on stderr: stdout's
 	// first line is for scripts).
-	fmt.Fprintf(os.Stderr, "tasks confined: %s allow-network=%t\n", n.Confinement(), c.AllowNetwork)
+	sandboxOffWarning()
+	fmt.Fprintln(os.Stderr, confinementLine(n, c.AllowNetwork, vol))
 	return n.Serve(g.Ctx)
 }

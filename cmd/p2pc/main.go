@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // Exit codes, documented in README.md.
@@ -83,6 +85,7 @@ func run(args []string) int {
 		kong.Description("p2pc: the poor man's supercomputer. Farm a job's tasks out to spare machines on the LAN."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Configuration(yamlConfig), // p2pc join --config FILE
 	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
@@ -109,6 +112,11 @@ func run(args []string) int {
 	}
 
 	err = kctx.Run(&cli.Globals)
+	// The cgroups of this process's plugin processes are gone by now;
+	// remove their parent (a killed p2pc's is swept by the next one).
+	if cerr := sandbox.CloseCgroups(); cerr != nil {
+		cli.Logger.Warn("remove cgroups", "err", cerr)
+	}
 	if err == nil {
 		return exitOK
 	}

@@ -44,6 +44,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	if c.Spec == "" {
 		return withCode(exitBadInput, errors.New("run: which job? Give a job spec (YAML file), e.g. 'p2pc run examples/echo.yaml'; 'p2pc run --help' lists the flags"))
 	}
+	sandboxOffWarning()
 	js, err := spec.ParseFile(c.Spec)
 	if err != nil {
 		return withCode(exitBadInput, err)

@@ -105,6 +105,10 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 		Network:         r.p.Spec.Sandbox.Network,
+		Memory:          r.p.Spec.Resources.Memory,
+		Cpus:            r.p.Spec.Resources.CPUs,
+		Os:              r.p.Spec.Resources.OS,
+		Arch:            r.p.Spec.Resources.Arch,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error

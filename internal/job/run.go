@@ -112,6 +112,10 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 		opts.JournalEvery = time.Second
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
+	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {
+		r.log.Warn("no task runs on this machine's own slots: "+why, "local_slots", r.opts.Slots)
+		r.opts.Slots = 0
+	}
 	return r.run(ctx)
 }
 
@@ -162,6 +166,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
 		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
+		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()
 

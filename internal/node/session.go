@@ -142,6 +142,9 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello.Network && !n.cfg.AllowNetwork {
 		return refuse("the job asks for the network (sandbox.network) and this peer was not started with --allow-network")
 	}
+	if reason := n.misfit(hello); reason != "" {
+		return refuse(reason)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sess := &session{
@@ -264,7 +267,7 @@ func (s *session) prepare(ctx context.Context) error {
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(digest, pluginPath, h.Network)
+	s.pool = n.pool(digest, pluginPath, h.Network, h.Memory)
 	if s.pool.Check() != nil {
 		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("plugin: %w", err)
@@ -544,6 +547,7 @@ func (s *session) exec(it *queued, slot int) {
 		Inputs:  s.inputs,
 		Timeout: s.timeout,
 		Host:    newTunnelHost(s, l.LeaseId),
+		Disk:    s.n.taskDisk(),
 	}
 	if !l.DigestOnly {
 		a.InlineMax = inlineOutput // sent inline anyway: skip the disk

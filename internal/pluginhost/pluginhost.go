@@ -67,6 +67,11 @@ type Config struct {
 	// whether tasks may use the network. Every process is confined (see
 	// package sandbox); a folder named here must exist at the first start.
 	Sandbox sandbox.Policy
+	// Limits bound each process and everything it starts (its own
+	// cgroup, where the machine gives cgroups: see sandbox.Cgroups):
+	// memory, processes, file size, idle priority. Zero fields take
+	// sandbox's defaults.
+	Limits sandbox.Limits
 }
 
 // Stats counts what a Pool did since NewPool.

@@ -46,6 +46,8 @@ type Pool struct {
 	confinedOnce sync.Once
 	confined     sandbox.Status
 
+	cgroupOnce sync.Once // the warning that there are no cgroups
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -230,16 +232,19 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 	// before this side's timer has fired, so ask the clock too.
 	callerDone, overrun := expired(ctx), timeout > 0 && expired(callCtx)
 	cancel()
+	limit := p.limitHit() // limits.go
 
 	var te *sdk.TaskError
 	switch {
 	case err == nil:
+		p.endTask()
 		pl.release(p)
 		return res, nil
 	case errors.As(err, &te) && !callerDone && !overrun:
 		pl.stats.taskErrors.Add(1)
+		p.endTask()
 		pl.release(p)
-		return nil, err
+		return nil, pl.limitError(op, taskID, p, limit, err)
 	}
 
 	// The process is lost: whatever it was doing, it is killed.
@@ -265,6 +270,9 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 		e.Kind = ErrCrashed
 		pl.stats.crashes.Add(1)
 		p.shutdownAfterCrash()
+		if limit != nil { // killed by its cgroup, not a crash
+			e.Kind = limit
+		}
 	}
 	p.finishError(e)
 	if e.Kind == ErrCrashed {

@@ -14,6 +14,11 @@ build:
     mkdir -p bin
     go build -o bin/p2pc ./cmd/p2pc
 
+# Cross-build release binaries into dist/ with plain go build (CGO_ENABLED=0): linux, darwin
+# and windows for amd64 and arm64, or only the targets named (`just release linux/arm64`).
+release *targets:
+    .ci/release {{targets}}
+
 # Run the test suite (the command README.md gives).
 test:
     go test ./...

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -196,7 +195,7 @@ func deleteNetns(ip, ns string) error {
 		}
 		for _, p := range pids {
 			if pid, err := strconv.Atoi(p); err == nil && pid > 1 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = killPID(pid)
 			}
 		}
 		time.Sleep(50 * time.Millisecond)

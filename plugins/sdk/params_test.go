@@ -23,8 +23,10 @@ type strictParams struct {
 	Sub   struct {
 		A int `json:"a"`
 	} `json:"sub,omitempty"`
-	hidden int
+	hidden int // unexported: never required
 }
+
+var _ = strictParams{}.hidden
 
 func TestDecodeStrict(t *testing.T) {
 	tests := []struct {

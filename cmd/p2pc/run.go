@@ -77,6 +77,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		StallAfter: c.StallAfter,
 		WaitPeers:  c.WaitPeers,
 		TrustFile:  filepath.Join(g.Data, "trust.json"),
+		Version:    version,
 	})
 	prog.Finish()
 	if rep != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -198,7 +200,7 @@ func runningPeer(t *testing.T, run *harness.Proc, out string, peers []*peer, n i
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= n && len(rep.Tasks[0].Partials) > 0 {
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && len(rep.Tasks) > 0 && rep.Tasks[0].Checkpoints >= n && len(rep.Tasks[0].Partials) > 0 {
 			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
 			for _, p := range peers {
 				if p.name == who {

@@ -168,7 +168,8 @@ func split(peer, id string) (string, string) {
 
 // Load reads the whole job back as a report (the content of
 // report.json). A database that holds no job yet gives a report with
-// an empty JobID.
+// an empty JobID. When reading fails part way (a corrupted database),
+// the error comes with what was read before it.
 func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 	r, err := db.LoadJob(ctx)
 	if err != nil {
@@ -186,13 +187,13 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		var files sql.NullString
 		if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Verdict, &t.Checkpoints); err != nil {
 			rows.Close()
-			return nil, db.wrap("read tasks", err)
+			return r, db.wrap("read tasks", err)
 		}
 		t.Params = json.RawMessage(params)
 		if files.Valid {
 			if err := json.Unmarshal([]byte(files.String), &t.Files); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("job database %s: task %s: files: %w", db.path, t.ID, err)
+				return r, fmt.Errorf("job database %s: task %s: files: %w", db.path, t.ID, err)
 			}
 		}
 		t.Attempts = []report.Attempt{}
@@ -206,7 +207,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	if err := closeRows(rows); err != nil {
-		return nil, db.wrap("read tasks", err)
+		return r, db.wrap("read tasks", err)
 	}
 	if r.Summary.Total < len(r.Tasks) {
 		r.Summary.Total = len(r.Tasks)
@@ -224,7 +225,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return r, err
 	}
 	if err := db.each(ctx, `SELECT task, peer, peer_id, digest FROM votes ORDER BY task, n`, func(rows *sql.Rows) error {
 		var i int
@@ -237,7 +238,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return r, err
 	}
 	if err := db.each(ctx, `SELECT task, time, peer, peer_id, text, bytes, truncated FROM partials ORDER BY task, n`, func(rows *sql.Rows) error {
 		var i int
@@ -253,7 +254,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return r, err
 	}
 	return r, nil
 }

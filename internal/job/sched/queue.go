@@ -88,6 +88,9 @@ type Env interface {
 	// TaskRetry: an attempt failed, or a task was reopened, and the task
 	// goes back in the queue.
 	TaskRetry(id, outcome string, err error)
+	// Touched: the queue changed task's record in the report (it holds
+	// ReportLock): it is to be journaled.
+	Touched(task int)
 }
 
 // Clock tells the time. Nil means the system clock.
@@ -477,6 +480,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	attempt := len(rt.Attempts) + ts.running
 	rt.State = report.TaskRunning
 	id := rt.ID
+	q.env.Touched(task)
 	q.repMu.Unlock()
 	l := &Lease{
 		ID:         q.nextID,
@@ -529,6 +533,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	}
 	q.repMu.Lock()
 	defer q.repMu.Unlock()
+	defer q.env.Touched(l.Task) // runs before the unlock
 	rt := &q.rep.Tasks[l.Task]
 	if ts.settled {
 		if res.Outcome != report.OutcomeOK {
@@ -645,6 +650,7 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 		}
 	}
 	q.rep.Tasks[task].State = report.TaskPending
+	q.env.Touched(task)
 }
 
 func (q *Queue) failLocked(task int, err error) {
@@ -661,6 +667,7 @@ func (q *Queue) failLocked(task int, err error) {
 		rt.Verdict = "failed: " + err.Error()
 	}
 	q.rep.Summary.Failed++
+	q.env.Touched(task)
 	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", err)
 	q.env.TaskDone(rt.ID, false)
 	q.revokeCopiesLocked(task)
@@ -687,6 +694,7 @@ func (q *Queue) revokeCopiesLocked(task int) {
 			q.rep.Tasks[task].Attempts = append(q.rep.Tasks[task].Attempts, report.Attempt{
 				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
 			})
+			q.env.Touched(task)
 		}
 	}
 }

@@ -39,6 +39,8 @@ func (e *fakeEnv) Place(id, stage string) error {
 	return nil
 }
 
+func (e *fakeEnv) Touched(int) {}
+
 func (e *fakeEnv) Discard(stage string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

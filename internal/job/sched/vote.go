@@ -179,6 +179,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		q.judgeLocked(task, d)
 	}
 	q.rep.Summary.Done++
+	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
 	q.env.TaskDone(rt.ID, true)

@@ -1,0 +1,36 @@
+package jobdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// ReadReport reads the job in the output folder dir as a report: from its
+// job database (read-only: safe while a run writes it), or from
+// report.json when there is no database (an output folder of a p2pc
+// without one). Neither gives an error wrapping fs.ErrNotExist.
+func ReadReport(ctx context.Context, dir string) (*report.Report, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return report.Read(dir)
+	}
+	db, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rep, err := db.Load(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if rep.JobID == "" {
+		return nil, fmt.Errorf("job database %s holds no job yet: %w", path, fs.ErrNotExist)
+	}
+	return rep, nil
+}

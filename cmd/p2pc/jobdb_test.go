@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/jobdb"
 )
@@ -91,5 +94,101 @@ tasks:
 	aside, _ := filepath.Glob(path + ".broken-*")
 	if len(aside) == 0 {
 		t.Fatal("--force did not keep the damaged database aside")
+	}
+}
+
+// taskData returns task id's inline data: from its folder (a file
+// output) or from the job database.
+func taskData(t *testing.T, out, id string) []byte {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(out, "tasks", id, "data")); err == nil {
+		return b
+	}
+	ctx := context.Background()
+	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(out, jobdb.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var data []byte
+	found := false
+	err = db.Outputs(ctx, func(o jobdb.Output) error {
+		if o.TaskID == id {
+			data, found = o.Data, true
+		}
+		return nil
+	})
+	if err != nil || !found {
+		t.Fatalf("task %s has no inline output (%v)", id, err)
+	}
+	return data
+}
+
+// doneTasks counts the tasks the job database in out records as done
+// (0 while there is none yet).
+func doneTasks(out string) int {
+	ctx := context.Background()
+	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(out, jobdb.FileName))
+	if err != nil {
+		return 0
+	}
+	defer db.Close()
+	s, err := db.Status(ctx, time.Now(), time.Minute, 0)
+	if err != nil {
+		return 0
+	}
+	return s.Done
+}
+
+// TestInlineOutputsExport: inline outputs get no folder; p2pc export
+// writes them as files where the folders were, or as JSON lines; a task
+// with output files keeps its folder.
+func TestInlineOutputsExport(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "x.yaml", `
+plugin: {{repo}}/plugins/echo
+tasks:
+  - grid: {x: [1, 2, 3]}
+`)
+	out := filepath.Join(dir, "out")
+	if r := p2pc(t, "run", spec, "--out", out); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	if ents, _ := os.ReadDir(filepath.Join(out, "tasks")); len(ents) != 0 {
+		t.Fatalf("inline outputs got folders: %v", ents)
+	}
+	r := p2pc(t, "export", out, "--format", "jsonl")
+	if r.code != 0 {
+		t.Fatalf("export jsonl: exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("jsonl has %d lines:\n%s", len(lines), r.stdout)
+	}
+	var first struct {
+		ID     string         `json:"id"`
+		Params map[string]any `json:"params"`
+		Name   string         `json:"name"`
+		Text   string         `json:"text"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.ID != rep.Tasks[0].ID || first.Name != "data" || first.Params["x"] != 1.0 || !strings.Contains(first.Text, `"x":1`) {
+		t.Fatalf("first line %s (%v)", lines[0], err)
+	}
+	if r := p2pc(t, "export", out); r.code != 0 {
+		t.Fatalf("export files: exit %d\n%s", r.code, r.stderr)
+	}
+	// Every file report.json names now exists, holding the exported data.
+	for _, task := range rep.Tasks {
+		for _, f := range task.Files {
+			b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(f)))
+			if err != nil || !strings.Contains(string(b), `"x":`) {
+				t.Fatalf("exported %s: %q, %v", f, b, err)
+			}
+		}
+	}
+	// A rerun reuses every task, exported folders and all.
+	if r := p2pc(t, "run", spec, "--out", out); r.code != 0 || !strings.Contains(r.stderr, "3/3") {
+		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -24,10 +23,7 @@ type probeOut struct {
 
 func probeOutput(t *testing.T, out, id string) probeOut {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(out, "tasks", id, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := taskData(t, out, id)
 	var o probeOut
 	if err := json.Unmarshal(b, &o); err != nil {
 		t.Fatalf("task %s output %s: %v", id, b, err)

@@ -12,7 +12,11 @@
 //	                       a few ms); the journal a rerun resumes from
 //	OUT/report.json        the run report, written when the run ends
 //	                       (and by `p2pc report OUT` from job.db at any time)
-//	OUT/tasks/<id>/...     each task's output files ("data" holds inline data)
+//	OUT/tasks/<id>/...     each task's output files; a task whose output is only
+//	                       inline data (up to 1 MiB) gets no folder: its bytes
+//	                       are in job.db (table outputs), `p2pc export OUT`
+//	                       writes them to OUT/tasks/<id>/data, and the reduce
+//	                       step reads them as files written out for it
 //	OUT/<artifact>         the reduce step's files, only when every task succeeded
 //	OUT/.p2pc/work/        per-attempt work dirs, removed when done
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
@@ -171,12 +172,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	r.vc = vc.New(ids, keep, r.log)
-	reused := r.reuse()
-
 	r.db, err = jobdb.Open(ctx, filepath.Join(r.p.OutDir, jobdb.FileName), jobdb.Options{Version: r.opts.Version, Logger: r.log})
 	if err != nil {
 		return nil, bad(err)
 	}
+	reused := r.reuse(ctx)
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))
 	r.mu.Lock()
@@ -266,8 +266,9 @@ func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
 }
 
 // reuse marks as done the tasks that an earlier run of the same job
-// finished and whose output files still match their digest.
-func (r *runner) reuse() int {
+// finished and whose output (files, or inline in the job database) still
+// matches its digest.
+func (r *runner) reuse(ctx context.Context) int {
 	prev := r.p.Previous
 	if prev == nil {
 		return 0
@@ -283,8 +284,7 @@ func (r *runner) reuse() int {
 		if !ok || old.State != report.TaskDone || old.Digest == "" {
 			continue
 		}
-		dir := filepath.Join(r.p.OutDir, "tasks", t.ID)
-		d, files, err := outputs.Digest(dir)
+		d, files, err := r.storedOutput(ctx, i, t.ID)
 		if err != nil || d.String() != old.Digest {
 			continue
 		}
@@ -297,6 +297,23 @@ func (r *runner) reuse() int {
 		r.log.Info("reusing tasks of an earlier run", "done", n)
 	}
 	return n
+}
+
+// storedOutput digests task i's stored output: its folder, or else its
+// inline output in the job database (none at all is an empty output).
+func (r *runner) storedOutput(ctx context.Context, i int, id string) (digest.ID, []string, error) {
+	dir := filepath.Join(r.p.OutDir, "tasks", id)
+	if _, err := os.Lstat(dir); err == nil {
+		return outputs.Digest(dir)
+	}
+	_, data, found, err := r.db.Output(ctx, i)
+	if err != nil {
+		return digest.ID{}, nil, err
+	}
+	if !found {
+		return outputs.DigestInline(nil), []string{}, nil
+	}
+	return outputs.DigestInline(data), []string{sdk.DataFile}, nil
 }
 
 func (r *runner) finish(state, msg string) {

@@ -187,11 +187,36 @@ func (r *runner) inputFiles() []sdk.File {
 	return files
 }
 
-// place renames a complete staged output to OUT/tasks/<id>, replacing
-// what an earlier run left there. The folder is thus either complete or
-// absent.
-func (r *runner) place(id, stage string) error {
+// maxInlineOutput bounds an output kept in the job database: an output
+// that is only the inline data file, up to this size, gets no folder.
+const maxInlineOutput = 1 << 20
+
+// place stores a complete staged output: an inline output (only the data
+// file, or nothing) goes into the job database, anything else is renamed
+// to OUT/tasks/<id>, replacing what an earlier run left there. The folder
+// is thus either complete or absent.
+func (r *runner) place(task int, id, stage string) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
+	if data, ok, err := inlineStage(stage); err != nil {
+		return fmt.Errorf("store output of task %s: %w", id, err)
+	} else if ok {
+		if data != nil {
+			err = r.db.PutOutput(task, sdk.DataFile, data)
+		} else {
+			err = r.db.DeleteOutput(task)
+		}
+		if err != nil {
+			return fmt.Errorf("store output of task %s: %w", id, err)
+		}
+		os.RemoveAll(stage)
+		if err := os.RemoveAll(final); err != nil { // an earlier run's files
+			return fmt.Errorf("replace output of task %s: %w", id, err)
+		}
+		return nil
+	}
+	if err := r.db.DeleteOutput(task); err != nil {
+		return fmt.Errorf("store output of task %s: %w", id, err)
+	}
 	if os.Rename(stage, final) == nil {
 		return nil // the usual case: nothing there yet
 	}
@@ -202,6 +227,33 @@ func (r *runner) place(id, stage string) error {
 		return fmt.Errorf("store output of task %s: %w", id, err)
 	}
 	return nil
+}
+
+// inlineStage reads a staged output that is only the inline data file
+// (data) or nothing at all (nil); ok is false for any other output.
+func inlineStage(stage string) (data []byte, ok bool, err error) {
+	ents, err := os.ReadDir(stage)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case len(ents) == 0:
+		return nil, true, nil
+	case len(ents) > 1 || ents[0].Name() != sdk.DataFile || !ents[0].Type().IsRegular():
+		return nil, false, nil
+	}
+	fi, err := ents[0].Info()
+	if err != nil || fi.Size() > maxInlineOutput {
+		return nil, false, err
+	}
+	data, err = os.ReadFile(filepath.Join(stage, sdk.DataFile))
+	if err != nil {
+		return nil, false, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, true, nil
 }
 
 // taskHost relays the reduce step's callbacks to Events; the shared-state

@@ -159,7 +159,7 @@ func TestOutputs(t *testing.T) {
 	if err := db.Outputs(ctx, func(o Output) error { got = append(got, o); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	want := []Output{{0, "a", "data", []byte("again")}, {2, "c", "data", []byte{}}}
+	want := []Output{{0, "a", json.RawMessage(`{}`), "data", []byte("again")}, {2, "c", json.RawMessage(`{}`), "data", []byte{}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("outputs %+v, want %+v", got, want)
 	}

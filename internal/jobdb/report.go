@@ -34,3 +34,20 @@ func ReadReport(ctx context.Context, dir string) (*report.Report, error) {
 	}
 	return rep, nil
 }
+
+// WriteOutput writes an inline output where its task's folder would be:
+// dir/tasks/<id>/<name>.
+func WriteOutput(dir string, o Output) error {
+	name := filepath.FromSlash(o.Name)
+	if !filepath.IsLocal(o.TaskID) || !filepath.IsLocal(name) {
+		return fmt.Errorf("write output of task %q: %q is not a local name", o.TaskID, o.Name)
+	}
+	path := filepath.Join(dir, "tasks", o.TaskID, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	}
+	if err := os.WriteFile(path, o.Data, 0o644); err != nil {
+		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	}
+	return nil
+}

@@ -331,17 +331,20 @@ func (db *DB) Output(ctx context.Context, idx int) (name string, data []byte, fo
 type Output struct {
 	Idx    int
 	TaskID string
+	Params json.RawMessage
 	Name   string
 	Data   []byte
 }
 
 // Outputs calls fn for every inline output, in task order.
 func (db *DB) Outputs(ctx context.Context, fn func(Output) error) error {
-	return db.each(ctx, "SELECT o.task, t.id, o.name, o.data FROM outputs o JOIN tasks t ON t.idx = o.task ORDER BY o.task", func(rows *sql.Rows) error {
+	return db.each(ctx, "SELECT o.task, t.id, t.params, o.name, o.data FROM outputs o JOIN tasks t ON t.idx = o.task ORDER BY o.task", func(rows *sql.Rows) error {
 		var o Output
-		if err := rows.Scan(&o.Idx, &o.TaskID, &o.Name, &o.Data); err != nil {
+		var params string
+		if err := rows.Scan(&o.Idx, &o.TaskID, &params, &o.Name, &o.Data); err != nil {
 			return err
 		}
+		o.Params = json.RawMessage(params)
 		if o.Data == nil {
 			o.Data = []byte{}
 		}

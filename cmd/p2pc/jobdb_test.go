@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/jobdb"
 )
 
@@ -190,5 +191,64 @@ tasks:
 	// A rerun reuses every task, exported folders and all.
 	if r := p2pc(t, "run", spec, "--out", out); r.code != 0 || !strings.Contains(r.stderr, "3/3") {
 		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestStatus: p2pc status reads a running job from another process, says
+// when its run died (SIGKILL), and shows the end with the failures'
+// reasons.
+func TestStatus(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "s.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 150}
+tasks:
+  - {id: bad, params: {fail: true}}
+  - range: {param: n, from: 1, to: 24}
+`)
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--slots", "2"}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Kill()
+	status := func(args ...string) jobdb.Status {
+		t.Helper()
+		r := p2pc(t, append([]string{"status", out, "--json"}, args...)...)
+		var s jobdb.Status
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+			t.Fatalf("status: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		return s
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if doneTasks(out) >= 2 {
+			s := status()
+			if s.State != "running" || s.Total != 25 || s.Done < 2 || s.Done+s.Failed+s.Running+s.Queued != 25 {
+				t.Fatalf("status during the run: %+v", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no task done in 30s\n%s", run.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run.Kill()
+	run.Wait(10 * time.Second)
+	if s := status(); s.State != "interrupted" || !strings.Contains(s.Error, "run died") {
+		t.Fatalf("status after SIGKILL: %+v", s)
+	}
+	if r := p2pc(t, "run", spec, "--out", out, "--slots", "2"); r.code != exitTaskFailed {
+		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	}
+	s := status("--watch") // the job is over: --watch prints once
+	if s.State != "failed" || s.Done != 24 || s.Failed != 1 || len(s.Failures) == 0 || s.Failures[0].Task != "bad" || s.Failures[0].Outcome != "task_error" {
+		t.Fatalf("status at the end: %+v", s)
+	}
+	r := p2pc(t, "status", out)
+	if r.code != 0 || !strings.Contains(r.stdout, "24/25 done, 1 failed, 0 running, 0 queued") || !strings.Contains(r.stdout, "task bad on") {
+		t.Fatalf("status text:\n%s", r.stdout)
 	}
 }

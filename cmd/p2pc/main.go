@@ -52,6 +52,7 @@ type CLI struct {
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
 	Report   ReportCmd   `cmd:"" help:"Write a job's report.json from its job database (during a run too)."`
 	Export   ExportCmd   `cmd:"" help:"Write out the inline task outputs kept in a job's database."`
+	Status   StatusCmd   `cmd:"" help:"Show a job's state from its database (while it runs, too)."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
 	Swarm    SwarmCmd    `cmd:"" help:"Create or show the swarm secret that lets machines work together."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`

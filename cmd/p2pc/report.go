@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,9 +36,7 @@ func (c *ReportCmd) Run(g *Globals) error {
 		return withCode(exitInternal, err)
 	}
 	if c.Stdout {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := report.Encode(os.Stdout, rep); err != nil {
 			return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 		}
 		return nil

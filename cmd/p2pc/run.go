@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -82,9 +81,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog.Finish()
 	if rep != nil {
 		if c.JSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
+			if err := report.Encode(os.Stdout, rep); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}

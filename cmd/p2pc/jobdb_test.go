@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,4 +252,56 @@ tasks:
 	if r.code != 0 || !strings.Contains(r.stdout, "24/25 done, 1 failed, 0 running, 0 queued") || !strings.Contains(r.stdout, "task bad on") {
 		t.Fatalf("status text:\n%s", r.stdout)
 	}
+}
+
+// TestDiskFull: the disk under job.db fills up during a run (a small
+// tmpfs): the run stops with an error that says so; once space is freed,
+// the same command resumes and runs none of the tasks that reached the
+// database again.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", out, "tmpfs", 0, "size=3m"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(out, syscall.MNT_DETACH) })
+	spec := writeSpec(t, dir, "full.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {output_bytes: 8000}
+tasks:
+  - range: {param: n, from: 1, to: 1000}
+`)
+	r := p2pc(t, "run", spec, "--out", out, "--slots", "2")
+	if r.code == 0 || !strings.Contains(r.stderr, "disk full") || !strings.Contains(r.stderr, "run the same command again") {
+		t.Fatalf("run on a full disk: exit %d\n%s", r.code, r.stderr)
+	}
+	before := map[string]string{}
+	checkSettled(t, out, before, "after the full disk")
+	reached := len(before)
+	if reached == 0 || reached == 1000 {
+		t.Fatalf("%d tasks done before the disk filled up", reached)
+	}
+	t.Logf("the run on a full disk said:\n%s", lastLines(r.stderr, 3))
+	if err := syscall.Mount("tmpfs", out, "tmpfs", syscall.MS_REMOUNT, "size=64m"); err != nil {
+		t.Fatal(err)
+	}
+	if r := p2pc(t, "run", spec, "--out", out, "--slots", "2"); r.code != 0 {
+		t.Fatalf("rerun after freeing space: exit %d\n%s", r.code, r.stderr)
+	}
+	checkSettled(t, out, before, "after the rerun")
+	if done := doneTasks(out); done != 1000 {
+		t.Fatalf("%d tasks done after the rerun", done)
+	}
+	t.Logf("%d tasks had reached the database before the disk filled up; none ran again", reached)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

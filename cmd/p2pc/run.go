@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
 )
@@ -138,7 +139,12 @@ func printSummary(rep *report.Report, out string, took time.Duration) {
 	for _, o := range rep.Outputs {
 		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))
 	}
-	fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
+	// The run writes report.json as it ends, unless its disk is full.
+	if fi, err := os.Stat(filepath.Join(out, report.FileName)); err == nil && !fi.ModTime().Before(rep.Finished.Add(-time.Second)) {
+		fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
+	} else {
+		fmt.Fprintf(w, "  state: %s (p2pc status %s; p2pc report %s writes report.json)\n", filepath.Join(out, jobdb.FileName), out, out)
+	}
 }
 
 func firstLine(s string) string {

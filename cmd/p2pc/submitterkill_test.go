@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"

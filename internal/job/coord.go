@@ -57,7 +57,9 @@ func (l reportLock) Unlock() {
 // queueEnv is the runner's side of the queue: output folders and events.
 type queueEnv struct{ r *runner }
 
-func (e queueEnv) Place(task int, id, stage string) error { return e.r.place(task, id, stage) }
+func (e queueEnv) Place(task int, id, stage string, files []string) error {
+	return e.r.place(task, id, stage, files)
+}
 
 func (e queueEnv) Discard(stage string) { os.RemoveAll(stage) }
 

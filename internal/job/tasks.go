@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -195,9 +196,9 @@ const maxInlineOutput = 1 << 20
 // file, or nothing) goes into the job database, anything else is renamed
 // to OUT/tasks/<id>, replacing what an earlier run left there. The folder
 // is thus either complete or absent.
-func (r *runner) place(task int, id, stage string) error {
+func (r *runner) place(task int, id, stage string, files []string) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
-	if data, ok, err := inlineStage(stage); err != nil {
+	if data, ok, err := inlineStage(stage, files); err != nil {
 		return fmt.Errorf("store output of task %s: %w", id, err)
 	} else if ok {
 		if data != nil {
@@ -229,29 +230,28 @@ func (r *runner) place(task int, id, stage string) error {
 	return nil
 }
 
-// inlineStage reads a staged output that is only the inline data file
-// (data) or nothing at all (nil); ok is false for any other output.
-func inlineStage(stage string) (data []byte, ok bool, err error) {
-	ents, err := os.ReadDir(stage)
-	if err != nil {
-		return nil, false, err
-	}
+// inlineStage reads a staged output of files that is only the inline
+// data file (data) or nothing at all (nil); ok is false for any other
+// output.
+func inlineStage(stage string, files []string) (data []byte, ok bool, err error) {
 	switch {
-	case len(ents) == 0:
+	case len(files) == 0:
 		return nil, true, nil
-	case len(ents) > 1 || ents[0].Name() != sdk.DataFile || !ents[0].Type().IsRegular():
+	case len(files) > 1 || files[0] != sdk.DataFile:
 		return nil, false, nil
 	}
-	fi, err := ents[0].Info()
-	if err != nil || fi.Size() > maxInlineOutput {
-		return nil, false, err
-	}
-	data, err = os.ReadFile(filepath.Join(stage, sdk.DataFile))
+	f, err := os.Open(filepath.Join(stage, sdk.DataFile))
 	if err != nil {
 		return nil, false, err
 	}
-	if data == nil {
-		data = []byte{}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxInlineOutput {
+		return nil, false, err
+	}
+	data = make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, false, err
 	}
 	return data, true, nil
 }

@@ -162,7 +162,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		sdb.Close()
 		return nil, err
 	}
-	db.w = newWriter(db, opts)
+	if db.w, err = newWriter(ctx, db, opts); err != nil {
+		sdb.Close()
+		return nil, err
+	}
 	return db, nil
 }
 

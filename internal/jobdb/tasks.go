@@ -13,6 +13,22 @@ import (
 	"github.com/p2pc/p2pc/internal/report"
 )
 
+// The writer's statements, prepared once (writeQueries).
+const (
+	qJob            = "INSERT OR REPLACE INTO job(key, value) VALUES (?, ?)"
+	qPutOutput      = "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)"
+	qDeleteOutput   = "DELETE FROM outputs WHERE task = ?"
+	qTask           = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qAttempt        = `INSERT INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qVote           = `INSERT INTO votes(task, n, peer, peer_id, digest) VALUES (?, ?, ?, ?, ?)`
+	qPartial        = `INSERT INTO partials(task, n, time, peer, peer_id, text, bytes, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	qDeleteAttempts = "DELETE FROM attempts WHERE task = ?"
+	qDeleteVotes    = "DELETE FROM votes WHERE task = ?"
+	qDeletePartials = "DELETE FROM partials WHERE task = ?"
+)
+
+var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
+
 // PutJob queues the report's job-level fields (everything but the tasks)
 // as rows of the table job. It copies what it needs before it returns.
 func (db *DB) PutJob(r *report.Report) error {
@@ -20,9 +36,9 @@ func (db *DB) PutJob(r *report.Report) error {
 	if err != nil {
 		return err
 	}
-	return db.w.put(change{key: "job", apply: func(ctx context.Context, tx *sql.Tx) error {
+	return db.w.put(change{key: "job", apply: func(tx *batch) error {
 		for _, kv := range rows {
-			if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO job(key, value) VALUES (?, ?)", kv[0], kv[1]); err != nil {
+			if err := tx.exec(qJob, kv[0], kv[1]); err != nil {
 				return err
 			}
 		}
@@ -65,8 +81,8 @@ func jobRows(r *report.Report) ([][2]string, error) {
 // the caller may change t at once.
 func (db *DB) PutTask(idx int, t *report.Task) error {
 	c := copyTask(t)
-	return db.w.put(change{key: "t" + strconv.Itoa(idx), apply: func(ctx context.Context, tx *sql.Tx) error {
-		return writeTask(ctx, tx, idx, &c)
+	return db.w.put(change{key: "t" + strconv.Itoa(idx), apply: func(tx *batch) error {
+		return writeTask(tx, idx, &c)
 	}})
 }
 
@@ -77,16 +93,16 @@ func (db *DB) PutOutput(idx int, name string, data []byte) error {
 	if data == nil {
 		data = []byte{}
 	}
-	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)", idx, name, data)
+	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
+		err := tx.exec(qPutOutput, idx, name, data)
 		return err
 	}})
 }
 
 // DeleteOutput queues the removal of task idx's inline output.
 func (db *DB) DeleteOutput(idx int) error {
-	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "DELETE FROM outputs WHERE task = ?", idx)
+	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
+		err := tx.exec(qDeleteOutput, idx)
 		return err
 	}})
 }
@@ -104,7 +120,7 @@ func copyTask(t *report.Task) report.Task {
 	return c
 }
 
-func writeTask(ctx context.Context, tx *sql.Tx, idx int, t *report.Task) error {
+func writeTask(tx *batch, idx int, t *report.Task) error {
 	var files any
 	if t.Files != nil {
 		b, err := json.Marshal(t.Files)
@@ -118,26 +134,25 @@ func writeTask(ctx context.Context, tx *sql.Tx, idx int, t *report.Task) error {
 		params = "null"
 	}
 	peer, peerID := split(t.Peer, t.PeerID)
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, verdict, checkpoints, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if err := tx.exec(qTask,
 		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Verdict, t.Checkpoints, now()); err != nil {
 		return err
 	}
-	for _, q := range []string{"DELETE FROM attempts WHERE task = ?", "DELETE FROM votes WHERE task = ?", "DELETE FROM partials WHERE task = ?"} {
-		if _, err := tx.ExecContext(ctx, q, idx); err != nil {
+	for _, q := range []string{qDeleteAttempts, qDeleteVotes, qDeletePartials} {
+		if err := tx.exec(q, idx); err != nil {
 			return err
 		}
 	}
 	for n, a := range t.Attempts {
 		peer, peerID := split(a.Peer, a.PeerID)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if err := tx.exec(qAttempt,
 			idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed); err != nil {
 			return err
 		}
 	}
 	for n, v := range t.Votes {
 		peer, peerID := split(v.Peer, v.PeerID)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO votes(task, n, peer, peer_id, digest) VALUES (?, ?, ?, ?, ?)`,
+		if err := tx.exec(qVote,
 			idx, n, peer, peerID, v.Digest); err != nil {
 			return err
 		}
@@ -150,7 +165,7 @@ func writeTask(ctx context.Context, tx *sql.Tx, idx int, t *report.Task) error {
 		} else {
 			text = p.Text
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO partials(task, n, time, peer, peer_id, text, bytes, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		if err := tx.exec(qPartial,
 			idx, n, fmtTime(p.Time), peer, peerID, text, raw, p.Truncated); err != nil {
 			return err
 		}

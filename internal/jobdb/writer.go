@@ -15,7 +15,7 @@ var errNoSpace = syscall.ENOSPC
 // replace each other within a batch: the last one is written.
 type change struct {
 	key   string
-	apply func(ctx context.Context, tx *sql.Tx) error
+	apply func(tx *batch) error
 	// flushed, if set, receives the batch's result once it committed.
 	flushed chan error
 }
@@ -33,13 +33,45 @@ type writer struct {
 	mu     sync.Mutex
 	err    error // sticky: the first failed batch
 	closed bool
+
+	stmts map[string]*sql.Stmt // prepared once, used by the loop only
 }
 
-func newWriter(db *DB, opts Options) *writer {
+// batch is one transaction of the writer: changes execute statements
+// through it, each prepared once for the writer's life.
+type batch struct {
+	ctx context.Context
+	tx  *sql.Tx
+	w   *writer
+}
+
+func (b *batch) exec(query string, args ...any) error {
+	var err error
+	if st := b.w.stmts[query]; st != nil {
+		_, err = b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
+	} else {
+		_, err = b.tx.ExecContext(b.ctx, query, args...)
+	}
+	return err
+}
+
+func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
-		in: make(chan change, opts.MaxBatch), done: make(chan struct{})}
+		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	// Prepared on the one connection while no transaction holds it: a
+	// transaction's use of them then reuses the connection's statements.
+	for _, q := range writeQueries {
+		st, err := db.sql.PrepareContext(ctx, q)
+		if err != nil {
+			for _, st := range w.stmts {
+				st.Close()
+			}
+			return nil, db.wrap("prepare", err)
+		}
+		w.stmts[q] = st
+	}
 	go w.loop()
-	return w
+	return w, nil
 }
 
 // put queues c; it blocks while the queue is full. After an error, or
@@ -94,6 +126,11 @@ func (w *writer) close() error {
 
 func (w *writer) loop() {
 	defer close(w.done)
+	defer func() {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}()
 	var batch []change
 	keys := map[string]int{}
 	for {
@@ -151,17 +188,18 @@ func (w *writer) commit(batch []change) {
 	}
 }
 
-func (w *writer) apply(batch []change) error {
+func (w *writer) apply(changes []change) error {
 	ctx := context.Background()
 	tx, err := w.db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	for _, c := range batch {
+	b := &batch{ctx: ctx, tx: tx, w: w}
+	for _, c := range changes {
 		if c.apply == nil {
 			continue
 		}
-		if err := c.apply(ctx, tx); err != nil {
+		if err := c.apply(b); err != nil {
 			tx.Rollback()
 			return w.db.wrap("write", err)
 		}

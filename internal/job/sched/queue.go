@@ -74,9 +74,10 @@ type FetchFunc func(ctx context.Context, dir string) error
 // TaskDone and TaskRetry are called with the queue's locks held and must
 // not call back into the queue; Fetch is called on a goroutine of its own.
 type Env interface {
-	// Place moves the accepted output staged at stage to the final place
-	// of task (index) id (the stage is gone afterwards).
-	Place(task int, id, stage string) error
+	// Place moves the accepted output staged at stage (holding files, as
+	// the worker listed them) to the final place of task (index) id (the
+	// stage is gone afterwards).
+	Place(task int, id, stage string, files []string) error
 	// Discard removes a staged output that no vote needs any more.
 	Discard(stage string)
 	// Fetch gets the output of task id with digest d into a new stage

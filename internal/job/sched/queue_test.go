@@ -29,7 +29,7 @@ type fakeEnv struct {
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{placed: map[string]string{}, done: map[string]bool{}} }
 
-func (e *fakeEnv) Place(_ int, id, stage string) error {
+func (e *fakeEnv) Place(_ int, id, stage string, _ []string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.placeErr != nil {

@@ -159,7 +159,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		}
 		return false
 	}
-	if err := q.env.Place(task, rt.ID, winner.stage); err != nil {
+	if err := q.env.Place(task, rt.ID, winner.stage, winner.files); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.needLocked(task, 1)
 		return false

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -118,6 +119,9 @@ type DB struct {
 	path string
 	sql  *sql.DB
 	w    *writer // nil when read-only
+
+	jobMu   sync.Mutex
+	lastJob [][2]string // the job rows PutJob queued last
 }
 
 // Path is the database file.

@@ -30,11 +30,19 @@ const (
 var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
 
 // PutJob queues the report's job-level fields (everything but the tasks)
-// as rows of the table job. It copies what it needs before it returns.
+// as rows of the table job, unless they are what it queued last. It
+// copies what it needs before it returns.
 func (db *DB) PutJob(r *report.Report) error {
 	rows, err := jobRows(r)
 	if err != nil {
 		return err
+	}
+	db.jobMu.Lock()
+	same := slices.Equal(rows, db.lastJob)
+	db.lastJob = rows
+	db.jobMu.Unlock()
+	if same {
+		return db.w.failed()
 	}
 	return db.w.put(change{key: "job", apply: func(tx *batch) error {
 		for _, kv := range rows {

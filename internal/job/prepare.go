@@ -219,7 +219,7 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 // ours are the names p2pc keeps at the top of an output folder.
 var ours = map[string]bool{
 	".p2pc": true, "tasks": true, dirlock.FileName: true, report.FileName: true,
-	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true,
+	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true, jobdb.FileName + "-journal": true,
 }
 
 // readPrevious reads the state of an earlier run in out: its job
@@ -230,8 +230,15 @@ func readPrevious(out string) (*report.Report, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return report.Read(out)
 	}
+	// A run killed as it made the database may have left a hot journal,
+	// which only a writer rolls back: then it is opened for writing (the
+	// folder is this run's already: its lock is held).
 	ctx := context.Background()
-	db, err := jobdb.OpenReadOnly(ctx, path)
+	open := func() (*jobdb.DB, error) { return jobdb.OpenReadOnly(ctx, path) }
+	if _, err := os.Stat(path + "-journal"); err == nil {
+		open = func() (*jobdb.DB, error) { return jobdb.Open(ctx, path, jobdb.Options{}) }
+	}
+	db, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +255,7 @@ func readPrevious(out string) (*report.Report, error) {
 
 // removeDB deletes the job database of another job (--force).
 func removeDB(out string) error {
-	for _, suffix := range []string{"", "-wal", "-shm"} {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 		if err := os.Remove(filepath.Join(out, jobdb.FileName+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("replace job database: %w", err)
 		}
@@ -260,7 +267,7 @@ func removeDB(out string) error {
 // saying where it went: it is never overwritten.
 func setAside(out string) error {
 	stamp := time.Now().UTC().Format("20060102T150405")
-	for _, suffix := range []string{"", "-wal", "-shm"} {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 		from := filepath.Join(out, jobdb.FileName+suffix)
 		to := filepath.Join(out, jobdb.FileName+".broken-"+stamp+suffix)
 		if err := os.Rename(from, to); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -18,7 +18,7 @@ import (
 
 // reserved names at the top of the output folder that artifacts may not take.
 var reserved = map[string]bool{report.FileName: true, "tasks": true, ".p2pc": true,
-	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true}
+	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true, jobdb.FileName + "-journal": true}
 
 // reduce runs the plugin's reduce step over every task output and moves
 // its files to the top of the output folder. A crashed or timed-out reduce

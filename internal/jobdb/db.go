@@ -153,7 +153,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
 	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -193,8 +192,12 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 	}
 	db := &DB{path: path, sql: sdb}
 	v, _, err := db.version(ctx)
-	if err == nil && v > SchemaVersion {
+	switch {
+	case err != nil:
+	case v > SchemaVersion:
 		err = db.newer(ctx, v)
+	case v == 0:
+		err = db.checkForeign(ctx)
 	}
 	if err != nil {
 		sdb.Close()
@@ -242,13 +245,6 @@ func (db *DB) prepare(ctx context.Context, existed bool, version string) error {
 			return fmt.Errorf("job database %s: %w: %s", db.path, ErrCorrupt, res)
 		}
 	}
-	if _, err := db.sql.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
-		version INTEGER PRIMARY KEY,
-		p2pc    TEXT NOT NULL,
-		applied TEXT NOT NULL
-	)`); err != nil {
-		return db.wrap("create schema_version", err)
-	}
 	v, _, err := db.version(ctx)
 	if err != nil {
 		return err
@@ -256,10 +252,34 @@ func (db *DB) prepare(ctx context.Context, existed bool, version string) error {
 	if v > SchemaVersion {
 		return db.newer(ctx, v)
 	}
+	if v == 0 && existed {
+		if err := db.checkForeign(ctx); err != nil {
+			return err
+		}
+	}
+	// WAL only now: switching writes the file, which a refused database
+	// must not see.
+	var mode string
+	if err := db.sql.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return db.wrap("journal mode", err)
+	}
 	for ; v < SchemaVersion; v++ {
 		if err := db.migrate(ctx, v, version); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkForeign refuses a database without a schema version that holds
+// tables: it is somebody else's.
+func (db *DB) checkForeign(ctx context.Context) error {
+	var n int
+	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
+		return db.wrap("check", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("job database %s: %w: a SQLite database, but not a p2pc job's (no schema_version)", db.path, ErrCorrupt)
 	}
 	return nil
 }
@@ -270,6 +290,15 @@ func (db *DB) migrate(ctx context.Context, from int, version string) error {
 		return db.wrap(fmt.Sprintf("migrate to version %d", from+1), err)
 	}
 	defer tx.Rollback()
+	if from == 0 {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE schema_version (
+			version INTEGER PRIMARY KEY,
+			p2pc    TEXT NOT NULL,
+			applied TEXT NOT NULL
+		)`); err != nil {
+			return db.wrap("create schema_version", err)
+		}
+	}
 	for _, stmt := range migrations[from] {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return db.wrap(fmt.Sprintf("migrate to version %d", from+1), err)

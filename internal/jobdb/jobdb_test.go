@@ -2,6 +2,7 @@ package jobdb
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -199,6 +200,7 @@ func TestBadFiles(t *testing.T) {
 	}{
 		{"garbage", []byte("this is not a database at all, just some text\n"), ErrCorrupt, "not a SQLite database"},
 		{"short", []byte("SQLite"), ErrCorrupt, "not a SQLite database"},
+		{"foreign", foreign(t), ErrCorrupt, "not a p2pc job's"},
 		{"truncated", content[:len(content)/2], ErrCorrupt, "corrupted"},
 		{"scribbled", scribble(content), ErrCorrupt, "corrupted"},
 		{"newer", nil, ErrNewer, "schema version 99 (p2pc v9.9)"},
@@ -337,4 +339,54 @@ func TestStatus(t *testing.T) {
 	if len(s.Failures) != 1 || s.Failures[0].Error != "second" || s.Failures[0].Task != "t4" {
 		t.Fatalf("failures %+v", s.Failures)
 	}
+}
+
+// foreign is a SQLite database that is not a job database.
+func foreign(t *testing.T) []byte {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES ('mine')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEmpty: a database made but killed before its first commit reads
+// as holding no job, and a writer makes it a job database.
+func TestEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 0; VACUUM"); err != nil { // a header, no tables
+		t.Fatal(err)
+	}
+	db.Close()
+	ctx := context.Background()
+	ro, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ro.Load(ctx)
+	if err != nil || rep.JobID != "" {
+		t.Fatalf("load: %+v, %v", rep, err)
+	}
+	if s, err := ro.Status(ctx, time.Now(), time.Minute, 1); err != nil || s.Total != 0 {
+		t.Fatalf("status: %+v, %v", s, err)
+	}
+	ro.Close()
+	w := open(t, path)
+	if v, err := w.Version(ctx); err != nil || v != SchemaVersion {
+		t.Fatalf("version %d, %v", v, err)
+	}
+	w.Close()
 }

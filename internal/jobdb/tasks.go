@@ -194,9 +194,12 @@ func split(peer, id string) (string, string) {
 // an empty JobID. When reading fails part way (a corrupted database),
 // the error comes with what was read before it.
 func (db *DB) Load(ctx context.Context) (*report.Report, error) {
+	if v, err := db.Version(ctx); err != nil || v == 0 {
+		return &report.Report{Tasks: []report.Task{}}, err // made, but killed before its first commit
+	}
 	r, err := db.LoadJob(ctx)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	idx := map[int]int{}
 	rows, err := db.sql.QueryContext(ctx, `SELECT idx, id, params, state, peer, peer_id, digest, files, verdict, checkpoints FROM tasks ORDER BY idx`)
@@ -286,6 +289,9 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 // is the job's task count).
 func (db *DB) LoadJob(ctx context.Context) (*report.Report, error) {
 	r := &report.Report{Tasks: []report.Task{}}
+	if v, err := db.Version(ctx); err != nil || v == 0 {
+		return r, err // made, but killed before its first commit
+	}
 	err := db.each(ctx, "SELECT key, value FROM job", func(rows *sql.Rows) error {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
@@ -437,6 +443,9 @@ func (db *DB) Status(ctx context.Context, now time.Time, window time.Duration, n
 	job, err := db.LoadJob(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if v, err := db.Version(ctx); err != nil || v == 0 {
+		return &Status{Window: window}, err // made, but killed before its first commit
 	}
 	s := &Status{JobID: job.JobID, Name: job.Name, State: job.State, Error: job.Error, Started: job.Started,
 		Finished: job.Finished, Total: job.Summary.Total, Window: window}

@@ -166,10 +166,7 @@ tasks:
 	if rep.Summary.Done != 6 {
 		t.Fatalf("done %d, want 6", rep.Summary.Done)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "tasks", rep.Tasks[5].ID, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := taskData(t, out, rep.Tasks[5].ID)
 	var params map[string]any
 	if err := json.Unmarshal(data, &params); err != nil || params["x"] != 3.0 || params["y"] != "b" || params["greeting"] != "hi" {
 		t.Fatalf("echo output %s (%v)", data, err)
@@ -241,12 +238,12 @@ func TestOutputFolderOfAnotherJob(t *testing.T) {
 	if r := p2pc(t, "run", a, "--out", out); r.code != 0 {
 		t.Fatalf("job a: exit %d\n%s", r.code, r.stderr)
 	}
-	before, _ := os.ReadFile(filepath.Join(out, "tasks", "a", "data"))
+	before := taskData(t, out, "a")
 	r := p2pc(t, "run", b, "--out", out)
 	if r.code != exitBadInput || !strings.Contains(r.stderr, "another job") {
 		t.Fatalf("job b into a's folder: exit %d\n%s", r.code, r.stderr)
 	}
-	after, _ := os.ReadFile(filepath.Join(out, "tasks", "a", "data"))
+	after := taskData(t, out, "a")
 	if !bytes.Equal(before, after) || !strings.Contains(string(after), `"v":1`) {
 		t.Fatalf("job a's output changed: %s -> %s", before, after)
 	}
@@ -327,8 +324,7 @@ tasks:
 	// Wait until some tasks are done, then Ctrl-C.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		entries, _ := os.ReadDir(filepath.Join(out, "tasks"))
-		if len(entries) >= 4 {
+		if doneTasks(out) >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -189,7 +191,7 @@ tasks:
 	defer run.Kill()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rep, err := report.Read(out)
+		rep, err := jobdb.ReadReport(context.Background(), out)
 		if err == nil && sharesOf(rep)["s1"] > 0 {
 			break
 		}

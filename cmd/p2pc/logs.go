@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -40,9 +42,9 @@ type taskLog struct {
 // folder out: for now report.json. It is the one place `p2pc logs` reads
 // job state.
 func readTaskLog(out, id string) (*taskLog, error) {
-	rep, err := report.Read(out)
+	rep, err := jobdb.ReadReport(context.Background(), out) // job.db, else an older run's report.json
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: no job ran there (no %s)", out, report.FileName)
+		return nil, fmt.Errorf("%s: no job ran there (no %s or %s)", out, jobdb.FileName, report.FileName)
 	}
 	if err != nil {
 		return nil, err

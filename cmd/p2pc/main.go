@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -40,6 +43,9 @@ type Globals struct {
 	SwarmFlags
 	// CPUProfile is for profiling benchmarks (hidden).
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of this process to FILE." type:"path" placeholder:"FILE"`
+	// MemProfile is for profiling memory (hidden): the heap profile is
+	// rewritten every 5s while the process runs.
+	MemProfile string `name:"memprofile" hidden:"" help:"Write a heap profile of this process to FILE every 5s." type:"path" placeholder:"FILE"`
 
 	Ctx    context.Context `kong:"-"`
 	Logger *slog.Logger    `kong:"-"`
@@ -54,6 +60,9 @@ type CLI struct {
 	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
 	Logs     LogsCmd     `cmd:"" help:"Show a task's attempts with their full errors (stderr, stacks)."`
+	Report   ReportCmd   `cmd:"" help:"Write a job's report.json from its job database (during a run too)."`
+	Export   ExportCmd   `cmd:"" help:"Write out the inline task outputs kept in a job's database."`
+	Status   StatusCmd   `cmd:"" help:"Show a job's state from its database (while it runs, too)."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
 	Swarm    SwarmCmd    `cmd:"" help:"Create or show the swarm secret that lets machines work together."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
@@ -109,6 +118,9 @@ func run(args []string) int {
 			return exitBadInput
 		}
 		defer stopProfile()
+	}
+	if cli.MemProfile != "" {
+		defer startMemProfile(ctx, cli.MemProfile)()
 	}
 
 	err = kctx.Run(&cli.Globals)
@@ -167,6 +179,28 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// startMemProfile rewrites a heap profile at path every 5s until stop.
+func startMemProfile(ctx context.Context, path string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
+			runtime.GC()
+			var buf bytes.Buffer
+			if err := pprof.WriteHeapProfile(&buf); err == nil {
+				os.WriteFile(path, buf.Bytes(), 0o644)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // defaultDataDir is $XDG_DATA_HOME/p2pc, else ~/.local/share/p2pc, else a

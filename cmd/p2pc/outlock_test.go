@@ -37,8 +37,7 @@ tasks:
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		lock, _ := os.ReadFile(filepath.Join(out, dirlock.FileName))
-		entries, _ := os.ReadDir(filepath.Join(out, "tasks"))
-		if strings.Contains(string(lock), "pid "+strconv.Itoa(first.Pid())) && len(entries) > 0 {
+		if strings.Contains(string(lock), "pid "+strconv.Itoa(first.Pid())) && doneTasks(out) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

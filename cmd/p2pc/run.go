@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,13 +99,12 @@ func (c *RunCmd) Run(g *Globals) error {
 		WaitPeers:  c.WaitPeers,
 		TrustFile:  filepath.Join(g.Data, "trust.json"),
 		Live:       live,
+		Version:    version,
 	})
 	prog.Finish()
 	if rep != nil {
 		if c.JSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
+			if err := report.Encode(os.Stdout, rep); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -58,7 +60,12 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 	for _, o := range rep.Outputs {
 		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))
 	}
-	fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
+	// The run writes report.json as it ends, unless its disk is full.
+	if fi, err := os.Stat(filepath.Join(out, report.FileName)); err == nil && !fi.ModTime().Before(rep.Finished.Add(-time.Second)) {
+		fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
+	} else {
+		fmt.Fprintf(w, "  state: %s (p2pc status %s; p2pc report %s writes report.json)\n", filepath.Join(out, jobdb.FileName), out, out)
+	}
 }
 
 // failureLines says why failed task t failed: a headline, and the last

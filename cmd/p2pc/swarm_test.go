@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -214,7 +215,7 @@ tasks:
 	// Stop s1 while it holds leases: wait until it has run a task.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rep, err := report.Read(out)
+		rep, err := jobdb.ReadReport(context.Background(), out)
 		if err == nil && sharesOf(rep)["s1"] > 0 {
 			break
 		}

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -22,10 +23,7 @@ type probeOut struct {
 
 func probeOutput(t *testing.T, out, id string) probeOut {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(out, "tasks", id, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := taskData(t, out, id)
 	var o probeOut
 	if err := json.Unmarshal(b, &o); err != nil {
 		t.Fatalf("task %s output %s: %v", id, b, err)
@@ -198,7 +196,7 @@ func runningPeer(t *testing.T, run *harness.Proc, out string, peers []*peer, n i
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].Checkpoints >= n && len(rep.Tasks[0].Partials) > 0 {
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && len(rep.Tasks) > 0 && rep.Tasks[0].Checkpoints >= n && len(rep.Tasks[0].Partials) > 0 {
 			who := rep.Tasks[0].Partials[len(rep.Tasks[0].Partials)-1].Peer
 			for _, p := range peers {
 				if p.name == who {

@@ -52,14 +52,19 @@ func (l reportLock) Lock() { l.r.mu.Lock() }
 func (l reportLock) Unlock() {
 	l.r.dirty = true
 	l.r.mu.Unlock()
+	l.r.wake()
 }
 
 // queueEnv is the runner's side of the queue: output folders and events.
 type queueEnv struct{ r *runner }
 
-func (e queueEnv) Place(id, stage string) error { return e.r.place(id, stage) }
+func (e queueEnv) Place(task int, id, stage string, files []string) error {
+	return e.r.place(task, id, stage, files)
+}
 
 func (e queueEnv) Discard(stage string) { os.RemoveAll(stage) }
+
+func (e queueEnv) Touched(task int) { e.r.touchLocked(task) }
 
 func (e queueEnv) TaskDone(id string, ok bool) { e.r.opts.Events.TaskDone(id, ok) }
 

@@ -4,20 +4,31 @@
 // the swarm's peers (both run an attempt through package taskrun, the one
 // execution path), verifies outputs, retries failed attempts, collects each task's
 // output atomically into the output folder, runs the optional reduce step
-// and keeps report.json up to date as a journal.
+// and journals the job's state in its SQLite database (package jobdb).
 //
 // Output folder layout:
 //
-//	OUT/report.json        the run report (written atomically, at least every second)
-//	OUT/tasks/<id>/...     each task's output files ("data" holds inline data)
+//	OUT/job.db             the job's state, journaled as it changes (group commit,
+//	                       a few ms); the journal a rerun resumes from
+//	OUT/report.json        the run report, written when the run ends
+//	                       (and by `p2pc report OUT` from job.db at any time)
+//	OUT/tasks/<id>/...     each task's output files; a task whose output is only
+//	                       inline data (up to 1 MiB) gets no folder: its bytes
+//	                       are in job.db (table outputs), `p2pc export OUT`
+//	                       writes them to OUT/tasks/<id>/data, and the reduce
+//	                       step reads them as files written out for it
 //	OUT/<artifact>         the reduce step's files, only when every task succeeded
 //	OUT/.p2pc/work/        per-attempt work dirs, removed when done
 //
 // A task's output folder appears only when the task is complete (it is
 // assembled elsewhere and renamed into place), so a crash or Ctrl-C never
-// leaves a half-written output looking complete; report.json says which
-// tasks are done, and re-running the same job resumes: tasks recorded as
-// done whose files still match their digest are not run again.
+// leaves a half-written output looking complete; job.db says which tasks
+// are done, and re-running the same job resumes, after a SIGKILL too:
+// tasks recorded as done whose files still match their digest are not
+// run again. Every change to a task's record is marked (sched's
+// Env.Touched) and handed to the database's writer by one journal
+// goroutine; a failure of the database (a full disk) ends the run with
+// that error, and what was committed stays for the rerun.
 //
 // The decisions are made by plain data structures in subpackages: sched
 // (the lease queue, the vote, trust) and vc (the state tasks share). This

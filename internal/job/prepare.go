@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/spec"
@@ -179,7 +181,8 @@ func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 // checkOutDir makes sure out can take this job's results: it is created if
 // missing, must be writable, and must not hold another job's results
 // (unless force) or unrelated files. It returns the report of an earlier
-// run of the same job, if any.
+// run of the same job, if any: from its job database, or from the
+// report.json of a p2pc that kept no database.
 func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, outDirErr(out, err)
@@ -191,7 +194,7 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 	probe.Close()
 	os.Remove(probe.Name())
 
-	prev, err := report.Read(out)
+	prev, err := readPrevious(out)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		entries, err := os.ReadDir(out)
@@ -199,21 +202,88 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 			return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
 		}
 		for _, e := range entries {
-			if e.Name() != ".p2pc" && e.Name() != "tasks" && e.Name() != dirlock.FileName && !force {
+			if !ours[e.Name()] && !force {
 				return nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
 			}
 		}
 		return nil, nil
+	case errors.Is(err, jobdb.ErrCorrupt) || errors.Is(err, jobdb.ErrNewer):
+		if !force {
+			return nil, bad(fmt.Errorf("output folder %s: %w: `p2pc report %s` writes what is readable; move the database away, or use --force to set it aside and start afresh", out, err, out))
+		}
+		return nil, setAside(out)
 	case err != nil:
 		if force {
-			return nil, nil
+			return nil, removeDB(out)
 		}
 		return nil, bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
 	case prev.JobID != jobID:
 		if force {
-			return nil, nil
+			return nil, removeDB(out)
 		}
 		return nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
 	}
 	return prev, nil
+}
+
+// ours are the names p2pc keeps at the top of an output folder.
+var ours = map[string]bool{
+	".p2pc": true, "tasks": true, dirlock.FileName: true, report.FileName: true,
+	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true, jobdb.FileName + "-journal": true,
+}
+
+// readPrevious reads the state of an earlier run in out: its job
+// database, or, without one, its report.json. Neither gives an error
+// wrapping fs.ErrNotExist.
+func readPrevious(out string) (*report.Report, error) {
+	path := filepath.Join(out, jobdb.FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return report.Read(out)
+	}
+	// A run killed as it made the database may have left a hot journal,
+	// which only a writer rolls back: then it is opened for writing (the
+	// folder is this run's already: its lock is held).
+	ctx := context.Background()
+	open := func() (*jobdb.DB, error) { return jobdb.OpenReadOnly(ctx, path) }
+	if _, err := os.Stat(path + "-journal"); err == nil {
+		open = func() (*jobdb.DB, error) { return jobdb.Open(ctx, path, jobdb.Options{}) }
+	}
+	db, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rep, err := db.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rep.JobID == "" { // made, but killed before it held the job
+		return nil, fmt.Errorf("job database %s holds no job: %w", path, fs.ErrNotExist)
+	}
+	return rep, nil
+}
+
+// removeDB deletes the job database of another job (--force).
+func removeDB(out string) error {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		if err := os.Remove(filepath.Join(out, jobdb.FileName+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replace job database: %w", err)
+		}
+	}
+	return nil
+}
+
+// setAside renames an unusable job database out of the way (--force),
+// saying where it went: it is never overwritten.
+func setAside(out string) error {
+	stamp := time.Now().UTC().Format("20060102T150405")
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		from := filepath.Join(out, jobdb.FileName+suffix)
+		to := filepath.Join(out, jobdb.FileName+".broken-"+stamp+suffix)
+		if err := os.Rename(from, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("set the job database aside: %w", err)
+		}
+	}
+	slog.Warn("the job database was unusable and is set aside; the job starts afresh", "kept", filepath.Join(out, jobdb.FileName+".broken-"+stamp))
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/taskrun"
@@ -16,7 +17,8 @@ import (
 )
 
 // reserved names at the top of the output folder that artifacts may not take.
-var reserved = map[string]bool{report.FileName: true, "tasks": true, ".p2pc": true}
+var reserved = map[string]bool{report.FileName: true, "tasks": true, ".p2pc": true,
+	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true, jobdb.FileName + "-journal": true}
 
 // reduce runs the plugin's reduce step over every task output and moves
 // its files to the top of the output folder. A crashed or timed-out reduce
@@ -28,11 +30,22 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		return fmt.Errorf("encode job params: %w", err)
 	}
 	req := &sdk.ReduceRequest{JobID: r.p.ID.String(), Params: params}
+	// Inline outputs live in the job database: the reduce step reads them
+	// as files, written out for it below the work root.
+	inline := filepath.Join(workRoot, "inline")
+	if err := r.exportInline(ctx, inline); err != nil {
+		return err
+	}
+	defer os.RemoveAll(inline)
 	for i, t := range r.rep.Tasks {
 		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
+		root := r.p.OutDir
+		if _, err := os.Lstat(filepath.Join(root, "tasks", t.ID)); err != nil {
+			root = inline
+		}
 		for _, f := range t.Files {
 			name := strings.TrimPrefix(f, "tasks/"+t.ID+"/")
-			out.Files = append(out.Files, sdk.File{Name: name, Path: filepath.Join(r.p.OutDir, filepath.FromSlash(f))})
+			out.Files = append(out.Files, sdk.File{Name: name, Path: filepath.Join(root, filepath.FromSlash(f))})
 		}
 		req.Tasks = append(req.Tasks, out)
 	}
@@ -55,6 +68,20 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		r.log.Warn("reduce attempt failed", "attempt", attempt, "outcome", pluginhost.Classify(ctx, err), "err", err)
 	}
 	return err
+}
+
+// exportInline writes every inline output to dir/tasks/<id>/<name>.
+func (r *runner) exportInline(ctx context.Context, dir string) error {
+	if err := r.db.Flush(ctx); err != nil {
+		return err
+	}
+	err := r.db.Outputs(ctx, func(o jobdb.Output) error {
+		return jobdb.WriteOutput(dir, o)
+	})
+	if err != nil {
+		return fmt.Errorf("inline outputs for the reduce step: %w", err)
+	}
+	return nil
 }
 
 func (r *runner) placeArtifacts(work string, res *sdk.Result) error {

@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/vc"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
 // Events receives a run's progress. Methods are called from several
@@ -57,9 +60,8 @@ type RunOptions struct {
 	Node   string
 	Events Events
 	Logger *slog.Logger
-	// JournalEvery is how often report.json is rewritten while the job
-	// runs (default 1s).
-	JournalEvery time.Duration
+	// Version names this p2pc in the job database.
+	Version string
 	// Remote, if set, farms tasks out to the swarm's peers too.
 	Remote *RemoteOptions
 	// TrustFile keeps peers' trust across jobs (adaptive replication);
@@ -89,9 +91,11 @@ type RunOptions struct {
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
-// the final report (also written to OutDir/report.json). The error is nil
-// for a complete job, wraps ErrTasksFailed when tasks failed, and is the
-// context's error when the run was interrupted.
+// the final report. The job's state is journaled in OutDir/job.db while it
+// runs; report.json is written when the run ends. The error is nil for a
+// complete job, wraps ErrTasksFailed when tasks failed, is the context's
+// error when the run was interrupted, and wraps jobdb.ErrFull when the
+// disk filled up under the job database.
 func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, error) {
 	if opts.Slots < 0 {
 		opts.Slots = 0
@@ -107,9 +111,6 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.LeaseGrace <= 0 {
 		opts.LeaseGrace = 10 * time.Second
-	}
-	if opts.JournalEvery <= 0 {
-		opts.JournalEvery = time.Second
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
 	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {
@@ -130,9 +131,15 @@ type runner struct {
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
 
-	mu    sync.Mutex // guards rep and dirty
-	rep   *report.Report
-	dirty bool
+	db *jobdb.DB
+	// kick wakes the journal: something changed.
+	kick chan struct{}
+
+	mu      sync.Mutex // guards rep, dirty, touched and marked
+	rep     *report.Report
+	dirty   bool   // the job's own fields changed
+	touched []int  // tasks changed since the last journal
+	marked  []bool // by task: in touched
 
 	// fault is the first write that failed for a reason of this machine's
 	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
@@ -196,50 +203,75 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	r.vc = vc.New(ids, keep, r.log)
-	reused := r.reuse()
-	if err := r.journal(); err != nil {
-		return nil, r.outputFault(err)
+	r.db, err = jobdb.Open(ctx, filepath.Join(r.p.OutDir, jobdb.FileName), jobdb.Options{Version: r.opts.Version, Logger: r.log})
+	if err != nil {
+		return nil, bad(err)
 	}
+	reused := r.reuse(ctx)
+	r.kick = make(chan struct{}, 1)
+	r.marked = make([]bool, len(r.rep.Tasks))
+	r.mu.Lock()
+	r.dirty = true
+	for i := range r.rep.Tasks {
+		if r.rep.Tasks[i].State != report.TaskDone { // reused tasks are journaled as they are
+			r.touchLocked(i)
+		}
+	}
+	r.mu.Unlock()
+	jctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	stopJournal := r.startJournal(stopRun)
 	r.opts.Events.Started(len(job.Tasks), reused)
 
-	stopJournal := r.startJournal()
-	failed, stall := r.runTasks(ctx, workRoot)
-	stopJournal()
+	failed, stall := r.runTasks(jctx, workRoot)
+	if dbErr := r.db.Err(); dbErr != nil {
+		// The journal failed (a full disk): what reached the database
+		// stays; the rerun resumes from it.
+		stopJournal()
+		r.db.Close()
+		r.finish(report.StateInterrupted, dbErr.Error())
+		err := fmt.Errorf("%w (free space, then run the same command again: the job resumes)", dbErr)
+		if errors.Is(dbErr, jobdb.ErrFull) {
+			// This machine's own disk, like a full output folder (exit 4).
+			err = errors.Join(err, ErrLocalDisk)
+		}
+		return r.rep, err
+	}
 
 	switch f := r.fault.Load(); {
 	case f != nil:
 		// This machine's disk: the report is kept if it can be written; a
 		// rerun resumes from the last one that was.
 		r.finish(report.StateFailed, f.Error())
-		if err := r.journal(); err != nil {
+		if err := r.end(stopJournal); err != nil {
 			r.log.Warn("journal report", "err", err)
 		}
 		return r.rep, f
 	case ctx.Err() != nil:
 		r.finish(report.StateInterrupted, "interrupted")
-		return r.rep, errors.Join(ctx.Err(), r.journal())
+		return r.rep, errors.Join(ctx.Err(), r.end(stopJournal))
 	case stall != "":
 		r.finish(report.StateFailed, stall)
-		if err := r.journal(); err != nil {
+		if err := r.end(stopJournal); err != nil {
 			return r.rep, err
 		}
 		return r.rep, fmt.Errorf("%s: %w", stall, ErrStalled)
 	case failed > 0:
 		msg := fmt.Sprintf("%d of %d tasks failed", failed, len(job.Tasks))
 		r.finish(report.StateFailed, msg)
-		if err := r.journal(); err != nil {
+		if err := r.end(stopJournal); err != nil {
 			return r.rep, err
 		}
 		return r.rep, fmt.Errorf("%s: %w", msg, ErrTasksFailed)
 	}
 	if job.Reduce {
-		if err := r.reduce(ctx, workRoot); err != nil {
+		if err := r.reduce(jctx, workRoot); err != nil {
 			state := report.StateFailed
 			if ctx.Err() != nil {
 				state = report.StateInterrupted
 			}
 			r.finish(state, "reduce: "+err.Error())
-			if jerr := r.journal(); jerr != nil {
+			if jerr := r.end(stopJournal); jerr != nil {
 				return r.rep, jerr
 			}
 			if ctx.Err() != nil {
@@ -249,7 +281,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	r.finish(report.StateComplete, "")
-	return r.rep, r.journal()
+	return r.rep, r.end(stopJournal)
 }
 
 func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
@@ -278,8 +310,9 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 }
 
 // reuse marks as done the tasks that an earlier run of the same job
-// finished and whose output files still match their digest.
-func (r *runner) reuse() int {
+// finished and whose output (files, or inline in the job database) still
+// matches its digest.
+func (r *runner) reuse(ctx context.Context) int {
 	prev := r.p.Previous
 	if prev == nil {
 		return 0
@@ -295,8 +328,7 @@ func (r *runner) reuse() int {
 		if !ok || old.State != report.TaskDone || old.Digest == "" {
 			continue
 		}
-		dir := filepath.Join(r.p.OutDir, "tasks", t.ID)
-		d, files, err := outputs.Digest(dir)
+		d, files, err := r.storedOutput(ctx, i, t.ID)
 		if err != nil || d.String() != old.Digest {
 			continue
 		}
@@ -311,6 +343,23 @@ func (r *runner) reuse() int {
 	return n
 }
 
+// storedOutput digests task i's stored output: its folder, or else its
+// inline output in the job database (none at all is an empty output).
+func (r *runner) storedOutput(ctx context.Context, i int, id string) (digest.ID, []string, error) {
+	dir := filepath.Join(r.p.OutDir, "tasks", id)
+	if _, err := os.Lstat(dir); err == nil {
+		return outputs.Digest(dir)
+	}
+	_, data, found, err := r.db.Output(ctx, i)
+	if err != nil {
+		return digest.ID{}, nil, err
+	}
+	if !found {
+		return outputs.DigestInline(nil), []string{}, nil
+	}
+	return outputs.DigestInline(data), []string{sdk.DataFile}, nil
+}
+
 func (r *runner) finish(state, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -318,47 +367,87 @@ func (r *runner) finish(state, msg string) {
 	r.dirty = true
 }
 
-// journal writes the report if it changed.
-func (r *runner) journal() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.journalLocked()
+// touchLocked marks task i for the journal (r.mu held).
+func (r *runner) touchLocked(i int) {
+	if !r.marked[i] {
+		r.marked[i] = true
+		r.touched = append(r.touched, i)
+	}
+	r.wake()
 }
 
-func (r *runner) journalLocked() error {
-	if err := report.Write(r.p.OutDir, r.rep); err != nil {
-		return err
+// wake tells the journal that something changed.
+func (r *runner) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
-	r.dirty = false
+}
+
+// journalLocked hands what changed to the job database (r.mu held); its
+// writer commits it within a few milliseconds.
+func (r *runner) journalLocked() error {
+	if r.dirty {
+		if err := r.db.PutJob(r.rep); err != nil {
+			return err
+		}
+		r.dirty = false
+	}
+	for _, i := range r.touched {
+		r.marked[i] = false
+		if err := r.db.PutTask(i, &r.rep.Tasks[i]); err != nil {
+			return err
+		}
+	}
+	r.touched = r.touched[:0]
 	return nil
 }
 
-// startJournal rewrites report.json every JournalEvery while it changes.
-func (r *runner) startJournal() (stop func()) {
+// startJournal journals changes as they come. When the database fails
+// (a full disk) it ends the run through fail.
+func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(r.opts.JournalEvery)
-		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
+			case <-r.kick:
 				r.mu.Lock()
-				if r.dirty {
-					if err := r.journalLocked(); err != nil {
-						r.log.Warn("journal report", "err", err)
-						r.outputFault(err)
-					}
-				}
+				err := r.journalLocked()
 				r.mu.Unlock()
+				if err == nil {
+					err = r.db.Err()
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// end stops the journal, journals the last changes, closes the database
+// and writes report.json.
+func (r *runner) end(stopJournal func()) error {
+	stopJournal()
+	r.mu.Lock()
+	err := r.journalLocked()
+	r.mu.Unlock()
+	if cerr := r.db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return report.Write(r.p.OutDir, r.rep)
 }
 
 type nopEvents struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -260,11 +261,36 @@ func (r *runner) inputFiles() []sdk.File {
 	return files
 }
 
-// place renames a complete staged output to OUT/tasks/<id>, replacing
-// what an earlier run left there. The folder is thus either complete or
-// absent.
-func (r *runner) place(id, stage string) error {
+// maxInlineOutput bounds an output kept in the job database: an output
+// that is only the inline data file, up to this size, gets no folder.
+const maxInlineOutput = 1 << 20
+
+// place stores a complete staged output: an inline output (only the data
+// file, or nothing) goes into the job database, anything else is renamed
+// to OUT/tasks/<id>, replacing what an earlier run left there. The folder
+// is thus either complete or absent.
+func (r *runner) place(task int, id, stage string, files []string) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
+	if data, ok, err := inlineStage(stage, files); err != nil {
+		return fmt.Errorf("store output of task %s: %w", id, err)
+	} else if ok {
+		if data != nil {
+			err = r.db.PutOutput(task, sdk.DataFile, data)
+		} else {
+			err = r.db.DeleteOutput(task)
+		}
+		if err != nil {
+			return fmt.Errorf("store output of task %s: %w", id, err)
+		}
+		os.RemoveAll(stage)
+		if err := os.RemoveAll(final); err != nil { // an earlier run's files
+			return fmt.Errorf("replace output of task %s: %w", id, err)
+		}
+		return nil
+	}
+	if err := r.db.DeleteOutput(task); err != nil {
+		return fmt.Errorf("store output of task %s: %w", id, err)
+	}
 	if os.Rename(stage, final) == nil {
 		return nil // the usual case: nothing there yet
 	}
@@ -275,6 +301,32 @@ func (r *runner) place(id, stage string) error {
 		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
 	return nil
+}
+
+// inlineStage reads a staged output of files that is only the inline
+// data file (data) or nothing at all (nil); ok is false for any other
+// output.
+func inlineStage(stage string, files []string) (data []byte, ok bool, err error) {
+	switch {
+	case len(files) == 0:
+		return nil, true, nil
+	case len(files) > 1 || files[0] != sdk.DataFile:
+		return nil, false, nil
+	}
+	f, err := os.Open(filepath.Join(stage, sdk.DataFile))
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxInlineOutput {
+		return nil, false, err
+	}
+	data = make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, false, err
+	}
+	return data, true, nil
 }
 
 // taskHost relays the reduce step's callbacks to Events; the shared-state

@@ -64,7 +64,7 @@ func (h *leaseHost) Checkpoint(ctx context.Context, state []byte) error {
 	}
 	h.r.mu.Lock()
 	h.r.rep.Tasks[h.l.Task].Checkpoints++
-	h.r.dirty = true
+	h.r.touchLocked(h.l.Task)
 	h.r.mu.Unlock()
 	return nil
 }
@@ -93,5 +93,5 @@ func (r *runner) addPartial(l *sched.Lease, data []byte) {
 	if len(t.Partials) > maxPartials {
 		t.Partials = t.Partials[len(t.Partials)-maxPartials:]
 	}
-	r.dirty = true
+	r.touchLocked(l.Task)
 }

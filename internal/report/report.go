@@ -1,9 +1,12 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,13 +189,56 @@ type Attempt struct {
 // Write stores r as dir/report.json atomically: a temp file, fsync,
 // rename, fsync of the folder. A reader never sees half a report.
 func Write(dir string, r *Report) error {
+	return writeAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return Encode(w, r) })
+}
+
+// Encode writes r as report.json holds it: json.MarshalIndent(r, "", "  ")
+// and a newline, byte for byte, but a task at a time, so that a report of
+// a million tasks is never in memory as one document. Like Write, it
+// names peers by name and ID (splitting "name@ID" keys).
+func Encode(w io.Writer, r *Report) error {
 	r.splitPeerIDs()
-	data, err := json.MarshalIndent(r, "", "  ")
+	if r.Tasks == nil {
+		data, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode report: %w", err)
+		}
+		_, err = w.Write(append(data, '\n'))
+		return err
+	}
+	head := *r
+	head.Tasks = []Task{}
+	data, err := json.MarshalIndent(&head, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}
-	data = append(data, '\n')
-	return WriteFileAtomic(filepath.Join(dir, FileName), data, 0o644)
+	const empty = "[]\n}" // "tasks" is the last field
+	if !bytes.HasSuffix(data, []byte(empty)) {
+		return fmt.Errorf("encode report: unexpected layout")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if len(r.Tasks) == 0 {
+		bw.Write(data)
+		bw.WriteString("\n")
+		return bw.Flush()
+	}
+	bw.Write(data[:len(data)-len(empty)])
+	bw.WriteString("[\n")
+	for i := range r.Tasks {
+		t, err := json.MarshalIndent(&r.Tasks[i], "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encode report: task %s: %w", r.Tasks[i].ID, err)
+		}
+		bw.WriteString("    ")
+		bw.Write(t)
+		if i < len(r.Tasks)-1 {
+			bw.WriteString(",\n")
+		} else {
+			bw.WriteString("\n")
+		}
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
 }
 
 // Read loads dir/report.json. A missing report gives an error that
@@ -214,7 +260,15 @@ func Read(dir string) (*Report, error) {
 
 // WriteFileAtomic writes data to path through a temp file in the same
 // folder, fsyncs it, renames it into place and fsyncs the folder.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is WriteFileAtomic with the content written by write.
+func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -226,7 +280,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	if err = write(f); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Chmod(perm); err != nil {

@@ -192,3 +192,32 @@ func TestSplitPeer(t *testing.T) {
 		t.Fatalf("%+v", tk)
 	}
 }
+
+// TestEncodeStreams: Encode writes what json.MarshalIndent would, for no,
+// one and many tasks, and for a nil task list.
+func TestEncodeStreams(t *testing.T) {
+	many := sample()
+	for i := range 3 {
+		task := many.Tasks[0]
+		task.ID = strings.Repeat("x", i+1)
+		task.Params = json.RawMessage(`{"a":[1,{"b":"<&>"}],"c":{}}`)
+		many.Tasks = append(many.Tasks, task)
+	}
+	none := sample()
+	none.Tasks = []Task{}
+	null := sample()
+	null.Tasks = nil
+	for name, r := range map[string]*Report{"one": sample(), "many": many, "none": none, "nil": null} {
+		want, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got strings.Builder
+		if err := Encode(&got, r); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want)+"\n" {
+			t.Errorf("%s: Encode gives\n%s\nwant\n%s", name, got.String(), want)
+		}
+	}
+}

@@ -74,9 +74,10 @@ type FetchFunc func(ctx context.Context, dir string) error
 // TaskDone and TaskRetry are called with the queue's locks held and must
 // not call back into the queue; Fetch is called on a goroutine of its own.
 type Env interface {
-	// Place moves the accepted output staged at stage to task id's final
-	// place (the stage is gone afterwards).
-	Place(id, stage string) error
+	// Place moves the accepted output staged at stage (holding files, as
+	// the worker listed them) to the final place of task (index) id (the
+	// stage is gone afterwards).
+	Place(task int, id, stage string, files []string) error
 	// Discard removes a staged output that no vote needs any more.
 	Discard(stage string)
 	// Fetch gets the output of task id with digest d into a new stage
@@ -88,6 +89,9 @@ type Env interface {
 	// TaskRetry: an attempt failed, or a task was reopened, and the task
 	// goes back in the queue.
 	TaskRetry(id, outcome string, err error)
+	// Touched: the queue changed task's record in the report (it holds
+	// ReportLock): it is to be journaled.
+	Touched(task int)
 }
 
 // Clock tells the time. Nil means the system clock.
@@ -507,6 +511,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	attempt := len(rt.Attempts) + ts.running
 	rt.State = report.TaskRunning
 	id := rt.ID
+	q.env.Touched(task)
 	q.repMu.Unlock()
 	l := &Lease{
 		ID:         q.nextID,
@@ -566,6 +571,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	}
 	q.repMu.Lock()
 	defer q.repMu.Unlock()
+	defer q.env.Touched(l.Task) // runs before the unlock
 	if ts.settled {
 		if res.Outcome != report.OutcomeOK {
 			res.Outcome = report.OutcomeCanceled
@@ -695,6 +701,7 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 		}
 	}
 	q.rep.Tasks[task].State = report.TaskPending
+	q.env.Touched(task)
 }
 
 // settleLocked takes task out of the work left: it is decided.
@@ -721,6 +728,7 @@ func (q *Queue) failLocked(task int, err error) {
 		rt.Verdict = "failed: " + err.Error()
 	}
 	q.rep.Summary.Failed++
+	q.env.Touched(task)
 	// The summary and the report say why in full; the log line says it
 	// in one line.
 	headline, _ := report.Excerpt(rt.Error)
@@ -751,6 +759,7 @@ func (q *Queue) revokeCopiesLocked(task int) {
 			q.rep.Tasks[task].Attempts = append(q.rep.Tasks[task].Attempts, report.Attempt{
 				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
 			})
+			q.env.Touched(task)
 		}
 	}
 }

@@ -29,7 +29,7 @@ type fakeEnv struct {
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{placed: map[string]string{}, done: map[string]bool{}} }
 
-func (e *fakeEnv) Place(id, stage string) error {
+func (e *fakeEnv) Place(_ int, id, stage string, _ []string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.placeErr != nil {
@@ -38,6 +38,8 @@ func (e *fakeEnv) Place(id, stage string) error {
 	e.placed[id] = stage
 	return nil
 }
+
+func (e *fakeEnv) Touched(int) {}
 
 func (e *fakeEnv) Discard(stage string) {
 	e.mu.Lock()

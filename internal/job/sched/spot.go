@@ -123,7 +123,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	}
 	// The trusted run disagrees (or no result had been accepted): its
 	// output wins, and whoever voted otherwise lied.
-	if err := q.env.Place(rt.ID, res.Stage); err != nil {
+	if err := q.env.Place(l.Task, rt.ID, res.Stage, res.Files); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.wantCheckLocked(l.Task)
 		return false, false
@@ -160,6 +160,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 
 // doneLocked counts a checked task done.
 func (q *Queue) doneLocked(task int) {
+	q.env.Touched(task)
 	rt := &q.rep.Tasks[task]
 	q.settleLocked(task)
 	rt.State = report.TaskDone

@@ -92,6 +92,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, report.Attempt{
 			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
 		})
+		q.env.Touched(l.Task)
 		q.needFrontLocked(l.Task, 1)
 	}
 	if !distrust {
@@ -133,6 +134,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		q.remaining++
 		q.rep.Summary.Done--
 		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
+		q.env.Touched(t)
 		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
 		q.needLocked(t, max(ts.quorum-countOf(ts.votes, ts.accepted), 1))
 	}

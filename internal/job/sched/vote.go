@@ -184,7 +184,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		}
 		return false
 	}
-	if err := q.env.Place(rt.ID, winner.stage); err != nil {
+	if err := q.env.Place(task, rt.ID, winner.stage, winner.files); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.needLocked(task, 1)
 		return false
@@ -214,6 +214,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		return true
 	}
 	q.rep.Summary.Done++
+	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
 	q.env.TaskDone(rt.ID, true)

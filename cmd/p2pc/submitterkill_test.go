@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// TestSubmitterKilled SIGKILLs `p2pc run` at random moments, 20 times in a
+// row, on a swarm of 3 peers, and runs the same command again each time:
+// a task whose result reached the job database never runs again (its
+// record, accepted attempt and all, stays as it was), and the final
+// outputs are byte-identical to those of a run that was never killed.
+func TestSubmitterKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 30s); TestStatus covers a SIGKILLed run and its resume in -short")
+	}
+	const kills, tasks = 20, 2000
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2), startPeer(t, dir, "s3", 2)}
+	spec := writeSpec(t, dir, "k.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 20}
+tasks:
+  - range: {param: n, from: 1, to: %d}
+`, tasks))
+	args := func(out string) []string {
+		return []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress"}
+	}
+	start := time.Now()
+	ref := filepath.Join(dir, "ref")
+	if r := p2pc(t, args(ref)[2:]...); r.code != 0 {
+		t.Fatalf("undisturbed run: exit %d\n%s", r.code, r.stderr)
+	}
+	refTook := time.Since(start)
+
+	out := filepath.Join(dir, "out")
+	seed := uint64(time.Now().UnixNano())
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	// settled: the record of every task seen done after a kill.
+	settled := map[string]string{}
+	for k := range kills {
+		run, err := harness.Start(p2pcBin, args(out), harness.Options{Name: fmt.Sprintf("run%d", k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-run.Done():
+			t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
+		case <-time.After(time.Duration(50+rnd.IntN(1200)) * time.Millisecond):
+		}
+		run.Kill()
+		if _, err := run.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		checkSettled(t, out, settled, fmt.Sprintf("after kill %d (seed %d)", k+1, seed))
+	}
+	killed := len(settled)
+	if r := p2pc(t, args(out)[2:]...); r.code != 0 {
+		t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
+	}
+	checkSettled(t, out, settled, "at the end")
+	rep := readReport(t, out)
+	if rep.State != report.StateComplete || rep.Summary.Done != tasks {
+		t.Fatalf("after the kills: state %s, %d done", rep.State, rep.Summary.Done)
+	}
+	want := p2pc(t, "export", ref, "--format", "jsonl")
+	got := p2pc(t, "export", out, "--format", "jsonl")
+	if want.code != 0 || got.code != 0 || want.stdout != got.stdout || len(got.stdout) == 0 {
+		t.Fatalf("outputs differ from the undisturbed run's (exit %d, %d; %d and %d bytes)", want.code, got.code, len(want.stdout), len(got.stdout))
+	}
+	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; undisturbed run %s, all %s (seed %d)",
+		kills, killed, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
+}
+
+// checkSettled reads the job database in out and fails if a task seen done
+// before is not done, or its record changed (it ran again); it adds the
+// tasks done now.
+func checkSettled(t *testing.T, out string, settled map[string]string, when string) {
+	t.Helper()
+	rep, err := jobdb.ReadReport(context.Background(), out)
+	if errors.Is(err, fs.ErrNotExist) && len(settled) == 0 {
+		return // killed before the job reached its database
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	for _, task := range rep.Tasks {
+		sig := ""
+		if task.State == report.TaskDone {
+			sig = fmt.Sprintf("%s %s %v", task.Digest, task.Peer, task.Attempts)
+		}
+		if was, ok := settled[task.ID]; ok && was != sig {
+			t.Fatalf("%s: task %s had reached the database as done, and then changed (it ran again):\nwas %s\nnow %s", when, task.ID, was, sig)
+		}
+		if sig != "" {
+			settled[task.ID] = sig
+		}
+	}
+}

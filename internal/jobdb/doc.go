@@ -1,0 +1,32 @@
+// Package jobdb keeps a job's state in an embedded SQLite database,
+// OUT/job.db, through the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// The coordinator is its only writer. Changes go through one writer
+// goroutine that batches them into one transaction every few
+// milliseconds (group commit): a task's row is replaced whole, so many
+// changes to one task inside a batch cost one write. The database is in
+// WAL mode with synchronous=NORMAL: a committed batch survives the
+// coordinator's SIGKILL (not necessarily a power cut), and readers such as
+// `p2pc status` read it while the run writes.
+//
+// The schema is a documented interface (docs/report.md). Its version
+// lives in the table schema_version; Open migrates an older database and
+// refuses one written by a newer p2pc (ErrNewer), and a file that is not a
+// readable SQLite database gives ErrCorrupt: nothing is ever overwritten
+// silently. Errors of the writer (a full disk: ErrFull) are sticky: every
+// later call reports them, and the run stops.
+//
+// Tables (version 1):
+//
+//	schema_version(version, p2pc, applied)
+//	job(key, value)                        job metadata, one row per field
+//	tasks(idx, id, params, state, peer, peer_id, digest, files, verdict,
+//	      checkpoints, updated)
+//	attempts(task, n, peer, peer_id, start, end, outcome, error, resumed)
+//	votes(task, n, peer, peer_id, digest)
+//	partials(task, n, time, peer, peer_id, text, bytes, truncated)
+//	outputs(task, name, data)              inline task outputs
+//
+// Times are UTC text of a fixed width ("2006-01-02T15:04:05.000000000Z"),
+// so they sort as text and SQLite's date functions read them.
+package jobdb

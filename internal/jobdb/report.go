@@ -1,0 +1,53 @@
+package jobdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// ReadReport reads the job in the output folder dir as a report: from its
+// job database (read-only: safe while a run writes it), or from
+// report.json when there is no database (an output folder of a p2pc
+// without one). Neither gives an error wrapping fs.ErrNotExist.
+func ReadReport(ctx context.Context, dir string) (*report.Report, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return report.Read(dir)
+	}
+	db, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rep, err := db.Load(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if rep.JobID == "" {
+		return nil, fmt.Errorf("job database %s holds no job yet: %w", path, fs.ErrNotExist)
+	}
+	return rep, nil
+}
+
+// WriteOutput writes an inline output where its task's folder would be:
+// dir/tasks/<id>/<name>.
+func WriteOutput(dir string, o Output) error {
+	name := filepath.FromSlash(o.Name)
+	if !filepath.IsLocal(o.TaskID) || !filepath.IsLocal(name) {
+		return fmt.Errorf("write output of task %q: %q is not a local name", o.TaskID, o.Name)
+	}
+	path := filepath.Join(dir, "tasks", o.TaskID, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	}
+	if err := os.WriteFile(path, o.Data, 0o644); err != nil {
+		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	}
+	return nil
+}

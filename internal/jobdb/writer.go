@@ -1,0 +1,218 @@
+package jobdb
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var errNoSpace = syscall.ENOSPC
+
+// change is one queued write. Changes with the same non-empty key
+// replace each other within a batch: the last one is written.
+type change struct {
+	key   string
+	apply func(tx *batch) error
+	// flushed, if set, receives the batch's result once it committed.
+	flushed chan error
+}
+
+// writer is the group-commit goroutine: it gathers changes for at most
+// delay (or maxBatch changes) and commits them in one transaction.
+type writer struct {
+	db       *DB
+	log      *slog.Logger
+	delay    time.Duration
+	maxBatch int
+	in       chan change
+	done     chan struct{}
+
+	mu     sync.Mutex
+	err    error // sticky: the first failed batch
+	closed bool
+
+	stmts map[string]*sql.Stmt // prepared once, used by the loop only
+}
+
+// batch is one transaction of the writer: changes execute statements
+// through it, each prepared once for the writer's life.
+type batch struct {
+	ctx context.Context
+	tx  *sql.Tx
+	w   *writer
+}
+
+func (b *batch) exec(query string, args ...any) error {
+	var err error
+	if st := b.w.stmts[query]; st != nil {
+		_, err = b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
+	} else {
+		_, err = b.tx.ExecContext(b.ctx, query, args...)
+	}
+	return err
+}
+
+func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
+	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
+		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	// Prepared on the one connection while no transaction holds it: a
+	// transaction's use of them then reuses the connection's statements.
+	for _, q := range writeQueries {
+		st, err := db.sql.PrepareContext(ctx, q)
+		if err != nil {
+			for _, st := range w.stmts {
+				st.Close()
+			}
+			return nil, db.wrap("prepare", err)
+		}
+		w.stmts[q] = st
+	}
+	go w.loop()
+	return w, nil
+}
+
+// put queues c; it blocks while the queue is full. After an error, or
+// after close, the change is dropped and the error returned.
+func (w *writer) put(c change) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	if err := w.err; err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	w.mu.Unlock()
+	w.in <- c
+	return nil
+}
+
+func (w *writer) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// flush waits until every change queued before it is committed.
+func (w *writer) flush(ctx context.Context) error {
+	done := make(chan error, 1)
+	if err := w.put(change{flushed: done}); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *writer) close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return w.failed()
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.in)
+	<-w.done
+	return w.failed()
+}
+
+func (w *writer) loop() {
+	defer close(w.done)
+	defer func() {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}()
+	var batch []change
+	keys := map[string]int{}
+	for {
+		c, ok := <-w.in
+		if !ok {
+			return
+		}
+		batch = addChange(batch[:0], keys, c)
+		timer := time.NewTimer(w.delay)
+	gather:
+		for len(batch) < w.maxBatch {
+			select {
+			case c, ok := <-w.in:
+				if !ok {
+					break gather
+				}
+				batch = addChange(batch, keys, c)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		clear(keys)
+		w.commit(batch)
+	}
+}
+
+func addChange(batch []change, keys map[string]int, c change) []change {
+	if c.key != "" {
+		if i, ok := keys[c.key]; ok {
+			batch[i].apply = c.apply
+			return batch
+		}
+		keys[c.key] = len(batch)
+	}
+	return append(batch, c)
+}
+
+// commit writes a batch in one transaction and answers its flushes.
+func (w *writer) commit(batch []change) {
+	err := w.failed()
+	if err == nil {
+		err = w.apply(batch)
+		if err != nil {
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+			w.log.Error("job database write failed; the run stops", "err", err)
+		}
+	}
+	for _, c := range batch {
+		if c.flushed != nil {
+			c.flushed <- err
+		}
+	}
+}
+
+func (w *writer) apply(changes []change) error {
+	ctx := context.Background()
+	tx, err := w.db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return w.db.wrap("begin", err)
+	}
+	b := &batch{ctx: ctx, tx: tx, w: w}
+	for _, c := range changes {
+		if c.apply == nil {
+			continue
+		}
+		if err := c.apply(b); err != nil {
+			tx.Rollback()
+			return w.db.wrap("write", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return w.db.wrap("commit", err)
+	}
+	return nil
+}
+
+// Flush waits until every change made before it is committed, and
+// returns the writer's error, if any.
+func (db *DB) Flush(ctx context.Context) error { return db.w.flush(ctx) }
+
+// Err returns the writer's first error (sticky), or nil.
+func (db *DB) Err() error { return db.w.failed() }

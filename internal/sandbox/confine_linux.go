@@ -53,6 +53,7 @@ func Probe() Status {
 			probe.st.LandlockABI = int(v)
 		}
 		probe.st.NetNS = canUnshareNet()
+		probe.st.Seccomp = haveSeccomp()
 	})
 	st := probe.st
 	st.Disabled = isDisabled()
@@ -85,19 +86,27 @@ func ConfineThread(p Policy) (Status, error) {
 			return st, fmt.Errorf("private network namespace: %w", err)
 		}
 	}
-	if st.LandlockABI < 1 {
+	if st.LandlockABI < 1 && !st.Seccomp {
 		return st, nil
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return st, fmt.Errorf("no_new_privs: %w", err)
 	}
-	fd, err := ruleset(st.LandlockABI, p)
-	if err != nil {
-		return st, err
+	if st.LandlockABI >= 1 {
+		fd, err := ruleset(st.LandlockABI, p)
+		if err != nil {
+			return st, err
+		}
+		_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0)
+		unix.Close(fd)
+		if errno != 0 {
+			return st, fmt.Errorf("landlock restrict self: %w", errno)
+		}
 	}
-	defer unix.Close(fd)
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
-		return st, fmt.Errorf("landlock restrict self: %w", errno)
+	if st.Seccomp {
+		if err := installSeccomp(); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }

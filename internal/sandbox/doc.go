@@ -40,6 +40,5 @@
 // named by the caller; a warm process serves tasks in every slot folder
 // of its pool, so tasks of one pool (one plugin on one peer) are not
 // confined from each other. Memory, process-count and lifetime limits
-// (cgroups), a seccomp filter and an unprivileged task user are separate
-// steps (issue 13).
+// (cgroups) and an unprivileged task user are separate steps (issue 13).
 package sandbox

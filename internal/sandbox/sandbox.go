@@ -26,6 +26,9 @@ type Status struct {
 	LandlockABI int
 	// NetNS: tasks without network run in a private network namespace.
 	NetNS bool
+	// Seccomp: a deny list of system calls (ptrace, mount, bpf, ...)
+	// answers EPERM to tasks.
+	Seccomp bool
 	// Disabled: confinement was switched off (tests only).
 	Disabled bool
 }
@@ -49,7 +52,7 @@ func (s Status) Network() string {
 }
 
 // String is the one-line summary p2pc join prints, e.g.
-// "files=landlock-v7 network=netns".
+// "files=landlock-v7 network=netns syscalls=seccomp".
 func (s Status) String() string {
 	if s.Disabled {
 		return "off (test switch)"
@@ -62,6 +65,11 @@ func (s Status) String() string {
 		b.WriteString("none")
 	}
 	b.WriteString(" network=" + s.Network())
+	if s.Seccomp {
+		b.WriteString(" syscalls=seccomp")
+	} else {
+		b.WriteString(" syscalls=all")
+	}
 	return b.String()
 }
 

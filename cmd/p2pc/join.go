@@ -8,6 +8,7 @@ import (
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // JoinCmd is `p2pc join`: run a volunteer node until SIGINT/SIGTERM.
@@ -21,6 +22,7 @@ type JoinCmd struct {
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID,..."`
+	TaskUser      string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -42,6 +44,10 @@ func (c *JoinCmd) Run(g *Globals) error {
 	submitters, err := parseSubmitters(c.Submitters)
 	if err != nil {
 		return err
+	}
+	taskUser, err := sandbox.TaskUser(c.TaskUser)
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
 	}
 	creds, err := g.creds()
 	if err != nil {
@@ -67,6 +73,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		AllowNetwork:  c.AllowNetwork,
+		TaskUser:      taskUser,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -28,6 +29,10 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		return fmt.Errorf("encode job params: %w", err)
 	}
 	req := &sdk.ReduceRequest{JobID: r.p.ID.String(), Params: params}
+	// The outputs were written by this process: open them to the task user.
+	if err := sandbox.GrantTree(filepath.Join(r.p.OutDir, "tasks"), sandbox.Policy{User: r.opts.TaskUser}); err != nil {
+		return fmt.Errorf("reduce: %w", err)
+	}
 	for i, t := range r.rep.Tasks {
 		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
 		for _, f := range t.Files {
@@ -38,8 +43,8 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 	}
 	for attempt := 0; attempt <= job.Retries; attempt++ {
 		work := filepath.Join(workRoot, "reduce."+strconv.Itoa(attempt))
-		if err = os.MkdirAll(work, 0o755); err != nil {
-			return fmt.Errorf("make work dir: %w", err)
+		if err = r.makeWork(work); err != nil {
+			return err
 		}
 		req.WorkDir = work
 		var res *sdk.Result

@@ -14,6 +14,7 @@ import (
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -148,8 +149,8 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
 	defer os.RemoveAll(work)
 	var out taskrun.Output
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		out.Err = fmt.Errorf("make work dir: %w", err)
+	if err := r.makeWork(work); err != nil {
+		out.Err = err
 		out.Outcome = pluginhost.Classify(actx, out.Err)
 	} else {
 		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
@@ -245,4 +246,12 @@ func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string,
 		return fmt.Errorf("verify output: %w", err)
 	}
 	return nil
+}
+
+// makeWork makes an attempt's work folder, owned by the task user.
+func (r *runner) makeWork(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("make work dir: %w", err)
+	}
+	return sandbox.Own(dir, sandbox.Policy{User: r.opts.TaskUser})
 }

@@ -63,6 +63,7 @@ func spawn(cmd *exec.Cmd, pol sandbox.Policy, after func()) (sandbox.Status, err
 		runtime.LockOSThread() // never unlocked: the thread is confined
 		st, err := sandbox.ConfineThread(pol)
 		if err == nil {
+			cmd.SysProcAttr.Credential = sandbox.Credential(pol) // the task user
 			err = cmd.Start()
 		}
 		done <- started{st, err}

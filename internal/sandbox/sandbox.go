@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,10 @@ type Policy struct {
 	// it the process runs in a private network namespace (when the host
 	// may make one) and Landlock refuses TCP bind and connect (ABI >= 4).
 	Network bool
+	// User is the account the process runs as when the host runs as
+	// root (TaskUser); nil: the host's own. Grant opens the paths above
+	// to it.
+	User *User
 }
 
 // Status says which confinements this machine gives a task process.
@@ -29,6 +34,10 @@ type Status struct {
 	// Seccomp: a deny list of system calls (ptrace, mount, bpf, ...)
 	// answers EPERM to tasks.
 	Seccomp bool
+	// User is the account tasks run as, "name(uid)"; "" if not known.
+	User string
+	// OwnUser: tasks run as the host's own user (a host not run as root).
+	OwnUser bool
 	// Disabled: confinement was switched off (tests only).
 	Disabled bool
 }
@@ -70,7 +79,28 @@ func (s Status) String() string {
 	} else {
 		b.WriteString(" syscalls=all")
 	}
+	switch {
+	case s.User == "":
+	case s.OwnUser:
+		b.WriteString(" user=own:" + s.User)
+	default:
+		b.WriteString(" user=" + s.User)
+	}
 	return b.String()
+}
+
+// WithUser is s with the account tasks run as: u, or the host's own
+// when u is nil.
+func (s Status) WithUser(u *User) Status {
+	if s.Disabled {
+		return s
+	}
+	if u == nil || u.UID == uint32(os.Geteuid()) {
+		s.User, s.OwnUser = hostUser(), true
+	} else {
+		s.User, s.OwnUser = u.String(), false
+	}
+	return s
 }
 
 var disabled struct {

@@ -108,13 +108,17 @@ func (c *PeersCmd) Run(g *Globals) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tNODE ID\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN")
+	fmt.Fprintln(w, "NAME\tNODE ID\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN\tTASKS CONFINED")
 	for _, m := range members {
 		state := m.State
 		if !m.Compatible {
 			state += " (incompatible)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond))
+		confined := m.Sandbox
+		if confined == "" {
+			confined = "(not said)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\t%s\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond), confined)
 	}
 	return w.Flush()
 }

@@ -35,7 +35,11 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine, err := n.slotDir(0)
+	root, err := n.workRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := n.slotDir(0, root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,12 @@ func TestMain(m *testing.M) {
 		hostMain()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := writeHostileReport(); err != nil {
+		fmt.Fprintln(os.Stderr, "hostile report:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 var earlyLog *slog.Logger

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +54,51 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(mine)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("removeWork left %s: %v", filepath.Dir(mine), err)
 	}
+}
+
+// TestJobFolders: each job gets its own input and work folders, named
+// in its tasks' policy with nothing of another job's; the last session's
+// end removes them, and a later run of the job gets a fresh work folder.
+func TestJobFolders(t *testing.T) {
+	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.removeWork()
+	a, err := n.openJob("aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.openJob("bbbb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := n.openJob("aaaa") // a second session of job aaaa
+	if a2 != a {
+		t.Fatal("a second session of a job got other folders")
+	}
+	pa, pb := n.taskPolicy(a), n.taskPolicy(b)
+	for _, p := range append(append([]string{}, pa.ReadOnly...), pa.ReadWrite...) {
+		for _, q := range append(append([]string{}, pb.ReadOnly...), pb.ReadWrite...) {
+			if p == q || strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+				t.Errorf("job policies overlap: %s and %s", p, q)
+			}
+		}
+	}
+	n.closeJob(a)
+	if _, err := os.Stat(a.dir); err != nil {
+		t.Errorf("job folder removed while a session remains: %v", err)
+	}
+	n.closeJob(a)
+	for _, d := range []string{a.dir, a.work} {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job folder %s left after the last session: %v", d, err)
+		}
+	}
+	again, _ := n.openJob("aaaa")
+	if again.work == a.work {
+		t.Errorf("a later run of the job reuses work folder %s", a.work)
+	}
+	n.closeJob(again)
+	n.closeJob(b)
 }

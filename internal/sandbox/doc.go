@@ -34,11 +34,22 @@
 // truncation, TCP or signals), and a kernel without Landlock runs tasks
 // with the files of the user — Probe says so, and p2pc join prints it.
 //
+// # Task user
+//
+// A host run as root runs tasks as an unprivileged account (TaskUser,
+// Policy.User, applied with SysProcAttr.Credential in the fork). Grant
+// opens the policy's paths to that account alone with POSIX ACL entries
+// (search only on the folders above them); Own hands a work folder the
+// host made to it. Floor then sets the limits of the task user's process
+// from a thread that has taken its IDs (a root without CAP_SYS_RESOURCE
+// may not change another user's limits).
+//
 // # What it does not do (yet)
 //
 // Inputs, work folders and the private folders of the plugin's pool are
 // named by the caller; a warm process serves tasks in every slot folder
-// of its pool, so tasks of one pool (one plugin on one peer) are not
-// confined from each other. Memory, process-count and lifetime limits
-// (cgroups) and an unprivileged task user are separate steps (issue 13).
+// of its pool, so tasks of one pool (one job on one peer, see package
+// node) are not confined from each other. Memory, process-count and
+// lifetime limits (cgroups) are a separate step (issue 13). docs/sandbox.md
+// is the user's account of all of it.
 package sandbox

@@ -81,14 +81,14 @@ func TestJobCannotTouchAnotherJobsInput(t *testing.T) {
 	}
 	t.Cleanup(func() { run.Stop(5 * time.Second) })
 
-	// The victim's input as the peer holds it: DATA/jobs/<job ID>/inputs.
+	// The victim's input as the peer holds it (package node).
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var target string
 	for target == "" {
-		if m, _ := filepath.Glob(filepath.Join(shared.data, "jobs", "*", "inputs", "secret.txt")); len(m) > 0 {
+		if m, _ := filepath.Glob(filepath.Join(shared.data, "work", "*", "*", "job", "inputs", "secret.txt")); len(m) > 0 {
 			target = m[0]
 			break
 		}

@@ -18,14 +18,13 @@
 // slots (staging, digest, timeout, outcome); the result goes back with the output's digest and its files,
 // inline when small, else as blocks the coordinator fetches. Leases that
 // arrive together come in one Leases message, results ready together
-// leave in one Results message. Each job's inputs are a private copy in
-// DATA/jobs/<job ID>/inputs (mode 0444), and each slot has a work folder
-// of its own in its job's (DATA/work/<pid>-*/<job>-<n>/slot<N>; the node
-// owns DATA/work/<pid>-* through a
-// lock held in it, and removes those of dead nodes, see internal/dirlock),
-// emptied after every task and reused: a task still starts in an empty
-// private folder, without the directory operations a fresh folder per
-// task would cost.
+// leave in one Results message. Each job has a folder of its own,
+// DATA/work/<pid>-*/<job>-<n> (the node owns DATA/work/<pid>-* through a
+// lock held in it, and removes those of dead nodes, see internal/dirlock):
+// its inputs are a private copy in job/inputs (mode 0444), and each slot
+// that runs its tasks has a work folder in work/slot<N>, emptied after
+// every task and reused: a task still starts in an empty private folder,
+// without the directory operations a fresh folder per task would cost.
 //
 // Fair sharing. The node's slots are shared between the sessions of all
 // coordinators: slot runners take leases from the sessions in round-robin

@@ -326,7 +326,7 @@ func (n *Node) Confinement() sandbox.Status { return sandbox.Probe().WithUser(n.
 // taskPolicy is what a task of job j on this peer may touch (package
 // sandbox): its job's inputs, read-only, and its job's work folders. Not
 // other jobs' inputs or work folders, not the block store, nor anything
-// else of the data folder.
+// else of the data folder (see jobFiles).
 func (n *Node) taskPolicy(j *jobFiles) sandbox.Policy {
 	return sandbox.Policy{ReadOnly: []string{j.dir}, ReadWrite: []string{j.work}, User: n.cfg.TaskUser}
 }

@@ -103,13 +103,15 @@ func empty(dir string) bool {
 	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
-// jobFiles are the folders of one job on this node: its inputs (dir,
-// DATA/jobs/<job ID>, read-only to its tasks) and its slots' work
-// folders (work, in this process's work folder). A job's folders are
-// made when its first session starts and removed with its plugin
-// processes when its last one ends.
+// jobFiles are the folders of one job on this node, side by side in
+// base (in this process's work folder, so those of a node that died are
+// swept with it, and two nodes sharing DATA never share them): dir holds
+// its inputs (dir/inputs, read-only to its tasks), work its slots' work
+// folders. A job's folders are made when its first session starts and
+// removed with its plugin processes when its last one ends.
 type jobFiles struct {
 	id       string
+	base     string
 	dir      string
 	work     string
 	sessions int // guarded by Node.mu
@@ -127,13 +129,11 @@ func (n *Node) openJob(id string) (*jobFiles, error) {
 	j := n.jobs[id]
 	if j == nil {
 		n.jobSeq++
-		j = &jobFiles{
-			id:  id,
-			dir: filepath.Join(n.cfg.DataDir, "jobs", id),
-			// A new name each time: a slot's cached folder of an
-			// earlier run of the job never matches.
-			work: filepath.Join(root, short(id)+"-"+strconv.FormatUint(n.jobSeq, 10)),
-		}
+		// A new name each time: a slot's cached folder of an earlier
+		// run of the job never matches, and a job that ends does not
+		// remove the folders of its next run.
+		base := filepath.Join(root, short(id)+"-"+strconv.FormatUint(n.jobSeq, 10))
+		j = &jobFiles{id: id, base: base, dir: filepath.Join(base, "job"), work: filepath.Join(base, "work")}
 		n.jobs[id] = j
 	}
 	j.sessions++
@@ -166,12 +166,11 @@ func (n *Node) closeJob(j *jobFiles) {
 	for _, p := range pools {
 		p.Close()
 	}
-	os.RemoveAll(j.dir)
-	os.RemoveAll(j.work)
+	os.RemoveAll(j.base)
 }
 
 // inputsImmutable reports whether no task can change a byte of an input
-// copy (DATA/jobs/<job>/inputs, mode 0444, owned by the node's user):
+// copy (jobFiles.dir/inputs, mode 0444, owned by the node's user):
 // tasks run as another user, or Landlock refuses them writes and
 // truncation there (ABI 3). Else a copy is made afresh from the block
 // store (which verifies every block it reads) for every session.

@@ -165,14 +165,15 @@ func TestHostileReadRootOnlyFile(t *testing.T) {
 	}, nil, func(p *sandbox.Policy) { p.ReadOnly = append(p.ReadOnly, filepath.Join(dir, "shared")) })
 }
 
-// jobInputs makes DATA/jobs/<job>/inputs/in as a peer does (a private
-// copy, mode 0444) for the victim job and the folder of the attacker's
-// job, and returns the victim's input and the attacker's job folder.
+// jobInputs lays out two jobs' folders as a peer does (package node: a
+// folder per job in its work folder, the inputs a private copy of mode
+// 0444 in job/inputs) and returns the victim's input and the attacker's
+// job folder.
 func jobInputs(t *testing.T) (victim, attacker string) {
 	t.Helper()
-	jobs := filepath.Join(t.TempDir(), "data", "jobs")
-	victim = filepath.Join(jobs, "victim", "inputs", "in")
-	attacker = filepath.Join(jobs, "attacker")
+	work := filepath.Join(t.TempDir(), "data", "work", "1-x")
+	victim = filepath.Join(work, "victim-1", "job", "inputs", "in")
+	attacker = filepath.Join(work, "attacker-2", "job")
 	for _, d := range []string{filepath.Dir(victim), filepath.Join(attacker, "inputs")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)

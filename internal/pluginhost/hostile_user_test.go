@@ -115,6 +115,10 @@ func TestTaskUser(t *testing.T) {
 			t.Errorf("%s %s as %s: %v", c[0], c[1], u, err)
 		}
 	}
+	// Floor reached the task user's process (see sandbox.asOwnerOf).
+	if got, err := run("limits", ""); err != nil || !strings.HasPrefix(got, "core 0 ") {
+		t.Errorf("limits of the task user's process: %q %v, want core 0", got, err)
+	}
 	if _, err := run("read", rootOnly); err == nil {
 		t.Errorf("read %s (mode 0600, not in the policy) as %s: succeeded", rootOnly, u)
 	}

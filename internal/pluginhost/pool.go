@@ -522,8 +522,8 @@ func (pl *Pool) Confinement() sandbox.Status {
 // that user's group so the plugin can make its socket there.
 func (pl *Pool) socketConfig() *plugin.UnixSocketConfig {
 	c := &plugin.UnixSocketConfig{TempDir: pl.dirs.sock}
-	if cred := sandbox.Credential(pl.cfg.Sandbox); cred != nil {
-		c.Group = strconv.FormatUint(uint64(cred.Gid), 10)
+	if gid, ok := sandbox.TaskGroup(pl.cfg.Sandbox); ok {
+		c.Group = strconv.FormatUint(uint64(gid), 10)
 	}
 	return c
 }

@@ -223,7 +223,7 @@ func Own(dir string, p Policy) error {
 // Credential is the identity a process of p runs as: nil for the host's
 // own (no task user, the same uid, or confinement off).
 func Credential(p Policy) *syscall.Credential {
-	if p.User == nil || isDisabled() || p.User.UID == uint32(os.Geteuid()) {
+	if !switches(p) {
 		return nil
 	}
 	return &syscall.Credential{Uid: p.User.UID, Gid: p.User.GID, Groups: []uint32{}}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"runtime"
 	"strconv"
 )
 
@@ -25,12 +26,19 @@ const DefaultTaskUser = "p2pc-task"
 // DefaultTaskUser nor nobody.
 var nobody = User{Name: "nobody", UID: 65534, GID: 65534}
 
-// TaskUser resolves the account tasks run as. A host that is not root
+// TaskUser resolves the account tasks run as (on Linux: elsewhere tasks
+// run as the host's user and TaskUser returns nil). A host that is not root
 // cannot switch users: TaskUser returns nil (tasks run as the host's own
 // user), or an error if name names another account. A root host runs
 // tasks as name, or when name is "" as DefaultTaskUser if it exists,
 // else as nobody; never as uid 0.
 func TaskUser(name string) (*User, error) {
+	if runtime.GOOS != "linux" {
+		if name != "" {
+			return nil, fmt.Errorf("task user %q: tasks run as another user on Linux only", name)
+		}
+		return nil, nil
+	}
 	if os.Geteuid() != 0 {
 		if name == "" {
 			return nil, nil
@@ -83,6 +91,21 @@ func lookupUser(name string) (*User, error) {
 		return nil, fmt.Errorf("task user %q: gid %q: %w", name, pu.Gid, err)
 	}
 	return &User{Name: pu.Username, UID: uint32(uid), GID: uint32(gid)}, nil
+}
+
+// switches reports whether processes of p run as another user than the
+// host's.
+func switches(p Policy) bool {
+	return p.User != nil && !isDisabled() && p.User.UID != uint32(os.Geteuid())
+}
+
+// TaskGroup is the group ID processes of p run with, if they run as
+// another user than the host's.
+func TaskGroup(p Policy) (gid uint32, ok bool) {
+	if !switches(p) {
+		return 0, false
+	}
+	return p.User.GID, true
 }
 
 // hostUser names the host's own account ("" if unknown).

@@ -2,16 +2,10 @@
 
 package sandbox
 
-import (
-	"log/slog"
-	"syscall"
-)
+import "log/slog"
 
 // Grant grants nothing outside Linux: tasks run as the host's user.
 func Grant(Policy, *slog.Logger) error { return nil }
-
-// Credential: outside Linux tasks run as the host's user.
-func Credential(Policy) *syscall.Credential { return nil }
 
 // Own does nothing outside Linux.
 func Own(string, Policy) error { return nil }

@@ -269,11 +269,12 @@ func (s *session) prepare(ctx context.Context) error {
 		}
 	}
 
+	// A copy made for an earlier session of this job is used again only
+	// if no task can have changed it.
+	reuse := n.inputsImmutable()
 	for _, in := range h.Inputs {
 		path := filepath.Join(s.job.dir, "inputs", in.Name)
-		// A copy made for an earlier session of this job is used again
-		// only if no task can have changed it (see inputsImmutable).
-		if _, err := os.Stat(path); err != nil || !n.inputsImmutable() {
+		if _, err := os.Stat(path); err != nil || !reuse {
 			id, err := fetch(in)
 			if err != nil {
 				return err

@@ -174,7 +174,8 @@ func (n *Node) closeJob(j *jobFiles) {
 // tasks run as another user, or Landlock refuses them writes and
 // truncation there (ABI 3). Else a copy is made afresh from the block
 // store (which verifies every block it reads) for every session.
-func (n *Node) inputsImmutable() bool {
-	st := n.Confinement()
+func (n *Node) inputsImmutable() bool { return inputsImmutable(n.Confinement()) }
+
+func inputsImmutable(st sandbox.Status) bool {
 	return !st.Disabled && (!st.OwnUser || st.LandlockABI >= 3)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // TestWorkRootSweepsByLock: a node sharing DATA with others removes the
@@ -101,4 +102,22 @@ func TestJobFolders(t *testing.T) {
 	}
 	n.closeJob(again)
 	n.closeJob(b)
+}
+
+func TestInputsImmutable(t *testing.T) {
+	for _, tt := range []struct {
+		st   sandbox.Status
+		want bool
+	}{
+		{sandbox.Status{LandlockABI: 7, User: "nobody(65534)"}, true},                  // task user, Landlock
+		{sandbox.Status{User: "nobody(65534)"}, true},                                  // task user alone: not the owner
+		{sandbox.Status{LandlockABI: 3, User: "me(1000)", OwnUser: true}, true},        // Landlock refuses write and truncate
+		{sandbox.Status{LandlockABI: 2, User: "me(1000)", OwnUser: true}, false},       // truncate not confined
+		{sandbox.Status{User: "me(1000)", OwnUser: true}, false},                       // nothing confines files
+		{sandbox.Status{LandlockABI: 7, Disabled: true, User: "nobody(65534)"}, false}, // test switch
+	} {
+		if got := inputsImmutable(tt.st); got != tt.want {
+			t.Errorf("inputsImmutable(%+v) = %v, want %v", tt.st, got, tt.want)
+		}
+	}
 }

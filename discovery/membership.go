@@ -335,7 +335,7 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 	for {
 		peers, err := f.Find(ctx)
 		if err != nil && ctx.Err() == nil && err.Error() != lastErr {
-			m.log.Warn("finding peers failed", "err", err)
+			m.log.Warn("waiting for peers: no answer; asking again every "+every.String(), "err", err)
 			lastErr = err.Error()
 		} else if err == nil {
 			lastErr = ""

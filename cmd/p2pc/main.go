@@ -50,6 +50,7 @@ type CLI struct {
 	Join     JoinCmd     `cmd:"" help:"Volunteer this machine: run tasks for the swarm until stopped."`
 	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
+	Logs     LogsCmd     `cmd:"" help:"Show a task's attempts with their full errors (stderr, stacks)."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
 	Swarm    SwarmCmd    `cmd:"" help:"Create or show the swarm secret that lets machines work together."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
@@ -86,7 +87,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitInternal
 	}
-	kctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(expandUIFlag(args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitBadInput

@@ -220,7 +220,7 @@ func runSuite(ctx context.Context, s Suite, env *Env) (*Result, error) {
 	return res, nil
 }
 
-// writeTop writes machine.json, machine.md and summary.md (from every
+// writeTop writes machine.json, machine.md, summary.md and report.html (from every
 // suite folder's rows.json, so that a run of one suite keeps the others'
 // rows).
 func writeTop(out string, m Machine) error {
@@ -235,6 +235,7 @@ func writeTop(out string, m Machine) error {
 		return fmt.Errorf("write machine.md: %w", err)
 	}
 	var results []*Result
+	dirs := map[*Result]string{} // the folder each came from
 	entries, _ := os.ReadDir(out)
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join(out, e.Name(), "rows.json"))
@@ -244,6 +245,7 @@ func writeTop(out string, m Machine) error {
 		var r Result
 		if json.Unmarshal(b, &r) == nil {
 			results = append(results, &r)
+			dirs[&r] = filepath.Join(out, e.Name())
 		}
 	}
 	order := map[string]int{}
@@ -269,7 +271,7 @@ func writeTop(out string, m Machine) error {
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(md.String()), 0o644); err != nil {
 		return fmt.Errorf("write summary.md: %w", err)
 	}
-	return nil
+	return writeHTML(out, m, results, dirs, time.Now())
 }
 
 func rowsOf(r *Result) [][]string {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/taskrun"
@@ -157,7 +158,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	err = sess.prepare(ctx)
 	defer sess.cleanup()
 	if err != nil {
-		return refuse("cannot prepare the job: " + err.Error())
+		return refuse("cannot prepare the job: " + plain.Error(err).Error())
 	}
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {
 		return err
@@ -538,7 +539,7 @@ func (s *session) exec(it *queued, slot int) {
 	}
 	res.Outcome = out.Outcome
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = plain.Error(err).Error()
 		res.Outputs = nil
 	}
 	s.n.malform(res)

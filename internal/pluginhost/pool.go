@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/p2pc/p2pc/internal/plain"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -273,7 +274,8 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 	}
 	p.finishError(e)
 	if e.Kind == ErrCrashed {
-		pl.hostLog.Warn("plugin crashed", "op", op, "task", taskID, "pid", e.PID, "status", e.Status, "err", err)
+		pl.hostLog.Warn("plugin crashed", "op", op, "task", taskID, "pid", e.PID, "status", e.Status, "err", plain.Error(err))
+		pl.hostLog.Debug("plugin crashed", "task", taskID, "err", err)
 	}
 	<-pl.slots
 	return nil, e

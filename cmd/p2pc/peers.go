@@ -143,12 +143,15 @@ type peerJSON struct {
 	FreeSlots  int       `json:"free_slots"`
 	State      string    `json:"state"`
 	LastSeen   time.Time `json:"last_seen"`
+	// Sandbox is how the peer confines tasks (its `tasks confined:`
+	// line; "" from a peer that does not say).
+	Sandbox string `json:"sandbox"`
 }
 
 func toPeerJSON(m discovery.Member) peerJSON {
 	return peerJSON{
 		Name: m.Name, PeerID: m.ID, GRPCAddr: m.GRPCAddr, GossipAddr: m.GossipAddr, OS: m.OS, Arch: m.Arch,
 		Version: m.Version, Proto: m.Proto, Compatible: m.Compatible, Slots: m.Slots, FreeSlots: m.FreeSlots,
-		State: m.State, LastSeen: m.LastSeen.UTC(),
+		State: m.State, LastSeen: m.LastSeen.UTC(), Sandbox: m.Sandbox,
 	}
 }

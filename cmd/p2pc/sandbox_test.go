@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/harness"
 )
 
@@ -32,7 +31,7 @@ func TestPeersShowConfinement(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("p2pc peers: exit %d\n%s", r.code, r.stderr)
 	}
-	var members []discovery.Member
+	var members []struct{ Name, Sandbox string }
 	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil {
 		t.Fatalf("p2pc peers --json: %v\n%s", err, r.stdout)
 	}

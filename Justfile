@@ -58,6 +58,10 @@ bench-webui tasks="100000" rounds="5":
 bench-papers setups="2,3,4":
     go run ./cmd/p2pc bench --setups {{setups}}
 
+# The chaos suite: every fault scenario `runs` times into results/chaos/ (needs root).
+bench-chaos runs="10":
+    go run ./cmd/p2pc bench --suite chaos --runs {{runs}}
+
 # Run the hostile-plugin suite and write results/sandbox/hostile.md (run as root for the task-user and netns cases).
 hostile-report:
     mkdir -p results/sandbox

@@ -45,10 +45,11 @@ type canonicalRes struct {
 }
 
 type canonicalVerify struct {
-	MaxReplicas int    `json:"max_replicas"`
-	Quorum      int    `json:"quorum"`
-	Replicas    int    `json:"replicas"`
-	Trust       string `json:"trust"`
+	MaxReplicas int     `json:"max_replicas"`
+	Quorum      int     `json:"quorum"`
+	Replicas    int     `json:"replicas"`
+	SpotCheck   float64 `json:"spot_check,omitempty"`
+	Trust       string  `json:"trust"`
 }
 
 // Canonical returns the job's meaning as deterministic JSON: no
@@ -73,7 +74,7 @@ func (j *Job) Canonical() []byte {
 		Sandbox:   canonicalSandboxOf(j.Sandbox),
 		Tasks:     make([]canonicalTask, len(j.Tasks)),
 		TimeoutNS: int64(j.Timeout),
-		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, Trust: j.Verify.Trust},
+		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, SpotCheck: j.Verify.SpotCheck, Trust: j.Verify.Trust},
 	}
 	for i, in := range j.Inputs {
 		c.Inputs[i] = in.Name

@@ -37,7 +37,7 @@ var (
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
-	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust"}
+	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust", "spot_check"}
 	resourcesKeys = []string{"cpus", "memory", "os", "arch"}
 	sandboxKeys   = []string{"network"}
 )
@@ -255,6 +255,15 @@ func (p *parser) verify(n *yaml.Node) Verify {
 				v.Trust = s
 			} else {
 				p.errorf(e.v, "verify.trust: must be %q or %q, got %s", TrustOff, TrustAdaptive, short(s))
+			}
+		}
+	}
+	if e, ok := f.given("spot_check"); ok {
+		if x, ok := p.number(e.v, "verify.spot_check"); ok {
+			if x >= 0 && x <= 1 {
+				v.SpotCheck = x
+			} else {
+				p.errorf(e.v, "verify.spot_check: must be a fraction from 0 to 1, got %v", x)
 			}
 		}
 	}

@@ -89,6 +89,10 @@ type Verify struct {
 	Quorum      int    // matching results needed to accept, 1..Replicas
 	MaxReplicas int    // cap on copies when results disagree, >= Replicas
 	Trust       string // TrustOff or TrustAdaptive
+	// SpotCheck is the fraction (0 to 1) of accepted results that the
+	// submitter re-runs on its own slots, the one party it trusts; a
+	// mismatch excludes the voters and re-verifies what they voted for.
+	SpotCheck float64
 }
 
 // Resources is what a task needs from a peer. Reserved: parsed and

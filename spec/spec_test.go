@@ -420,6 +420,10 @@ func TestDefaults(t *testing.T) {
 	if want := (Verify{Replicas: 3, Quorum: 3, MaxReplicas: 6, Trust: TrustOff}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
 	}
+	j = parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 3, quorum: 2, spot_check: 0.25}")
+	if want := (Verify{Replicas: 3, Quorum: 2, MaxReplicas: 6, Trust: TrustOff, SpotCheck: 0.25}); j.Verify != want {
+		t.Errorf("verify %+v", j.Verify)
+	}
 	j, err := Parse("", []byte("plugin: p\ntasks: [{}]"), "")
 	if err != nil || j.Name != "job" || j.File != "" {
 		t.Errorf("no file name: %v %+v", err, j)
@@ -462,6 +466,9 @@ func TestMessages(t *testing.T) {
 		{"plugin: p\ntasks: [{}]\nverify: 3", `t.yaml:3:9: verify: expected a mapping, got !!int 3`},
 		{"plugin: p\ntasks: [{}]\nverify: {quorum: 2}", `t.yaml:3:18: verify.quorum: must not exceed verify.replicas (1), got 2`},
 		{"plugin: p\ntasks: [{}]\nverify: {replicas: 101}", `t.yaml:3:20: verify.replicas: must be between 1 and 100, got 101`},
+		{"plugin: p\ntasks: [{}]\nverify: {spot_check: 1.5}", `t.yaml:3:22: verify.spot_check: must be a fraction from 0 to 1, got 1.5`},
+		{"plugin: p\ntasks: [{}]\nverify:\n  spot_check: -0.1", `t.yaml:4:15: verify.spot_check: must be a fraction from 0 to 1, got -0.1`},
+		{"plugin: p\ntasks: [{}]\nverify: {spot_check: many}", `t.yaml:3:22: verify.spot_check: expected a number, got !!str "many"`},
 		{"plugin: p\ntasks: [{}]\nresources: {cpus: .inf}", `t.yaml:3:19: resources.cpus: .inf is not a finite number (JSON has no NaN or infinity)`},
 		{"plugin: p\ntasks: [{}]\nresources: {cpus: x}", `t.yaml:3:19: resources.cpus: expected a number, got !!str "x"`},
 		{"plugin: p\ntasks: [{}]\nparams: {a: !!float x}", `t.yaml:3:13: cannot read "x" as !!float`},

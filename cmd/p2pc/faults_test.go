@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -244,5 +245,86 @@ tasks:
 	}
 	if taken == 0 {
 		t.Errorf("s1 held no lease when it stopped")
+	}
+}
+
+const inputEchoSpec = `
+name: echo-in
+plugin: {{repo}}/plugins/echo
+inputs: [in.bin]
+tasks:
+  - range: {param: n, from: 0, to: 5}
+`
+
+// flipBytes damages every regular file under root, the bit rot a block
+// store must survive: in place (same size), or, for a file that runs
+// (text file busy), by a damaged copy renamed over it.
+func flipBytes(t *testing.T, root string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) == 0 {
+			return err
+		}
+		data[0] ^= 0xff
+		n++
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if errors.Is(err, syscall.ETXTBSY) {
+			if err := os.WriteFile(path+".rot", data, 0o755); err != nil {
+				return err
+			}
+			return os.Rename(path+".rot", path)
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteAt(data[:1], 0)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A peer whose stored blocks (input and plugin) and exported plugin rot
+// between two jobs fetches them again and runs the second job.
+func TestCorruptBlocksOnAPeerAreFetchedAgain(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "rot", 2)
+	in := make([]byte, 3<<20) // more than one block
+	for i := range in {
+		in[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.bin"), in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "e.yaml", inputEchoSpec)
+	run := func(out string) {
+		t.Helper()
+		r := p2pc(t, "run", spec, "--out", filepath.Join(dir, out), "--no-mdns", "--local-slots", "0", "--join", p.addr, "--wait-peers", "10s")
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", out, r.code, r.stderr)
+		}
+		for _, task := range readReport(t, filepath.Join(dir, out)).Tasks {
+			if task.Peer != "rot" {
+				t.Errorf("%s: task %s ran on %q, want rot", out, task.ID, task.Peer)
+			}
+		}
+	}
+	run("first")
+	blocksN := flipBytes(t, filepath.Join(p.data, "store", "blocks"))
+	pluginN := flipBytes(t, filepath.Join(p.data, "plugins"))
+	if blocksN < 3 || pluginN != 1 {
+		t.Fatalf("damaged %d blocks and %d plugin copies, want >= 3 and 1", blocksN, pluginN)
+	}
+	run("second")
+	if !strings.Contains(p.proc.Stderr(), "fetching them again") {
+		t.Errorf("the peer's log does not say it fetched corrupt blocks again")
 	}
 }

@@ -25,6 +25,7 @@ const (
 	exitInternal    = 1
 	exitBadInput    = 2
 	exitTaskFailed  = 3
+	exitLocalDisk   = 4
 	exitInterrupted = 130
 )
 

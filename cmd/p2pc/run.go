@@ -82,7 +82,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	var live *job.Live
 	if c.UI != "" {
 		live = job.NewLive()
-		peers := &runPeers{self: sw.name, slots: slots, live: live, members: sw.members, conf: confinement()}
+		peers := &runPeers{self: sw.name, member: sw.member, slots: slots, live: live, members: sw.members, conf: confinement()}
 		stopUI, err := startUI(ctx, g, c.UI, webui.DefaultRunAddr, webui.Config{
 			Title: "job " + js.Name, Job: live, Swarm: peers, OutDir: p.OutDir, Cancel: cancel})
 		if err != nil {
@@ -128,6 +128,8 @@ func classifyJobErr(ctxErr, err error) error {
 	switch {
 	case ctxErr != nil:
 		return withCode(exitInterrupted, errors.New("interrupted; run it again to resume"))
+	case errors.Is(err, job.ErrLocalDisk):
+		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
 	case errors.Is(err, job.ErrTasksFailed):

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,21 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
 	if share := peerShares(rep); share != "" {
 		fmt.Fprintf(w, "  ran on: %s\n", share)
+	}
+	if sc := rep.SpotChecks; sc != nil {
+		fmt.Fprintf(w, "  spot checks: %d re-run on this machine, %d caught a wrong result", sc.Checked, len(sc.Caught))
+		var liars []string
+		for _, c := range sc.Caught {
+			for _, p := range c.Peers {
+				if !slices.Contains(liars, p) {
+					liars = append(liars, p)
+				}
+			}
+		}
+		if len(liars) > 0 {
+			fmt.Fprintf(w, "; excluded as liars: %s", strings.Join(liars, ", "))
+		}
+		fmt.Fprintln(w)
 	}
 	shown := 0
 	for _, t := range rep.Tasks {

@@ -25,6 +25,8 @@ type submitterSwarm struct {
 	// local slots' peer): the hostname, with or without a swarm.
 	name   string
 	remote *job.RemoteOptions // nil: local only
+	// member is its own entry in the membership.
+	member string
 	// members lists the swarm's members (nil: local only).
 	members func() []discovery.Member
 	stop    func()
@@ -102,6 +104,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 	sw := &node.Swarm{Self: member, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
 	return &submitterSwarm{
 		name:    host,
+		member:  member,
 		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
 		members: presence.Members,
 		stop:    func() { cancel(); wg.Wait(); own.Remove() },

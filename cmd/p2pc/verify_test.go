@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/report"
@@ -131,4 +132,65 @@ func TestVerifyColludingLiars(t *testing.T) {
 		t.Errorf("exit %d but no task failed", r.code)
 	}
 	t.Logf("exit %d; %d tasks disputed, %d failed loudly; excluded %+v; peers %+v", r.code, disputed, failed, rep.Excluded, rep.Peers)
+}
+
+// TestSpotCheckCatchesColludingMajority: two colluding liars of three peers
+// win every vote (replicas 3, quorum 2); spot checks on the submitter's
+// own slot catch them, and every output ends up right.
+func TestSpotCheckCatchesColludingMajority(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "h0", 1)}
+	for i := range 2 {
+		peers = append(peers, startPeer(t, dir, fmt.Sprintf("liar%d", i), 1, "--fault-lie-rate", "1", "--fault-lie-collude"))
+	}
+	plain := writeSpec(t, dir, "v.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2"))
+	spot := writeSpec(t, dir, "s.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2, spot_check: 0.5"))
+	honest := localDigests(t, plain, filepath.Join(dir, "local"))
+	run := func(spec, out string) (result, *report.Report) {
+		r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--wait-peers", "20s", "--join", addrs(peers))
+		return r, readReport(t, out)
+	}
+
+	// Without spot checks the colluding majority wins.
+	_, rep := run(plain, filepath.Join(dir, "plain"))
+	wrong := 0
+	for _, task := range rep.Tasks {
+		if task.State == report.TaskDone && task.Digest != honest[task.ID] {
+			wrong++
+		}
+	}
+	if wrong == 0 {
+		t.Fatalf("without spot checks no wrong output was accepted: the test shows nothing (tasks %+v)", rep.Tasks)
+	}
+	t.Logf("without spot checks: %d of %d outputs accepted wrong", wrong, len(rep.Tasks))
+
+	out := filepath.Join(dir, "spot")
+	r, rep := run(spot, out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, task := range rep.Tasks {
+		if task.State != report.TaskDone || task.Digest != honest[task.ID] {
+			t.Errorf("task %s: %s with %.12s, honest %.12s; votes %v, verdict %q", task.ID, task.State, task.Digest, honest[task.ID], task.Votes, task.Verdict)
+		}
+	}
+	if rep.SpotChecks == nil || len(rep.SpotChecks.Caught) == 0 {
+		t.Fatalf("report.json names no caught spot check: %+v", rep.SpotChecks)
+	}
+	excluded := map[string]bool{}
+	for _, e := range rep.Excluded {
+		excluded[e.Peer] = true
+	}
+	if !excluded["liar0"] || !excluded["liar1"] || excluded["h0"] {
+		t.Errorf("excluded %+v, want liar0 and liar1 only", rep.Excluded)
+	}
+	if !strings.Contains(r.stderr, "spot checks:") || !strings.Contains(r.stderr, "excluded as liars: liar") {
+		t.Errorf("the summary does not report the spot checks:\n%s", r.stderr)
+	}
+	a, _ := os.ReadFile(filepath.Join(out, "mandelbrot.png"))
+	b, _ := os.ReadFile(filepath.Join(dir, "local", "mandelbrot.png"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("spot-checked PNG differs from the local one")
+	}
+	t.Logf("spot checks: %d re-run, %d caught; excluded %+v", rep.SpotChecks.Checked, len(rep.SpotChecks.Caught), rep.Excluded)
 }

@@ -95,7 +95,8 @@ func startUI(ctx context.Context, g *Globals, addr, def string, cfg webui.Config
 // members gossip knows, and the job's work sessions (a session that broke
 // makes its peer "lost" at once, before gossip declares it dead).
 type runPeers struct {
-	self    string
+	self    string // the name of this machine's slots
+	member  string // its own entry in the membership (HOST-run-PID)
 	slots   int
 	live    *job.Live
 	members func() []discovery.Member // nil without a swarm
@@ -110,8 +111,8 @@ func (p *runPeers) Peers() []webui.Peer {
 	byID := map[string]int{}
 	if p.members != nil {
 		for _, m := range p.members() {
-			if m.Name == p.self || m.GRPCAddr == "" {
-				continue // observers (p2pc peers) run no work
+			if m.Name == p.member || m.GRPCAddr == "" {
+				continue // this run, and observers (p2pc peers): no work
 			}
 			st := ""
 			if m.State != discovery.StateAlive {

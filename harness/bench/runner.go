@@ -33,6 +33,9 @@ type Options struct {
 	// Suites selects suites by name (default: all).
 	Suites []string
 	Quick  bool
+	// Runs is how many times repeating suites run (chaos: each
+	// scenario); 0: the config's.
+	Runs int
 	// Out is the results folder (default Root/results).
 	Out string
 	// Mode overrides the config's lab mode ("bridge", "loopback").
@@ -147,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 		info := s.Info()
 		env := &Env{
-			Bin: o.Bin, Root: o.Root, Config: cfg, Setups: setups, Quick: o.Quick,
+			Bin: o.Bin, Root: o.Root, Config: cfg, Setups: setups, Quick: o.Quick, Runs: o.Runs,
 			OutDir:   filepath.Join(o.Out, folderOf(s)),
 			WorkDir:  filepath.Join(work, info.Name),
 			Progress: o.Progress,

@@ -35,6 +35,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Strikes:    r.opts.Strikes,
 		MaxLost:    r.opts.MaxLost,
 		TrustFile:  r.opts.TrustFile,
+		Self:       r.opts.Node,
 		Log:        r.log,
 		Report:     r.rep,
 		ReportLock: reportLock{r},
@@ -71,7 +72,7 @@ func (e queueEnv) TaskRetry(id, outcome string, err error) {
 func (e queueEnv) Fetch(ctx context.Context, id string, want digest.ID, fetch sched.FetchFunc) (string, []string, error) {
 	dir, err := os.MkdirTemp(e.r.workRoot, id+".fetch-*")
 	if err != nil {
-		return "", nil, fmt.Errorf("fetch output of %s: %w", id, err)
+		return "", nil, e.r.outputFault(fmt.Errorf("fetch output of %s: %w", id, err))
 	}
 	if err := fetch(ctx, dir); err != nil {
 		os.RemoveAll(dir)

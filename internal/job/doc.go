@@ -32,6 +32,15 @@
 // of each peer's work session (so a peer whose session broke shows as lost
 // at once). Live only reads; it never changes the run.
 //
+// A write that fails on this machine's own disk (the output folder or the
+// block store: ENOSPC, EDQUOT, EROFS, EACCES) is classified where it is
+// written (localfault.go: staging a local or a peer's output, placing it,
+// fetching output blocks, publishing, the journal): it stops the run at
+// once with an error wrapping ErrLocalDisk ("output folder DIR: no space
+// left on device"), and the attempt it broke is canceled, charged to no
+// peer. A failed local attempt probes the output folder, since a plugin
+// reports the disk it could not write only as text.
+//
 // The digest of a task's output is the SHA-256 of its canonical listing:
 // one line "<sha256 of file> <size> <name>\n" per file, sorted by name.
 package job

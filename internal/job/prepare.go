@@ -53,6 +53,16 @@ func (p *Prepared) Release() error {
 	return err
 }
 
+// outDirErr is the error of an output folder that cannot be made, locked
+// or written: a fault of this machine's disk (ErrLocalDisk: full,
+// read-only, not writable) or else bad input.
+func outDirErr(out string, err error) error {
+	if errno, ok := localDiskErrno(err); ok {
+		return &diskFault{where: "output folder " + out, errno: errno, err: err}
+	}
+	return bad(fmt.Errorf("output folder %s: %w", out, err))
+}
+
 // lockOutDir makes out if it is missing (made says so) and locks it for
 // this run. When another run holds it, the error (ErrBadInput) names that
 // run and nothing is changed.
@@ -61,7 +71,7 @@ func lockOutDir(out string) (lock *dirlock.Lock, made bool, err error) {
 		made = true
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, false, bad(fmt.Errorf("output folder %s: %w", out, err))
+		return nil, false, outDirErr(out, err)
 	}
 	lock, err = dirlock.Acquire(filepath.Join(out, dirlock.FileName))
 	var held *dirlock.HeldError
@@ -72,7 +82,7 @@ func lockOutDir(out string) (lock *dirlock.Lock, made bool, err error) {
 		if made {
 			os.Remove(out)
 		}
-		return nil, false, bad(fmt.Errorf("output folder %s: %w", out, err))
+		return nil, false, outDirErr(out, err)
 	}
 	return lock, made, nil
 }
@@ -172,11 +182,11 @@ func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 // run of the same job, if any.
 func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
+		return nil, outDirErr(out, err)
 	}
 	probe, err := os.CreateTemp(out, ".p2pc-probe-*")
 	if err != nil {
-		return nil, bad(fmt.Errorf("output folder %s is not writable: %w", out, err))
+		return nil, outDirErr(out, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())

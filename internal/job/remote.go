@@ -93,7 +93,7 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	put := func(name, path string, digest digest.ID) (*peerpb.FileRef, error) {
 		m, id, err := blocks.PutPath(ctx, ro.Store, path, blocks.DefaultBlockSize)
 		if err != nil {
-			return nil, fmt.Errorf("publish %s: %w", name, err)
+			return nil, r.storeFault(ro.Store, fmt.Errorf("publish %s: %w", name, err))
 		}
 		return &peerpb.FileRef{Name: name, FileId: id[:], Size: m.Size, Digest: digest[:]}, nil
 	}
@@ -182,9 +182,13 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	}
 	switch m := first.Msg.(type) {
 	case *peerpb.FromPeer_Refuse:
-		log.Warn("peer refused the job", "reason", m.Refuse.Reason)
+		if peerpb.RefusalPasses(m.Refuse.Reason) {
+			log.Warn("peer refused the job for now (the cause may pass); it will be asked again", "reason", m.Refuse.Reason)
+		} else {
+			log.Warn("peer refused the job", "reason", m.Refuse.Reason)
+		}
 		s.q.Refused(peer.Name, m.Refuse.Reason)
-		return fmt.Errorf("enrol %s: %w: %s", peer.Name, ErrRefused, m.Refuse.Reason)
+		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
 		s.q.Enrol(peer.Name)
@@ -525,7 +529,8 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 			os.RemoveAll(stage)
 			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, plain.Error(err))
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, errors.Is(err, ErrLocalDisk):
+				// The submitter's own disk: nobody's strike, and the run stops.
 				out.Outcome = report.OutcomeCanceled
 			case errors.Is(err, errMalformed):
 				out.Fault = sched.FaultMalformed
@@ -551,7 +556,16 @@ var (
 // maxInline bounds an inline output file; larger ones must travel as blocks.
 const maxInline = 4 << 20
 
+// stage gets a peer's output into the folder stage and checks it against
+// the peer's digest. A write that fails for a reason of this machine's
+// own disk (full, read-only) comes back wrapping ErrLocalDisk, and stops
+// the run: the peer is not to blame.
 func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Result) (digest.ID, []string, error) {
+	d, files, err := w.stageFiles(ctx, stage, res)
+	return d, files, w.s.r.outputFault(err)
+}
+
+func (w *remoteWorker) stageFiles(ctx context.Context, stage string, res *peerpb.Result) (digest.ID, []string, error) {
 	if inlineOnly(res.Outputs) {
 		return stageInline(stage, res)
 	}
@@ -589,6 +603,9 @@ func (w *remoteWorker) stage(ctx context.Context, stage string, res *peerpb.Resu
 			}
 			f := transfer.NewFetcher(ro.Store, ro.Conns, transfer.FetchOptions{Logger: w.s.r.log})
 			if _, err := f.Fetch(ctx, id, []string{w.peer.Addr}, nil); err != nil {
+				if err := w.s.r.storeFault(ro.Store, err); errors.Is(err, ErrLocalDisk) {
+					return digest.ID{}, nil, fmt.Errorf("output %q: %w", o.Name, err)
+				}
 				return digest.ID{}, nil, fmt.Errorf("%w: output %q: %w", errUndelivered, o.Name, err)
 			}
 			if err := blocks.ExportFile(ctx, ro.Store, id, filepath.Join(stage, name)); err != nil {

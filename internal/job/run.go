@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
@@ -113,7 +114,7 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	if opts.JournalEvery <= 0 {
 		opts.JournalEvery = time.Second
 	}
-	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12])}
+	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
 	return r.run(ctx)
 }
 
@@ -131,6 +132,11 @@ type runner struct {
 	mu    sync.Mutex // guards rep and dirty
 	rep   *report.Report
 	dirty bool
+
+	// fault is the first write that failed for a reason of this machine's
+	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
+	fault   atomic.Pointer[diskFault]
+	faulted chan struct{}
 }
 
 func (r *runner) run(ctx context.Context) (*report.Report, error) {
@@ -138,13 +144,13 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	workRoot := filepath.Join(r.p.OutDir, ".p2pc", "work")
 	r.workRoot = workRoot
 	if err := os.RemoveAll(workRoot); err != nil {
-		return nil, fmt.Errorf("clean work dir: %w", err)
+		return nil, r.outputFault(fmt.Errorf("clean work dir: %w", err))
 	}
 	if err := os.MkdirAll(workRoot, 0o755); err != nil {
-		return nil, fmt.Errorf("make work dir: %w", err)
+		return nil, r.outputFault(fmt.Errorf("make work dir: %w", err))
 	}
 	if err := os.MkdirAll(filepath.Join(r.p.OutDir, "tasks"), 0o755); err != nil {
-		return nil, fmt.Errorf("make tasks dir: %w", err)
+		return nil, r.outputFault(fmt.Errorf("make tasks dir: %w", err))
 	}
 	defer os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
 
@@ -190,7 +196,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.vc = vc.New(ids, keep, r.log)
 	reused := r.reuse()
 	if err := r.journal(); err != nil {
-		return nil, err
+		return nil, r.outputFault(err)
 	}
 	r.opts.Events.Started(len(job.Tasks), reused)
 
@@ -198,7 +204,15 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	failed, stall := r.runTasks(ctx, workRoot)
 	stopJournal()
 
-	switch {
+	switch f := r.fault.Load(); {
+	case f != nil:
+		// This machine's disk: the report is kept if it can be written; a
+		// rerun resumes from the last one that was.
+		r.finish(report.StateFailed, f.Error())
+		if err := r.journal(); err != nil {
+			r.log.Warn("journal report", "err", err)
+		}
+		return r.rep, f
 	case ctx.Err() != nil:
 		r.finish(report.StateInterrupted, "interrupted")
 		return r.rep, errors.Join(ctx.Err(), r.journal())
@@ -335,6 +349,7 @@ func (r *runner) startJournal() (stop func()) {
 				if r.dirty {
 					if err := r.journalLocked(); err != nil {
 						r.log.Warn("journal report", "err", err)
+						r.outputFault(err)
 					}
 				}
 				r.mu.Unlock()

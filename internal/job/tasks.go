@@ -40,7 +40,16 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot)
+			r.localWorker(wctx, q, workRoot, false)
+		}()
+	}
+	if r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck > 0 {
+		// Spot checks run on this machine, the one party the submitter
+		// trusts: with no local slots, one slot runs them and nothing else.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.localWorker(wctx, q, workRoot, true)
 		}()
 	}
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
@@ -76,6 +85,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		counts.send(false)
 		select {
 		case <-ctx.Done():
+		case <-r.faulted:
 		case <-q.Changed():
 			continue
 		case <-tick.C:
@@ -173,10 +183,14 @@ func (d *watchdog) check(q *sched.Queue) string {
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue
-// drains or ctx ends.
-func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string) {
+// drains or ctx ends; checkOnly, only trusted runs (spot checks).
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, checkOnly bool) {
+	next := func() (*sched.Lease, error) { return q.Next(ctx, r.opts.Node) }
+	if checkOnly {
+		next = func() (*sched.Lease, error) { return q.NextCheck(ctx) }
+	}
 	for {
-		l, err := q.Next(ctx, r.opts.Node)
+		l, err := next()
 		if err != nil {
 			return
 		}
@@ -201,10 +215,17 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	defer os.RemoveAll(work)
 	var out taskrun.Output
 	if err := r.makeWork(work); err != nil {
-		out.Err = err
+		out.Err = r.outputFault(err)
 		out.Outcome = pluginhost.Classify(actx, out.Err)
 	} else {
 		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+	}
+	if out.Err != nil && actx.Err() == nil {
+		// A plugin tells of a disk it could not write to only as text:
+		// see whether the output folder still takes writes.
+		if err := r.outputFault(out.Err); errors.Is(err, ErrLocalDisk) || errors.Is(r.probeOutput(), ErrLocalDisk) {
+			out.Outcome = report.OutcomeCanceled // nobody's failure: the run stops
+		}
 	}
 	if out.Err == nil && r.verifier {
 		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
@@ -248,10 +269,10 @@ func (r *runner) place(id, stage string) error {
 		return nil // the usual case: nothing there yet
 	}
 	if err := os.RemoveAll(final); err != nil {
-		return fmt.Errorf("replace output of task %s: %w", id, err)
+		return r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
 	}
 	if err := os.Rename(stage, final); err != nil {
-		return fmt.Errorf("store output of task %s: %w", id, err)
+		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
 	return nil
 }

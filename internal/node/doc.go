@@ -9,7 +9,8 @@
 // the job, the plugin and inputs as block file IDs, the task timeout. The
 // node refuses a protocol version it does not speak or a plugin built for
 // another OS/architecture; otherwise it fetches the plugin and the inputs
-// (from the coordinator and any other holder), checks the plugin's
+// (from the coordinator and any other holder; a block that rotted in its
+// store is quarantined and fetched again, once), checks the plugin's
 // SHA-256, and starts asking for leases with Pull credits. Each lease runs
 // in a warm plugin process (one pool per job and plugin digest, as many
 // processes as slots, confined to that job's inputs and work folder and

@@ -159,7 +159,9 @@ func New(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(cfg.Creds.ServerTLS(), cfg.Logger),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
+		// An idle connection (no stream for 5 minutes) is closed; its client
+		// dials again when it needs to.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, MaxConnectionIdle: 5 * time.Minute}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 	)...)
 	blockSrv := transfer.NewServer(store, cfg.Blocks)

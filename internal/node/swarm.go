@@ -99,10 +99,25 @@ type enroller struct {
 	active map[string]*enrolment // by peer name; Serve's goroutine only
 	static *discovery.Resolver   // the --join peers; Serve's goroutine only
 
-	mu       sync.Mutex // guards refused and failedAt, written as sessions end
+	mu       sync.Mutex // guards refused, failedAt and held, written as sessions end
 	refused  map[string]bool
 	failedAt map[string]time.Time
+	// held: a peer whose refusal may pass (peerpb.RefusalPasses) is asked
+	// again after the time given, the wait doubling with each refusal.
+	held map[string]heldRefusal
 }
+
+// heldRefusal is a peer that refused the job for a reason that may pass.
+type heldRefusal struct {
+	until time.Time
+	times int
+}
+
+// Waits before asking again a peer whose refusal may pass.
+const (
+	refusalRetry    = 5 * time.Second
+	refusalRetryMax = time.Minute
+)
 
 // enrolment is one peer's running session.
 type enrolment struct {
@@ -130,6 +145,7 @@ func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.
 		static:   &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns)},
 		refused:  map[string]bool{},
 		failedAt: map[string]time.Time{},
+		held:     map[string]heldRefusal{},
 	}
 }
 
@@ -202,7 +218,7 @@ func (e *enroller) enrolNew(ctx context.Context, want map[string]Candidate) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for name, c := range want {
-		if e.active[name] != nil || e.refused[name] || time.Since(e.failedAt[name]) < e.retry {
+		if e.active[name] != nil || e.refused[name] || time.Since(e.failedAt[name]) < e.retry || time.Now().Before(e.held[name].until) {
 			continue
 		}
 		conn, err := e.sw.Conns.Conn(c.Addr)
@@ -224,11 +240,21 @@ func (e *enroller) enrolNew(ctx context.Context, want map[string]Candidate) {
 }
 
 // ended records how a peer's session ended: a refusal is final for the
-// job, another error waits the retry time.
+// job unless its cause may pass (then the peer is asked again after
+// refusalRetry, doubling up to refusalRetryMax), another error waits the
+// retry time.
 func (e *enroller) ended(name string, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var refusal *peerpb.RefusedError
 	switch {
+	case errors.As(err, &refusal) && peerpb.RefusalPasses(refusal.Reason):
+		h := e.held[name]
+		wait := min(refusalRetry<<min(h.times, 8), refusalRetryMax)
+		h.times++
+		h.until = time.Now().Add(wait)
+		e.held[name] = h
+		e.log.Info("peer refused the job for a reason that may pass; asking again later", "peer", name, "in", wait, "reason", refusal.Reason)
 	case errors.Is(err, peerpb.ErrRefused):
 		e.refused[name] = true
 	case err != nil:

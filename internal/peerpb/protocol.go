@@ -1,6 +1,9 @@
 package peerpb
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // ProtocolVersion is the peer protocol version this build speaks: a
 // coordinator puts it in Hello, a peer in InfoResponse, and each refuses
@@ -18,8 +21,26 @@ const (
 
 // ErrRefused: the peer will not take part in the job (it answered Hello
 // with Refuse: protocol version, platform, or its own reasons). Whoever
-// enrols peers does not enrol it again for this job.
+// enrols peers does not enrol it again for this job, unless the refusal
+// may pass (RefusalPasses).
 var ErrRefused = errors.New("peer refused the job")
+
+// RefusePrepare begins the reason of a peer that could not prepare the
+// job (fetch or store the plugin or an input: its disk full, a holder
+// unreachable): a cause that may pass, so the job asks it again later.
+// Every other refusal (protocol, platform, the peer's settings) is final
+// for the job.
+const RefusePrepare = "cannot prepare the job: "
+
+// RefusalPasses reports whether a refusal with this reason may pass.
+func RefusalPasses(reason string) bool { return strings.HasPrefix(reason, RefusePrepare) }
+
+// RefusedError is a peer's refusal; it is ErrRefused.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return ErrRefused.Error() + ": " + e.Reason }
+
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // HostCall.Op values: a task's sdk.Host calls that a peer tunnels to the
 // coordinator, which holds the job's shared state.

@@ -65,7 +65,10 @@ type Report struct {
 	Excluded []Exclusion `json:"excluded,omitempty"`
 	// Peers is each voting peer's record (redundant execution only).
 	Peers []PeerTrust `json:"peers,omitempty"`
-	Tasks []Task      `json:"tasks"`
+	// SpotChecks is the record of the submitter's own re-runs of accepted
+	// results (verify.spot_check).
+	SpotChecks *SpotChecks `json:"spot_checks,omitempty"`
+	Tasks      []Task      `json:"tasks"`
 }
 
 // Plugin identifies the plugin that ran the job.
@@ -125,6 +128,26 @@ type Exclusion struct {
 	Time   time.Time `json:"time"`
 }
 
+// SpotChecks counts the submitter's re-runs of accepted results and
+// lists the ones that caught a wrong result.
+type SpotChecks struct {
+	Fraction float64 `json:"fraction"`
+	// Checked re-runs finished; Caught lists those that disagreed with
+	// the accepted result (the trusted result replaced it).
+	Checked int         `json:"checked"`
+	Caught  []SpotCatch `json:"caught,omitempty"`
+}
+
+// SpotCatch is a spot check that disagreed with the accepted result: the
+// peers that voted for the wrong digest were excluded.
+type SpotCatch struct {
+	Task     string    `json:"task"`
+	Peers    []string  `json:"peers"`
+	Accepted string    `json:"accepted"`
+	Trusted  string    `json:"trusted"`
+	Time     time.Time `json:"time"`
+}
+
 // PeerTrust is the record of a peer's answers in a verified job.
 type PeerTrust struct {
 	Peer     string `json:"peer"`
@@ -155,6 +178,9 @@ type Attempt struct {
 	Error   string    `json:"error,omitempty"`
 	// Resumed: the attempt started from the task's latest checkpoint.
 	Resumed bool `json:"resumed,omitempty"`
+	// Check: a trusted run on the submitter's own slot (a spot check, or
+	// the re-verification of what a caught peer voted for).
+	Check bool `json:"check,omitempty"`
 }
 
 // Write stores r as dir/report.json atomically: a temp file, fsync,

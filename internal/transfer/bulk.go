@@ -34,12 +34,11 @@ const (
 	// answers advertise the bulk path on the connection's port.
 	bulkMetaKey = "p2pc-bulk"
 
-	bulkSniffTimeout = 10 * time.Second // to read a new connection's first bytes
-	bulkIdleTimeout  = 2 * time.Minute  // a server closes a connection idle this long
-	bulkReuseIdle    = time.Minute      // a client reuses a connection idle at most this long
-	bulkWriteTimeout = time.Minute      // a server gives up on a client that reads nothing this long
-	bulkMaxIdle      = 16               // idle connections a client keeps per peer
-	bulkRetryAfter   = time.Minute      // after a bulk connection failed to open, a client uses gRPC this long
+	bulkIdleTimeout  = 2 * time.Minute // a server closes a connection idle this long
+	bulkReuseIdle    = time.Minute     // a client reuses a connection idle at most this long
+	bulkWriteTimeout = time.Minute     // a server gives up on a client that reads nothing this long
+	bulkMaxIdle      = 16              // idle connections a client keeps per peer
+	bulkRetryAfter   = time.Minute     // after a bulk connection failed to open, a client uses gRPC this long
 )
 
 // ---------------------------------------------------------------- server
@@ -65,6 +64,7 @@ func (s *Server) Listener(l net.Listener, serverTLS *tls.Config) net.Listener {
 		conns:    make(chan net.Conn),
 		done:     make(chan struct{}),
 		bulk:     make(map[net.Conn]struct{}),
+		gate:     newGate(s.log, MaxHandshakingPerIP, MaxHandshaking),
 	}
 	s.bulk.Store(true)
 	go m.acceptLoop()
@@ -79,6 +79,7 @@ type muxListener struct {
 	cancel context.CancelFunc
 	conns  chan net.Conn // gRPC connections, sniffed
 	done   chan struct{} // closed by Close or when l fails
+	gate   *gate         // caps connections whose handshake is not done
 
 	mu     sync.Mutex
 	err    error // l's Accept error, once it failed
@@ -119,7 +120,9 @@ func (m *muxListener) acceptLoop() {
 			m.s.log.Warn("accepting connections again", "failed accepts", failures)
 		}
 		backoff, failures = 0, 0
-		go m.sniff(c)
+		if gc, ok := m.gate.admit(c); ok {
+			go m.sniff(gc)
+		}
 	}
 }
 
@@ -141,9 +144,11 @@ func temporaryAccept(err error) bool {
 
 // sniff reads a new connection's first bytes: the bulk magic makes it a
 // bulk connection, anything else goes to gRPC with those bytes put back.
-func (m *muxListener) sniff(c net.Conn) {
+// Both must happen, the TLS handshake included, by the connection's
+// handshake deadline (HandshakeTimeout after it was accepted).
+func (m *muxListener) sniff(c *gatedConn) {
 	head := make([]byte, len(bulkMagic))
-	_ = c.SetReadDeadline(time.Now().Add(bulkSniffTimeout))
+	_ = c.SetReadDeadline(c.deadline)
 	n, err := io.ReadFull(c, head)
 	_ = c.SetReadDeadline(time.Time{})
 	if err == nil && string(head) == bulkMagic {
@@ -154,13 +159,14 @@ func (m *muxListener) sniff(c net.Conn) {
 		defer m.untrack(c)
 		// The rest of the connection is TLS: mutual, as gRPC's.
 		tc := tls.Server(c, m.tls)
-		hctx, cancel := context.WithTimeout(m.ctx, bulkSniffTimeout)
+		hctx, cancel := context.WithDeadline(m.ctx, c.deadline)
 		err := tc.HandshakeContext(hctx)
 		cancel()
 		if err != nil {
 			m.s.refused(c.RemoteAddr(), err)
 			return
 		}
+		c.handshakeDone()
 		m.s.serveBulk(m.ctx, tc)
 		return
 	}
@@ -234,6 +240,19 @@ func (m *muxListener) shut() {
 type prefixConn struct {
 	net.Conn
 	head []byte
+}
+
+func (c *prefixConn) handshakeDone() {
+	if h, ok := c.Conn.(handshaking); ok {
+		h.handshakeDone()
+	}
+}
+
+func (c *prefixConn) handshakeDeadline() time.Time {
+	if h, ok := c.Conn.(handshaking); ok {
+		return h.handshakeDeadline()
+	}
+	return time.Now().Add(HandshakeTimeout)
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

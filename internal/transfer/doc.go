@@ -59,6 +59,11 @@
 //     only with a peer that advertised it. A server without it is
 //     gRPC-only, as before, and FetchOptions.NoBulk keeps a fetcher on
 //     gRPC.
+//     Until its TLS handshake is done (gRPC's too: the server credentials
+//     tell), a connection counts against caps per source address and in
+//     total (MaxHandshakingPerIP, MaxHandshaking); over a cap it is closed
+//     at once, and one that has not finished HandshakeTimeout after it was
+//     accepted is closed (gate.go).
 //   - The client sends the magic in the clear, then the connection is
 //     mutual TLS with the same configuration as gRPC's (a refused
 //     handshake is logged once per address); the server answers the

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -46,10 +47,25 @@ type refusingCreds struct {
 	log *slog.Logger
 }
 
+// ServerHandshake bounds the handshake by the connection's handshake
+// deadline (HandshakeTimeout after it was accepted; gRPC's own default
+// is two minutes) and, once it is over, releases the connection from the
+// listener's cap on unfinished handshakes.
 func (r refusingCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	dl := time.Now().Add(HandshakeTimeout)
+	h, gated := c.(handshaking)
+	if gated {
+		dl = h.handshakeDeadline()
+	}
+	_ = c.SetDeadline(dl)
 	conn, info, err := r.TransportCredentials.ServerHandshake(c)
 	if err != nil {
 		noteRefused(r.log, c.RemoteAddr(), err)
+		return conn, info, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	if gated {
+		h.handshakeDone()
 	}
 	return conn, info, err
 }

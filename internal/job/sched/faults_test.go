@@ -163,6 +163,9 @@ func TestLostAfterCloseChargesNobody(t *testing.T) {
 	if len(f.rep.Excluded) != 0 {
 		t.Errorf("excluded %+v after the run ended", f.rep.Excluded)
 	}
+	if a := f.rep.Tasks[0].Attempts; len(a) != 1 || a[0].Outcome != report.OutcomeCanceled {
+		t.Errorf("attempts %+v, want one canceled (nobody lost it)", a)
+	}
 }
 
 // A session that ends because the run ends (Ctrl-C) cancels its leases:

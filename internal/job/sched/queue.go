@@ -122,7 +122,10 @@ type Config struct {
 	MaxLost int
 	// TrustFile keeps peers' streaks across jobs (adaptive trust).
 	TrustFile string
-	Log       *slog.Logger
+	// Self names the submitter's own slots: the worker whose results are
+	// trusted for spot checks (Verify.SpotCheck; see NextCheck).
+	Self string
+	Log  *slog.Logger
 	// Report is the job's report: the queue keeps each task's state,
 	// attempts, votes and verdict, the summary, the warnings and the
 	// exclusions there, holding ReportLock while it does.
@@ -145,6 +148,9 @@ type Lease struct {
 	DigestOnly bool
 	// VC is the attempt's position in the job's shared state.
 	VC *vc.Cursor
+	// Check: a trusted run on the submitter's slot, whose result decides
+	// the task (spot checks).
+	Check bool
 
 	// revoked is closed when the lease is taken back (the task was
 	// decided, the lease timed out, or the run ends: the worker should
@@ -197,6 +203,9 @@ type taskState struct {
 	fetching bool      // an accepted output is being fetched
 	accepted digest.ID // the accepted digest, once settled
 	votes    []vote
+	// check: a trusted run is wanted or running, and decides the task;
+	// trusted: a trusted run decided it.
+	check, trusted bool
 }
 
 // Queue hands out leases, takes results, votes and decides retries.
@@ -210,6 +219,8 @@ type Queue struct {
 	verifier  bool
 	minPeers  int
 	trustFile string
+	self      string
+	spot      float64
 	log       *slog.Logger
 	env       Env
 	clock     Clock
@@ -241,6 +252,10 @@ type Queue struct {
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
 	open     chan struct{}
 	enrolled map[string]bool
+	// checks are the tasks waiting for a trusted run; caught: a spot check
+	// caught a wrong result.
+	checks []int
+	caught bool
 }
 
 // New returns a queue over cfg.Pending.
@@ -288,6 +303,8 @@ func New(cfg Config) *Queue {
 		verifier:  cfg.Verifier,
 		minPeers:  cfg.MinPeers,
 		trustFile: cfg.TrustFile,
+		self:      cfg.Self,
+		spot:      v.SpotCheck,
 		log:       cfg.Log,
 		env:       cfg.Env,
 		clock:     cfg.Clock,
@@ -336,6 +353,10 @@ func (q *Queue) drainedLocked() bool { return q.remaining == 0 || q.closed }
 // or ErrDrained when the job has nothing left, ErrExcluded when the peer
 // may not work for the job any more, or ctx's error.
 func (q *Queue) Next(ctx context.Context, peer string) (*Lease, error) {
+	return q.next(ctx, peer, false)
+}
+
+func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, error) {
 	select {
 	case <-q.open:
 	case <-ctx.Done():
@@ -351,8 +372,17 @@ func (q *Queue) Next(ctx context.Context, peer string) (*Lease, error) {
 			q.mu.Unlock()
 			return nil, ErrExcluded
 		}
-		q.workers[peer] = q.now()
-		if l := q.takeLocked(peer); l != nil {
+		var l *Lease
+		if peer == q.self && q.self != "" {
+			l = q.takeCheckLocked(checkOnly)
+		}
+		if !checkOnly {
+			q.workers[peer] = q.now()
+			if l == nil {
+				l = q.takeLocked(peer)
+			}
+		}
+		if l != nil {
 			q.mu.Unlock()
 			return l, nil
 		}
@@ -519,25 +549,32 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	ts := &q.tasks[l.Task]
 	ts.running--
 	defer q.signal()
-
 	if res.End.IsZero() {
 		res.End = q.now().UTC()
 	}
-	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed()}
-	if res.Err != nil {
-		att.Error = res.Err.Error()
+	if l.Check {
+		q.repMu.Lock()
+		defer q.repMu.Unlock()
+		q.recordLocked(l, res)
+		var accepted bool
+		accepted, kept = q.checkedLocked(l, res)
+		return accepted
+	}
+
+	if q.closed && res.Outcome == report.OutcomeLost {
+		res.Outcome = report.OutcomeCanceled // the run ends: nobody lost it
 	}
 	q.repMu.Lock()
 	defer q.repMu.Unlock()
-	rt := &q.rep.Tasks[l.Task]
 	if ts.settled {
 		if res.Outcome != report.OutcomeOK {
-			att.Outcome = report.OutcomeCanceled
+			res.Outcome = report.OutcomeCanceled
 		}
-		rt.Attempts = append(rt.Attempts, att)
+		q.recordLocked(l, res)
 		return false
 	}
-	rt.Attempts = append(rt.Attempts, att)
+	q.recordLocked(l, res)
+	rt := &q.rep.Tasks[l.Task]
 	switch res.Outcome {
 	case report.OutcomeOK:
 		if q.trustOf(l.Peer).excluded {
@@ -589,6 +626,18 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		q.failLocked(l.Task, res.Err)
 		return false
 	}
+}
+
+// recordLocked appends l's attempt to the report.
+func (q *Queue) recordLocked(l *Lease, res Result) {
+	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed()}
+	if res.Err != nil {
+		att.Error = res.Err.Error()
+	}
+	if l.Check {
+		att.Check = true
+	}
+	q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, att)
 }
 
 // lostLocked settles a lost attempt: the peer is charged as res.Fault
@@ -648,13 +697,19 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 	q.rep.Tasks[task].State = report.TaskPending
 }
 
-func (q *Queue) failLocked(task int, err error) {
+// settleLocked takes task out of the work left: it is decided.
+func (q *Queue) settleLocked(task int) {
 	ts := &q.tasks[task]
-	rt := &q.rep.Tasks[task]
 	ts.settled = true
 	ts.need = 0
 	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
 	q.remaining--
+}
+
+func (q *Queue) failLocked(task int, err error) {
+	ts := &q.tasks[task]
+	rt := &q.rep.Tasks[task]
+	q.settleLocked(task)
 	q.failed++
 	rt.State = report.TaskFailed
 	rt.Error = "failed"

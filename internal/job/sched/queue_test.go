@@ -174,6 +174,39 @@ func (f *fixture) waitDone(t *testing.T) {
 	}
 }
 
+// expect checks each task's state and verdict (a substring), where outputs
+// were placed from, and which peers were excluded.
+func (f *fixture) expect(t *testing.T, state, verdict []string, placed map[string]string, exclude []string) {
+	t.Helper()
+	for i, want := range state {
+		if got := f.rep.Tasks[i].State; got != want {
+			t.Errorf("task %d state %q, want %q (attempts %+v)", i, got, want, f.rep.Tasks[i].Attempts)
+		}
+		// A failed task always says why; another never has an error.
+		if why := f.rep.Tasks[i].Error; (want == report.TaskFailed) != (why != "") {
+			t.Errorf("task %d (%s): error %q", i, want, why)
+		}
+	}
+	for i, want := range verdict {
+		if got := f.rep.Tasks[i].Verdict; !strings.Contains(got, want) {
+			t.Errorf("task %d verdict %q, want it to contain %q", i, got, want)
+		}
+	}
+	for id, want := range placed {
+		if got := f.env.placed[id]; got != want {
+			t.Errorf("placed %s from %q, want %q", id, got, want)
+		}
+	}
+	var excluded []string
+	for _, e := range f.rep.Excluded {
+		excluded = append(excluded, e.Peer)
+	}
+	slices.Sort(excluded)
+	if !slices.Equal(excluded, exclude) {
+		t.Errorf("excluded %v, want %v", excluded, exclude)
+	}
+}
+
 func verify(replicas, quorum, maxReplicas int) spec.Verify {
 	return spec.Verify{Replicas: replicas, Quorum: quorum, MaxReplicas: maxReplicas, Trust: spec.TrustOff}
 }
@@ -332,32 +365,7 @@ func TestVoting(t *testing.T) {
 			if settled {
 				f.waitDone(t) // an output fetch runs on a goroutine of its own
 			}
-			for i, want := range c.state {
-				if got := f.rep.Tasks[i].State; got != want {
-					t.Errorf("task %d state %q, want %q (attempts %+v)", i, got, want, f.rep.Tasks[i].Attempts)
-				}
-				// A failed task always says why; another never has an error.
-				if why := f.rep.Tasks[i].Error; (want == report.TaskFailed) != (why != "") {
-					t.Errorf("task %d (%s): error %q", i, want, why)
-				}
-			}
-			for i, want := range c.verdict {
-				if got := f.rep.Tasks[i].Verdict; !strings.Contains(got, want) {
-					t.Errorf("task %d verdict %q, want it to contain %q", i, got, want)
-				}
-			}
-			for id, want := range c.placed {
-				if got := f.env.placed[id]; got != want {
-					t.Errorf("placed %s from %q, want %q", id, got, want)
-				}
-			}
-			var excluded []string
-			for _, e := range f.rep.Excluded {
-				excluded = append(excluded, e.Peer)
-			}
-			if !slices.Equal(excluded, c.exclude) {
-				t.Errorf("excluded %v, want %v", excluded, c.exclude)
-			}
+			f.expect(t, c.state, c.verdict, c.placed, c.exclude)
 			if !slices.Equal(f.env.retries, c.retries) {
 				t.Errorf("retries %v, want %v", f.env.retries, c.retries)
 			}

@@ -109,12 +109,22 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 			keep = append(keep, v)
 		}
 		ts.votes = keep
-		if !hit || !ts.settled {
-			continue
+		if !hit || !ts.settled || ts.check || ts.trusted {
+			continue // not decided, or a trusted run decides or decided it
 		}
 		rt := &q.rep.Tasks[t]
 		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
+		}
+		if q.spot > 0 && q.self != "" {
+			// Spot checks are on: the submitter's own run decides it.
+			q.log.Warn("re-verifying on this machine a task an excluded peer voted for", "task", rt.ID, "peer", peer)
+			q.remaining++
+			q.rep.Summary.Done--
+			rt.State, rt.Verdict = report.TaskPending, "re-verifying on the submitter: "+peer+" was excluded"
+			q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying on the submitter: %s was excluded", peer))
+			q.wantCheckLocked(t)
+			continue
 		}
 		// Reopen: run replicas on other peers until a quorum forms again.
 		q.log.Warn("re-verifying a task an excluded peer voted for", "task", rt.ID, "peer", peer)

@@ -93,6 +93,9 @@ func tally(b ballot) verdict {
 // tallyLocked counts task's votes and accepts, escalates or fails it.
 func (q *Queue) tallyLocked(task int) bool {
 	ts := &q.tasks[task]
+	if ts.check {
+		return false // a trusted run decides it
+	}
 	b := ballot{
 		quorum: ts.quorum, disputed: ts.disputed, started: ts.started, running: ts.running, need: ts.need,
 		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
@@ -199,6 +202,16 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 			rt.Verdict += " (trusted peer, not replicated)"
 		}
 		q.judgeLocked(task, d)
+	}
+	if q.spotPickLocked(task) {
+		// The result stays in place, but the task is done only when the
+		// submitter's own run agrees.
+		rt.State, rt.Verdict = report.TaskRunning, appendVerdict(rt.Verdict, "spot check pending")
+		q.remaining++
+		q.wantCheckLocked(task)
+		q.revokeCopiesLocked(task)
+		q.cleanVotes(task)
+		return true
 	}
 	q.rep.Summary.Done++
 	q.revokeCopiesLocked(task)

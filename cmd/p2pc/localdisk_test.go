@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+const bigEchoSpec = `
+name: big
+plugin: {{repo}}/plugins/echo
+params: {output_bytes: 1048576}
+tasks:
+  - range: {param: n, from: 0, to: 11}
+`
+
+// localDiskScript runs in a private mount namespace: the output folder's
+// parent is a 6 MiB tmpfs, too small for the job's 12 MiB of outputs.
+// First run: the disk fills up. Then the tmpfs grows (space freed) and
+// the job is run again; then the tmpfs is made read-only and a third run
+// tries. What each left is copied out of the namespace into $KEEP.
+const localDiskScript = `
+set -u
+mount -t tmpfs -o size=6m tmpfs "$ROOT" || exit 90
+run() { "$P2PC" --data "$DATA" run "$SPEC" --out "$ROOT/out" --no-mdns --local-slots 0 --join "$PEER" --wait-peers 10s --no-progress; }
+run; echo "exit full: $?" >&2
+cp "$ROOT/out/report.json" "$KEEP/full.json"; ls -A "$ROOT/out" > "$KEEP/full.ls"
+mount -o remount,size=64m "$ROOT" || exit 91
+run; echo "exit freed: $?" >&2
+cp -r "$ROOT/out" "$KEEP/out"
+mount -o remount,ro "$ROOT" || exit 92
+run; echo "exit read-only: $?" >&2
+exit 0
+`
+
+// A full output folder stops the run at once with exit 4 and a clear
+// error, charges no peer, leaves nothing half-written; a rerun after
+// space is freed completes, reusing what was done. A read-only one is
+// exit 4 too.
+func TestLocalDiskFaultStopsTheRun(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	dir := t.TempDir()
+	p := startPeer(t, dir, "ok", 2)
+	root, keep := filepath.Join(dir, "mnt"), filepath.Join(dir, "keep")
+	for _, d := range []string{root, keep} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := writeSpec(t, dir, "big.yaml", bigEchoSpec)
+	start := time.Now()
+	proc, err := harness.Start("unshare", []string{"--mount", "--propagation", "private", "sh", "-c", localDiskScript}, harness.Options{
+		Name: "localdisk",
+		Env:  []string{"ROOT=" + root, "KEEP=" + keep, "P2PC=" + p2pcBin, "DATA=" + dataDir, "SPEC=" + spec, "PEER=" + p.addr},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := proc.Wait(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := proc.Stderr()
+	if code != 0 {
+		t.Fatalf("script: exit %d\n%s", code, stderr)
+	}
+	t.Logf("three runs took %s", time.Since(start).Round(time.Millisecond))
+	out := filepath.Join(root, "out")
+	for _, want := range []string{
+		"exit full: 4", "p2pc: output folder " + out + ": no space left on device",
+		"exit freed: 0",
+		"exit read-only: 4", "read-only file system",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if n := len(regexp.MustCompile(`no space left on device`).FindAllString(stderr, -1)); n > 10 {
+		t.Errorf("%d lines about the full disk: the run went on after it", n)
+	}
+	if strings.Contains(stderr, "peer excluded") {
+		t.Errorf("a peer was charged for the submitter's disk:\n%s", stderr)
+	}
+	full, err := report.Read(keepDir(keep, "full.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.State != report.StateFailed || !strings.Contains(full.Error, "no space left on device") {
+		t.Errorf("first report: state %s, error %q", full.State, full.Error)
+	}
+	for _, task := range full.Tasks {
+		for _, a := range task.Attempts {
+			if a.Outcome == report.OutcomeLost {
+				t.Errorf("task %s: attempt lost (charged to %s): %s", task.ID, a.Peer, a.Error)
+			}
+		}
+	}
+	if ls, _ := os.ReadFile(filepath.Join(keep, "full.ls")); strings.Contains(string(ls), ".p2pc") {
+		t.Errorf("the full run left its staging behind: %s", ls)
+	}
+	freed := readReport(t, filepath.Join(keep, "out"))
+	if freed.State != report.StateComplete || freed.Summary.Done != 12 {
+		t.Fatalf("rerun: state %s, %d done", freed.State, freed.Summary.Done)
+	}
+	for _, task := range freed.Tasks {
+		fi, err := os.Stat(filepath.Join(keep, "out", "tasks", task.ID, "data"))
+		if err != nil || fi.Size() != 1<<20 {
+			t.Errorf("task %s: output %v, %v", task.ID, fi, err)
+		}
+	}
+	t.Logf("done before the disk filled: %d of 12", full.Summary.Done)
+}
+
+// keepDir: report.Read takes the folder; the kept report has its own name.
+func keepDir(keep, name string) string {
+	d := filepath.Join(keep, strings.TrimSuffix(name, ".json"))
+	os.MkdirAll(d, 0o755)
+	os.Rename(filepath.Join(keep, name), filepath.Join(d, report.FileName))
+	return d
+}
+
+// peerDiskScript starts `p2pc join` in a private mount namespace with its
+// data folder on a 64 MiB tmpfs that a 63 MiB file fills: it cannot store
+// the job's plugin until the file is removed (through /proc/PID/root).
+const peerDiskScript = `
+set -u
+mount -t tmpfs -o size=64m tmpfs "$ROOT" || exit 90
+head -c 66060288 /dev/zero > "$ROOT/filler"
+exec "$P2PC" --data "$ROOT/data" join --listen 127.0.0.1:0 --name full --slots 2 --no-mdns
+`
+
+// A peer whose disk is full refuses the job; the refusal may pass, so the
+// job asks it again, and once space is freed the job runs on it.
+func TestPeerDiskFullRefusalPasses(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "mnt")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := harness.Start("unshare", []string{"--mount", "--propagation", "private", "sh", "-c", peerDiskScript}, harness.Options{
+		Name: "full", Env: []string{"ROOT=" + root, "P2PC=" + p2pcBin},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := peer.WaitOutput(ctx, listenRe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 5))
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0",
+		"--join", m[1], "--wait-peers", "0", "--stall-after", "3s"}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Kill()
+	waitStderr(t, peer, regexp.MustCompile(`refused a job.*no space left on device`))
+	freed := time.Now()
+	if err := os.Remove(fmt.Sprintf("/proc/%d/root%s/filler", peer.Pid(), root)); err != nil {
+		t.Fatal(err)
+	}
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	for _, task := range readReport(t, out).Tasks {
+		if task.Peer != "full" {
+			t.Errorf("task %s ran on %q", task.ID, task.Peer)
+		}
+	}
+	if !strings.Contains(run.Stderr(), "it will be asked again") {
+		t.Errorf("the run does not say the refusal may pass:\n%s", run.Stderr())
+	}
+	t.Logf("completed %s after the space was freed", time.Since(freed).Round(time.Millisecond))
+}

@@ -106,7 +106,7 @@ func ConfineThread(p Policy) (Status, error) {
 		}
 	}
 	if st.Seccomp {
-		if err := installSeccomp(); err != nil {
+		if err := installSeccomp(p.Clone3); err != nil {
 			return st, err
 		}
 	}

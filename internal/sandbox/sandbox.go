@@ -22,6 +22,12 @@ type Policy struct {
 	// root (TaskUser); nil: the host's own. Grant opens the paths above
 	// to it.
 	User *User
+	// Clone3: the host forks the process with clone3 (Go does so for
+	// SysProcAttr.UseCgroupFD, cgroup v2's CLONE_INTO_CGROUP), so the
+	// seccomp filter must let clone3 through: the task may then make
+	// namespaces with clone3, which the filter cannot inspect (unshare,
+	// setns and clone with namespace flags stay refused).
+	Clone3 bool
 }
 
 // Status says which confinements this machine gives a task process.

@@ -83,7 +83,7 @@ const (
 // filter is the deny list as a classic BPF program for architecture
 // arch (an AUDIT_ARCH_* value). It jumps at most a few instructions
 // ahead, so it needs no jump table.
-func filter(arch uint32, x32 bool, denied []uintptr) []unix.SockFilter {
+func filter(arch uint32, x32 bool, denied []uintptr, clone3 bool) []unix.SockFilter {
 	prog := []unix.SockFilter{
 		stmt(ldAbs, offArch),
 		jump(jeq, arch, 1, 0),
@@ -96,7 +96,9 @@ func filter(arch uint32, x32 bool, denied []uintptr) []unix.SockFilter {
 	for _, nr := range denied {
 		prog = append(prog, jump(jeq, uint32(nr), 0, 1), stmt(retK, eperm))
 	}
-	prog = append(prog, jump(jeq, unix.SYS_CLONE3, 0, 1), stmt(retK, enosys))
+	if !clone3 {
+		prog = append(prog, jump(jeq, unix.SYS_CLONE3, 0, 1), stmt(retK, enosys))
+	}
 	// clone: refused when its flags (argument 0 on amd64 and arm64) ask
 	// for a new namespace.
 	prog = append(prog,
@@ -124,10 +126,10 @@ func haveSeccomp() bool {
 }
 
 // installSeccomp installs the deny list on the calling thread only (no
-// TSYNC), so the processes it forks from now on inherit it. The thread
-// must have no_new_privs set.
-func installSeccomp() error {
-	prog := filter(auditArch, x32ABI, append(deniedSyscalls, deniedArch...))
+// TSYNC), so the processes it forks from now on inherit it; clone3 lets
+// clone3 through (Policy.Clone3). The thread must have no_new_privs set.
+func installSeccomp(clone3 bool) error {
+	prog := filter(auditArch, x32ABI, append(deniedSyscalls, deniedArch...), clone3)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
 		return fmt.Errorf("seccomp filter: %w", errno)

@@ -16,9 +16,13 @@ import (
 // call. The interpreter loads words big-endian, the kernel native-endian:
 // the call is written big-endian so that both load the same numbers.
 func runFilter(t *testing.T, arch uint32, nr uintptr, arg0 uint32) uint32 {
+	return runFilterClone3(t, arch, nr, arg0, false)
+}
+
+func runFilterClone3(t *testing.T, arch uint32, nr uintptr, arg0 uint32, clone3 bool) uint32 {
 	t.Helper()
 	var insns []bpf.Instruction
-	for _, f := range filter(auditArch, x32ABI, append(deniedSyscalls, deniedArch...)) {
+	for _, f := range filter(auditArch, x32ABI, append(deniedSyscalls, deniedArch...), clone3) {
 		insns = append(insns, bpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}.Disassemble())
 	}
 	vm, err := bpf.NewVM(insns)
@@ -72,6 +76,13 @@ func TestFilter(t *testing.T) {
 			t.Errorf("%s: filter answers %#x, want %#x", tt.name, got, tt.want)
 		}
 	}
+	// Policy.Clone3: clone3 passes, the rest of the list holds.
+	if got := runFilterClone3(t, auditArch, unix.SYS_CLONE3, 0, true); got != allow {
+		t.Errorf("clone3 with Policy.Clone3: filter answers %#x, want allow", got)
+	}
+	if got := runFilterClone3(t, auditArch, unix.SYS_UNSHARE, 0, true); got != eperm {
+		t.Errorf("unshare with Policy.Clone3: filter answers %#x, want EPERM", got)
+	}
 	if x32ABI {
 		if got := runFilter(t, auditArch, x32SyscallBit|unix.SYS_READ, 0); got != eperm {
 			t.Errorf("x32 read: filter answers %#x, want EPERM", got)
@@ -96,7 +107,7 @@ func TestSeccompThread(t *testing.T) {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		var r result
 		if r.install = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); r.install == nil {
-			r.install = installSeccomp()
+			r.install = installSeccomp(false)
 		}
 		r.keyctl = keyctl()
 		_, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, addrNoRandomize, 0, 0)

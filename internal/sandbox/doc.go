@@ -15,7 +15,19 @@
 //     Policy.ReadOnly, read and write of SystemDevices, every file right
 //     beneath Policy.ReadWrite, nothing else; TCP bind and connect
 //     refused (ABI >= 4) unless Policy.Network; signals to and abstract
-//     unix sockets of processes outside the domain refused (ABI >= 6).
+//     unix sockets of processes outside the domain refused (ABI >= 6);
+//   - last, a seccomp filter (seccomp_linux.go, amd64 and arm64) that
+//     answers EPERM to the system calls no task needs: ptrace and
+//     process_vm_readv/writev, mount and pivot_root, kexec, module
+//     loading, bpf, perf_event_open, userfaultfd, io_uring, keyrings,
+//     file handles, reboot, swap, acct, quotas, clock setting, I/O ports,
+//     unshare and setns, clone with namespace flags, personality flags
+//     other than the plain ones. clone3 answers ENOSYS (a filter cannot
+//     read its flags; C libraries fall back to clone), unless
+//     Policy.Clone3: a host that forks the plugin with clone3
+//     (SysProcAttr.UseCgroupFD, cgroup v2) must set it, since the fork
+//     itself runs under the filter. System calls of another ABI (32-bit
+//     x86, x32) are refused whole.
 //
 // Floor then sets the process's resource limits: no core files, at most
 // MaxOpenFiles open files.

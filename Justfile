@@ -69,6 +69,11 @@ bench-papers setups="2,3,4":
 bench-chaos runs="10":
     go run ./cmd/p2pc bench --suite chaos --runs {{runs}}
 
+# Run the hostile-plugin suite and write results/sandbox/hostile.md (run as root for the task-user and netns cases).
+hostile-report:
+    mkdir -p results/sandbox
+    P2PC_HOSTILE_REPORT=$PWD/results/sandbox/hostile.md go test -count=1 -run TestHostile ./internal/pluginhost/
+
 # Fuzz the spec parser for a while (default 60s).
 fuzz seconds="60":
     go test ./spec -run '^$' -fuzz FuzzParse -fuzztime {{seconds}}s

@@ -28,6 +28,10 @@ type Meta struct {
 	// Slots is how many tasks the member runs at once; FreeSlots how many
 	// of them are free now.
 	Slots, FreeSlots int
+	// Sandbox says how the member confines tasks, as its `p2pc join`
+	// prints it ("files=landlock-v7 network=netns syscalls=seccomp
+	// user=nobody(65534)"); "" from a member that does not say.
+	Sandbox string
 }
 
 // wireMeta is Meta as carried in memberlist's node metadata: JSON with
@@ -44,6 +48,7 @@ type wireMeta struct {
 	Slots   int    `json:"s,omitempty"`
 	Free    int    `json:"f,omitempty"`
 	Leaving bool   `json:"l,omitempty"`
+	Sandbox string `json:"x,omitempty"`
 }
 
 // encodeMeta encodes m, failing if the result exceeds memberlist's limit
@@ -51,7 +56,7 @@ type wireMeta struct {
 func encodeMeta(m Meta, leaving bool) ([]byte, error) {
 	b, err := json.Marshal(wireMeta{
 		GRPC: m.GRPCAddr, ID: m.ID, OS: m.OS, Arch: m.Arch, Version: m.Version,
-		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving,
+		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving, Sandbox: m.Sandbox,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode member metadata: %w", err)
@@ -73,6 +78,6 @@ func decodeMeta(name string, b []byte) (m Meta, leaving bool, err error) {
 		return m, false, fmt.Errorf("member %q: decode metadata: %w", name, err)
 	}
 	m.GRPCAddr, m.ID, m.OS, m.Arch, m.Version = w.GRPC, w.ID, w.OS, w.Arch, w.Version
-	m.Proto, m.Slots, m.FreeSlots = w.Proto, w.Slots, w.Free
+	m.Proto, m.Slots, m.FreeSlots, m.Sandbox = w.Proto, w.Slots, w.Free, w.Sandbox
 	return m, w.Leaving, nil
 }

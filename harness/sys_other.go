@@ -16,3 +16,7 @@ func killPID(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // killGroup sends SIGKILL to the process group led by pid.
 func killGroup(pid int) error { return syscall.Kill(-pid, syscall.SIGKILL) }
+
+// SigStop and SigCont pause and resume a process (the chaos suite's
+// stopped peers).
+var SigStop, SigCont = syscall.SIGSTOP, syscall.SIGCONT

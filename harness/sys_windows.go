@@ -22,3 +22,7 @@ func killPID(pid int) error {
 
 // killGroup terminates the process (Windows has no process groups here).
 func killGroup(pid int) error { return killPID(pid) }
+
+// SigStop and SigCont have no Windows equivalent: Process.Signal refuses
+// them there.
+var SigStop, SigCont = syscall.Signal(19), syscall.Signal(18)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/webui"
 )
 
@@ -26,6 +27,7 @@ type JoinCmd struct {
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 	VolunteerFlags
+	TaskUser string `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -52,6 +54,10 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
+	taskUser, err := sandbox.TaskUser(c.TaskUser)
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
+	}
 	creds, err := g.creds()
 	if err != nil {
 		return err
@@ -77,6 +83,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		ShutdownGrace: c.ShutdownGrace,
 		AllowNetwork:  c.AllowNetwork,
 		Volunteer:     vol,
+		TaskUser:      taskUser,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})

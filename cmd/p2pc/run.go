@@ -13,6 +13,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/webui"
 	"github.com/p2pc/p2pc/spec"
 )
@@ -33,6 +34,7 @@ type RunCmd struct {
 	JSON       bool          `help:"Print report.json on stdout when the job ends."`
 	Force      bool          `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
+	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 }
 
@@ -47,6 +49,10 @@ func (c *RunCmd) Run(g *Globals) error {
 	js, err := spec.ParseFile(c.Spec)
 	if err != nil {
 		return withCode(exitBadInput, err)
+	}
+	taskUser, err := sandbox.TaskUser(c.TaskUser)
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
 	}
 	slots := c.LocalSlots
 	if slots < 0 {
@@ -89,6 +95,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
 		Slots:      slots,
 		Node:       sw.name,
+		TaskUser:   taskUser,
 		Events:     prog,
 		Logger:     g.Logger,
 		Remote:     sw.remote,

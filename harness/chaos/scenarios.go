@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
@@ -439,7 +438,7 @@ func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 			return out, err
 		}
 		a := r.peer("a")
-		if err := a.Proc.Signal(syscall.SIGSTOP); err != nil {
+		if err := a.Proc.Signal(harness.SigStop); err != nil {
 			return out, err
 		}
 		stopped := time.Now()
@@ -447,7 +446,7 @@ func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 		case <-time.After(5 * time.Second):
 		case <-run.Proc.Done():
 		}
-		if err := a.Proc.Signal(syscall.SIGCONT); err != nil {
+		if err := a.Proc.Signal(harness.SigCont); err != nil {
 			return out, err
 		}
 		rep, err := completes(ctx, run, outDir, want, true, out)

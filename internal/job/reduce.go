@@ -12,6 +12,7 @@ import (
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -37,6 +38,12 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 		return err
 	}
 	defer os.RemoveAll(inline)
+	// The outputs were written by this process: open them to the task user.
+	for _, dir := range []string{filepath.Join(r.p.OutDir, "tasks"), inline} {
+		if err := sandbox.GrantTree(dir, sandbox.Policy{User: r.opts.TaskUser}); err != nil {
+			return fmt.Errorf("reduce: %w", err)
+		}
+	}
 	for i, t := range r.rep.Tasks {
 		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
 		root := r.p.OutDir
@@ -51,8 +58,8 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 	}
 	for attempt := 0; attempt <= job.Retries; attempt++ {
 		work := filepath.Join(workRoot, "reduce."+strconv.Itoa(attempt))
-		if err = os.MkdirAll(work, 0o755); err != nil {
-			return fmt.Errorf("make work dir: %w", err)
+		if err = r.makeWork(work); err != nil {
+			return err
 		}
 		req.WorkDir = work
 		var res *sdk.Result

@@ -64,6 +64,9 @@ type RunOptions struct {
 	Version string
 	// Remote, if set, farms tasks out to the swarm's peers too.
 	Remote *RemoteOptions
+	// TaskUser is the account local tasks run as (sandbox.TaskUser: set
+	// when p2pc runs as root); nil: the submitter's own.
+	TaskUser *sandbox.User
 	// TrustFile keeps peers' trust across jobs (adaptive replication);
 	// empty: trust lives for one job only.
 	TrustFile string
@@ -172,7 +175,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
-		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
+		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser},
 		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()

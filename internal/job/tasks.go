@@ -16,6 +16,7 @@ import (
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -215,8 +216,8 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
 	defer os.RemoveAll(work)
 	var out taskrun.Output
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		out.Err = r.outputFault(fmt.Errorf("make work dir: %w", err))
+	if err := r.makeWork(work); err != nil {
+		out.Err = r.outputFault(err)
 		out.Outcome = pluginhost.Classify(actx, out.Err)
 	} else {
 		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
@@ -370,4 +371,12 @@ func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string,
 		return fmt.Errorf("verify output: %w", err)
 	}
 	return nil
+}
+
+// makeWork makes an attempt's work folder, owned by the task user.
+func (r *runner) makeWork(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("make work dir: %w", err)
+	}
+	return sandbox.Own(dir, sandbox.Policy{User: r.opts.TaskUser})
 }

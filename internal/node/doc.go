@@ -12,17 +12,20 @@
 // (from the coordinator and any other holder; a block that rotted in its
 // store is quarantined and fetched again, once), checks the plugin's
 // SHA-256, and starts asking for leases with Pull credits. Each lease runs
-// in a warm plugin process (one pool per plugin digest, as many processes
-// as slots) through package taskrun, the same path as the submitter's own
+// in a warm plugin process (one pool per job and plugin digest, as many
+// processes as slots, confined to that job's inputs and work folder and
+// closed when the job's last session ends: a process serves one job
+// only) through package taskrun, the same path as the submitter's own
 // slots (staging, digest, timeout, outcome); the result goes back with the output's digest and its files,
 // inline when small, else as blocks the coordinator fetches. Leases that
 // arrive together come in one Leases message, results ready together
-// leave in one Results message. Each slot has a work folder of its own
-// (DATA/work/<pid>-*/slot<N>; the node owns DATA/work/<pid>-* through a
-// lock held in it, and removes those of dead nodes, see internal/dirlock),
-// emptied after every task and reused: a task still starts in an empty
-// private folder, without the directory operations a fresh folder per
-// task would cost.
+// leave in one Results message. Each job has a folder of its own,
+// DATA/work/<pid>-*/<job>-<n> (the node owns DATA/work/<pid>-* through a
+// lock held in it, and removes those of dead nodes, see internal/dirlock):
+// its inputs are a private copy in job/inputs (mode 0444), and each slot
+// that runs its tasks has a work folder in work/slot<N>, emptied after
+// every task and reused: a task still starts in an empty private folder,
+// without the directory operations a fresh folder per task would cost.
 //
 // Fair sharing. The node's slots are shared between the sessions of all
 // coordinators: slot runners take leases from the sessions in round-robin

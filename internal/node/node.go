@@ -57,6 +57,9 @@ type Config struct {
 	AllowNetwork bool
 	// Volunteer are the owner's caps on tasks (volunteer.go).
 	Volunteer Volunteer
+	// TaskUser is the account tasks run as (sandbox.TaskUser: set when
+	// the node runs as root); nil: the node's own.
+	TaskUser *sandbox.User
 	// ShutdownGrace is how long running tasks may finish on shutdown
 	// (default 10s).
 	ShutdownGrace time.Duration
@@ -74,18 +77,21 @@ type Node struct {
 	grpc  *grpc.Server
 	sched *sched
 
-	// Work folders (workdir.go): slotMade[i] is touched by slot i's
-	// runner only.
+	// Work folders (workdir.go): slotMade[i], the folder slot i made
+	// last ("" if none), is touched by slot i's runner only.
 	workOnce sync.Once
 	workDir  string
 	workLock *dirlock.Dir // holds workDir
 	workErr  error
-	slotMade []bool
+	slotMade []string
 
-	mu    sync.Mutex
-	pools map[poolKey]*pluginhost.Pool
-	jobs  map[string]int // sessions per job ID
-	stats Stats
+	mu     sync.Mutex
+	pools  map[poolKey]*pluginhost.Pool
+	jobs   map[string]*jobFiles // per job ID (workdir.go)
+	jobSeq uint64               // names jobs' work folders
+	// confinement is Confinement().String(), gossiped in the metadata.
+	confinement string
+	stats       Stats
 
 	gossipAddr func() string
 	// stopHooks run after running tasks finished (or the grace period
@@ -147,9 +153,9 @@ func New(cfg Config) (*Node, error) {
 		conns:    transfer.NewPool(cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
 		lis:      lis,
 		sched:    newSched(cfg.Slots),
-		slotMade: make([]bool, cfg.Slots),
+		slotMade: make([]string, cfg.Slots),
 		pools:    map[poolKey]*pluginhost.Pool{},
-		jobs:     map[string]int{},
+		jobs:     map[string]*jobFiles{},
 	}
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
 	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(cfg.Creds.ServerTLS(), cfg.Logger),
@@ -166,6 +172,7 @@ func New(cfg Config) (*Node, error) {
 	// package transfer) when both ends speak it; gRPC connections pass.
 	n.lis = blockSrv.Listener(lis, cfg.Creds.ServerTLS())
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
+	n.confinement = n.Confinement().String()
 	return n, nil
 }
 
@@ -259,10 +266,12 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	wg.Wait()
 	n.mu.Lock()
-	for _, p := range n.pools {
+	pools := n.pools
+	n.pools = map[poolKey]*pluginhost.Pool{}
+	n.mu.Unlock()
+	for _, p := range pools {
 		p.Close()
 	}
-	n.mu.Unlock()
 	n.conns.Close()
 	n.removeWork()
 	if cerr := n.store.Close(); cerr != nil && err == nil {
@@ -293,23 +302,27 @@ func (n *Node) shutdown() {
 	n.log.Warn("shutdown grace over, stopping running tasks")
 }
 
-// poolKey names a warm pool: one per plugin, network right and memory
-// limit, since a process is confined once, when it starts.
+// poolKey names a warm pool: one per job, plugin network right and memory
+// limit. A
+// process is confined once, when it starts, to its job's inputs and work
+// folders, and serves that job only: nothing of one submitter's job
+// reaches another's through a process's memory or files.
 type poolKey struct {
+	job     string
 	digest  [32]byte
 	network bool
 	memory  int64
 }
 
-// pool returns the warm plugin pool for a plugin digest whose tasks may
-// use the network or not.
-func (n *Node) pool(digest [32]byte, path string, network bool, memory int64) *pluginhost.Pool {
+// pool returns the warm plugin pool of job j for a plugin digest whose
+// tasks may use the network or not.
+func (n *Node) pool(j *jobFiles, digest [32]byte, path string, network bool, memory int64) *pluginhost.Pool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	k := poolKey{digest, network, memory}
+	k := poolKey{j.id, digest, network, memory}
 	p, ok := n.pools[k]
 	if !ok {
-		pol := n.taskPolicy()
+		pol := n.taskPolicy(j)
 		pol.Network = network
 		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol, Limits: n.taskLimits(memory)}, max(n.cfg.Slots, 1))
 		n.pools[k] = p
@@ -318,23 +331,14 @@ func (n *Node) pool(digest [32]byte, path string, network bool, memory int64) *p
 }
 
 // Confinement says how this peer confines tasks (package sandbox).
-func (n *Node) Confinement() sandbox.Status { return sandbox.Probe() }
+func (n *Node) Confinement() sandbox.Status { return sandbox.Probe().WithUser(n.cfg.TaskUser) }
 
-// taskPolicy is what a task on this peer may touch (package sandbox):
-// the jobs' inputs, read-only, and the slots' work folders. Not the
-// block store, nor anything else of the data folder. A plugin's pool
-// serves every job that uses the plugin, so its tasks can read the
-// inputs of other jobs of that plugin on this peer (issue 13).
-func (n *Node) taskPolicy() sandbox.Policy {
-	jobs := filepath.Join(n.cfg.DataDir, "jobs")
-	if err := os.MkdirAll(jobs, 0o755); err != nil {
-		n.log.Warn("make jobs folder", "err", err) // the plugin's start fails and says so
-	}
-	work, err := n.workRoot()
-	if err != nil {
-		n.log.Warn("make work folder", "err", err) // and so does the task's
-	}
-	return sandbox.Policy{ReadOnly: []string{jobs}, ReadWrite: []string{work}}
+// taskPolicy is what a task of job j on this peer may touch (package
+// sandbox): its job's inputs, read-only, and its job's work folders. Not
+// other jobs' inputs or work folders, not the block store, nor anything
+// else of the data folder (see jobFiles).
+func (n *Node) taskPolicy(j *jobFiles) sandbox.Policy {
+	return sandbox.Policy{ReadOnly: []string{j.dir}, ReadWrite: []string{j.work}, User: n.cfg.TaskUser}
 }
 
 // ProtocolVersion is the peer protocol version this node speaks.

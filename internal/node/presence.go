@@ -118,6 +118,7 @@ func (n *Node) meta() discovery.Meta {
 		Proto:     ProtocolVersion,
 		Slots:     n.cfg.Slots,
 		FreeSlots: max(free, 0),
+		Sandbox:   n.confinement,
 	}
 }
 

@@ -84,6 +84,7 @@ type session struct {
 	n       *Node
 	hello   *peerpb.Hello
 	log     *slog.Logger
+	job     *jobFiles // nil until prepare
 	pool    *pluginhost.Pool
 	inputs  []sdk.File
 	timeout time.Duration
@@ -157,10 +158,11 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		active:  map[uint64]*queued{},
 		pending: map[uint64]chan *peerpb.HostReply{},
 	}
-	if err := sess.prepare(ctx); err != nil {
+	err = sess.prepare(ctx)
+	defer sess.cleanup()
+	if err != nil {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
-	defer sess.cleanup()
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {
 		return err
 	}
@@ -265,9 +267,13 @@ func (s *session) prepare(ctx context.Context) error {
 	var digest [32]byte
 	copy(digest[:], h.Plugin.Digest)
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
+	var err error
+	if s.job, err = n.openJob(h.JobId); err != nil {
+		return err
+	}
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(digest, pluginPath, h.Network, h.Memory)
+	s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Memory)
 	if s.pool.Check() != nil {
 		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("plugin: %w", err)
@@ -278,13 +284,12 @@ func (s *session) prepare(ctx context.Context) error {
 		}
 	}
 
-	jobDir := filepath.Join(n.cfg.DataDir, "jobs", h.JobId)
-	n.mu.Lock()
-	n.jobs[h.JobId]++
-	n.mu.Unlock()
+	// A copy made for an earlier session of this job is used again only
+	// if no task can have changed it.
+	reuse := n.inputsImmutable()
 	for _, in := range h.Inputs {
-		path := filepath.Join(jobDir, "inputs", in.Name)
-		if _, err := os.Stat(path); err != nil {
+		path := filepath.Join(s.job.dir, "inputs", in.Name)
+		if _, err := os.Stat(path); err != nil || !reuse {
 			if err := get(in, path, 0o444); err != nil {
 				return fmt.Errorf("input: %w", err)
 			}
@@ -311,16 +316,11 @@ func quarantineRotten(ctx context.Context, st blocks.Store, file blocks.ID) int 
 	return n
 }
 
-// cleanup removes the job folder when no other session of the job is
-// left.
+// cleanup closes the job's plugin processes and removes its folders
+// when no other session of the job is left.
 func (s *session) cleanup() {
-	n := s.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.jobs[s.hello.JobId]--
-	if n.jobs[s.hello.JobId] <= 0 {
-		delete(n.jobs, s.hello.JobId)
-		os.RemoveAll(filepath.Join(n.cfg.DataDir, "jobs", s.hello.JobId))
+	if s.job != nil {
+		s.n.closeJob(s.job)
 	}
 }
 
@@ -534,7 +534,7 @@ func (s *session) exec(it *queued, slot int) {
 		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
 		return
 	}
-	work, err := s.n.slotDir(slot)
+	work, err := s.n.slotDir(slot, s.job.work)
 	if err != nil {
 		res.Outcome, res.Error = report.OutcomeLost, err.Error()
 		return

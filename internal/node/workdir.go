@@ -9,10 +9,13 @@ import (
 	"strconv"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
-// Work folders. Every slot has one, reused by task after task and emptied
-// after each: a task still gets an empty private folder, and the node
+// Work folders. Every job has one (jobFiles.work), and in it every slot
+// that runs its tasks has one, reused by task after task of the job and
+// emptied after each: a task still gets an empty private folder, and the node
 // spares the two directory operations per task that a fresh folder costs
 // (on a peer with 32 busy slots they contended for the parent folder's
 // lock and were most of its per-task kernel time).
@@ -46,22 +49,21 @@ func (n *Node) workRoot() (string, error) {
 	return n.workDir, n.workErr
 }
 
-// slotDir returns slot's work folder, empty, making it on first use. Only
-// slot's runner calls it.
-func (n *Node) slotDir(slot int) (string, error) {
-	root, err := n.workRoot()
-	if err != nil {
-		return "", err
-	}
+// slotDir returns slot's work folder in the job work folder root,
+// empty, making it on first use. Only slot's runner calls it.
+func (n *Node) slotDir(slot int, root string) (string, error) {
 	dir := filepath.Join(root, "slot"+strconv.Itoa(slot))
-	if slot < len(n.slotMade) && n.slotMade[slot] {
+	if slot < len(n.slotMade) && n.slotMade[slot] == dir {
 		return dir, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("make work folder: %w", err)
 	}
+	if err := sandbox.Own(dir, sandbox.Policy{User: n.cfg.TaskUser}); err != nil {
+		return "", err
+	}
 	if slot < len(n.slotMade) {
-		n.slotMade[slot] = true
+		n.slotMade[slot] = dir
 	}
 	return dir, nil
 }
@@ -78,7 +80,7 @@ func (n *Node) clearSlotDir(slot int, dir string, staged bool) {
 	}
 	os.RemoveAll(dir)
 	if slot < len(n.slotMade) {
-		n.slotMade[slot] = false
+		n.slotMade[slot] = ""
 	}
 }
 
@@ -99,4 +101,81 @@ func empty(dir string) bool {
 	defer f.Close()
 	names, err := f.Readdirnames(1)
 	return len(names) == 0 && errors.Is(err, io.EOF)
+}
+
+// jobFiles are the folders of one job on this node, side by side in
+// base (in this process's work folder, so those of a node that died are
+// swept with it, and two nodes sharing DATA never share them): dir holds
+// its inputs (dir/inputs, read-only to its tasks), work its slots' work
+// folders. A job's folders are made when its first session starts and
+// removed with its plugin processes when its last one ends.
+type jobFiles struct {
+	id       string
+	base     string
+	dir      string
+	work     string
+	sessions int // guarded by Node.mu
+}
+
+// openJob registers a session of job id, making its folders if it is the
+// first. Every call is paired with a closeJob.
+func (n *Node) openJob(id string) (*jobFiles, error) {
+	root, err := n.workRoot()
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	j := n.jobs[id]
+	if j == nil {
+		n.jobSeq++
+		// A new name each time: a slot's cached folder of an earlier
+		// run of the job never matches, and a job that ends does not
+		// remove the folders of its next run.
+		base := filepath.Join(root, short(id)+"-"+strconv.FormatUint(n.jobSeq, 10))
+		j = &jobFiles{id: id, base: base, dir: filepath.Join(base, "job"), work: filepath.Join(base, "work")}
+		n.jobs[id] = j
+	}
+	j.sessions++
+	for _, dir := range []string{j.dir, j.work} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return j, fmt.Errorf("make job folder: %w", err)
+		}
+	}
+	return j, nil
+}
+
+// closeJob ends a session of job j: the last one closes the job's plugin
+// pools and removes its folders.
+func (n *Node) closeJob(j *jobFiles) {
+	n.mu.Lock()
+	j.sessions--
+	if j.sessions > 0 {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.jobs, j.id)
+	var pools []*pluginhost.Pool
+	for k, p := range n.pools {
+		if k.job == j.id {
+			pools = append(pools, p)
+			delete(n.pools, k)
+		}
+	}
+	n.mu.Unlock()
+	for _, p := range pools {
+		p.Close()
+	}
+	os.RemoveAll(j.base)
+}
+
+// inputsImmutable reports whether no task can change a byte of an input
+// copy (jobFiles.dir/inputs, mode 0444, owned by the node's user):
+// tasks run as another user, or Landlock refuses them writes and
+// truncation there (ABI 3). Else a copy is made afresh from the block
+// store (which verifies every block it reads) for every session.
+func (n *Node) inputsImmutable() bool { return inputsImmutable(n.Confinement()) }
+
+func inputsImmutable(st sandbox.Status) bool {
+	return !st.Disabled && (!st.OwnUser || st.LandlockABI >= 3)
 }

@@ -5,10 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // TestWorkRootSweepsByLock: a node sharing DATA with others removes the
@@ -35,7 +37,11 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine, err := n.slotDir(0)
+	root, err := n.workRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := n.slotDir(0, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,5 +54,70 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	n.removeWork()
 	if _, err := os.Stat(filepath.Dir(mine)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("removeWork left %s: %v", filepath.Dir(mine), err)
+	}
+}
+
+// TestJobFolders: each job gets its own input and work folders, named
+// in its tasks' policy with nothing of another job's; the last session's
+// end removes them, and a later run of the job gets a fresh work folder.
+func TestJobFolders(t *testing.T) {
+	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.removeWork()
+	a, err := n.openJob("aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.openJob("bbbb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := n.openJob("aaaa") // a second session of job aaaa
+	if a2 != a {
+		t.Fatal("a second session of a job got other folders")
+	}
+	pa, pb := n.taskPolicy(a), n.taskPolicy(b)
+	for _, p := range append(append([]string{}, pa.ReadOnly...), pa.ReadWrite...) {
+		for _, q := range append(append([]string{}, pb.ReadOnly...), pb.ReadWrite...) {
+			if p == q || strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+				t.Errorf("job policies overlap: %s and %s", p, q)
+			}
+		}
+	}
+	n.closeJob(a)
+	if _, err := os.Stat(a.dir); err != nil {
+		t.Errorf("job folder removed while a session remains: %v", err)
+	}
+	n.closeJob(a)
+	for _, d := range []string{a.dir, a.work} {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job folder %s left after the last session: %v", d, err)
+		}
+	}
+	again, _ := n.openJob("aaaa")
+	if again.work == a.work {
+		t.Errorf("a later run of the job reuses work folder %s", a.work)
+	}
+	n.closeJob(again)
+	n.closeJob(b)
+}
+
+func TestInputsImmutable(t *testing.T) {
+	for _, tt := range []struct {
+		st   sandbox.Status
+		want bool
+	}{
+		{sandbox.Status{LandlockABI: 7, User: "nobody(65534)"}, true},                  // task user, Landlock
+		{sandbox.Status{User: "nobody(65534)"}, true},                                  // task user alone: not the owner
+		{sandbox.Status{LandlockABI: 3, User: "me(1000)", OwnUser: true}, true},        // Landlock refuses write and truncate
+		{sandbox.Status{LandlockABI: 2, User: "me(1000)", OwnUser: true}, false},       // truncate not confined
+		{sandbox.Status{User: "me(1000)", OwnUser: true}, false},                       // nothing confines files
+		{sandbox.Status{LandlockABI: 7, Disabled: true, User: "nobody(65534)"}, false}, // test switch
+	} {
+		if got := inputsImmutable(tt.st); got != tt.want {
+			t.Errorf("inputsImmutable(%+v) = %v, want %v", tt.st, got, tt.want)
+		}
 	}
 }

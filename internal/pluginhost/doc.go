@@ -58,8 +58,10 @@
 //     files, its own executable and Config.Sandbox.ReadOnly, write only
 //     Config.Dir, its private HOME, TMPDIR and socket folders and
 //     Config.Sandbox.ReadWrite, and has no network unless
-//     Config.Sandbox.Network. The process is forked from a fresh OS
-//     thread that is confined first and lives until the process has
+//     Config.Sandbox.Network; it runs as Config.Sandbox.User when set
+//     (a root host's task user: the pool opens its paths to that user
+//     first, sandbox.Grant), under a seccomp deny list. The process is
+//     forked from a fresh OS thread that is confined first and lives until the process has
 //     exited (it then waits for the exit, below); Confinement says what
 //     this machine gave, and the pool logs a Warn once when files or the
 //     network could not be confined;

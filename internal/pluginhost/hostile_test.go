@@ -90,17 +90,29 @@ func attack(name, arg string) (*sdk.Result, error) {
 		}
 		return ok(fmt.Sprintf("read %d bytes of environment", len(b)))
 	}
-	return limitAttack(name, arg) // hostile_limits_test.go
+	return moreAttacks(name, arg)
 }
 
 // hostile runs attack name on arg in a fresh pool, confined or not, and
 // returns the task's error. A confined pool must then serve an echo task.
-func hostile(t *testing.T, confined bool, name, arg string) error {
+// A confined pool of a test run as root runs its tasks as nobody, as a
+// peer run as root does; policy, if set, adds to the pool's policy.
+func hostile(t *testing.T, confined bool, name, arg string, policy ...func(*sandbox.Policy)) error {
 	t.Helper()
 	if !confined {
 		t.Cleanup(sandbox.DisableForTest())
 	}
 	cfg, _ := testConfig(t, "task")
+	if os.Geteuid() == 0 {
+		u, err := sandbox.TaskUser("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sandbox.User = u
+	}
+	for _, p := range policy {
+		p(&cfg.Sandbox)
+	}
 	pl := NewPool(cfg, 1)
 	t.Cleanup(func() { pl.Close() })
 	_, err := pl.Run(t.Context(), req("attack", params{Op: "attack", Msg: name, Arg: arg}), newTestHost(), 20*time.Second)
@@ -114,13 +126,13 @@ func hostile(t *testing.T, confined bool, name, arg string) error {
 // attackCase runs attack name against arg confined (must fail) and not
 // (must succeed); check, if set, looks for the attack's effect after the
 // unconfined run and its absence after the confined one.
-func attackCase(t *testing.T, name string, arg func(t *testing.T) string, effect func(t *testing.T) bool) {
+func attackCase(t *testing.T, name string, arg func(t *testing.T) string, effect func(t *testing.T) bool, policy ...func(*sandbox.Policy)) {
 	if st := sandbox.Probe(); !st.Files() {
 		t.Skipf("no Landlock here (%s)", st)
 	}
 	t.Run("confined", func(t *testing.T) {
 		a := arg(t)
-		err := hostile(t, true, name, a)
+		err := hostile(t, true, name, a, policy...)
 		var te *sdk.TaskError
 		if err == nil {
 			t.Fatalf("attack %s %s succeeded under confinement", name, a)
@@ -132,15 +144,17 @@ func attackCase(t *testing.T, name string, arg func(t *testing.T) string, effect
 		if effect != nil && effect(t) {
 			t.Fatalf("attack %s %s had its effect under confinement", name, a)
 		}
+		record(t, true, err.Error())
 	})
 	t.Run("unconfined", func(t *testing.T) {
 		a := arg(t)
-		if err := hostile(t, false, name, a); err != nil {
+		if err := hostile(t, false, name, a, policy...); err != nil {
 			t.Fatalf("attack %s %s failed without confinement (not a real attack?): %v", name, a, err)
 		}
 		if effect != nil && !effect(t) {
 			t.Fatalf("attack %s %s had no effect without confinement", name, a)
 		}
+		record(t, false, "succeeded")
 	})
 }
 

@@ -73,6 +73,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	sandbox.CloseCgroups()
+	if err := writeHostileReport(); err != nil {
+		fmt.Fprintln(os.Stderr, "hostile report:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	plugin "github.com/hashicorp/go-plugin"
+
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/sandbox"
@@ -42,6 +44,10 @@ type Pool struct {
 	// verified is the identity of the executable last checked against
 	// the checksum (see checkExecutable).
 	verified string
+
+	// granted: the task user was given the policy's paths (Grant).
+	grantOnce sync.Once
+	grantErr  error
 
 	// confined is the confinement the first start got (logged once).
 	confinedOnce sync.Once
@@ -373,6 +379,12 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 	p := newProc(pl)
 	pl.all[p] = struct{}{}
 	pl.mu.Unlock()
+	pl.grantOnce.Do(func() { pl.grantErr = sandbox.Grant(pl.policy(), pl.hostLog) })
+	if pl.grantErr != nil {
+		pl.stats.startFailures.Add(1)
+		pl.forget(p) // never started
+		return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Err: pl.grantErr}
+	}
 
 	t0 := time.Now()
 	if err := p.start(ctx); err != nil {
@@ -514,4 +526,15 @@ func (pl *Pool) Confinement() sandbox.Status {
 		return sandbox.Probe()
 	}
 	return pl.confined
+}
+
+// socketConfig puts the plugins' sockets in the pool's socket folder;
+// when they run as a task user, go-plugin hands each socket's folder to
+// that user's group so the plugin can make its socket there.
+func (pl *Pool) socketConfig() *plugin.UnixSocketConfig {
+	c := &plugin.UnixSocketConfig{TempDir: pl.dirs.sock}
+	if gid, ok := sandbox.TaskGroup(pl.cfg.Sandbox); ok {
+		c.Group = strconv.FormatUint(uint64(gid), 10)
+	}
+	return c
 }

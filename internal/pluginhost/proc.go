@@ -172,7 +172,7 @@ func (p *proc) start(ctx context.Context) error {
 		Stderr:           p.stderr,
 		SyncStdout:       p.sync[0],
 		SyncStderr:       p.sync[1],
-		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: pl.dirs.sock},
+		UnixSocketConfig: pl.socketConfig(),
 	})
 
 	stopCtx := context.AfterFunc(ctx, p.killGroup)

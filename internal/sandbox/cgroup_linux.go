@@ -441,9 +441,18 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 			}
 		}
 	}
+	// On v2 the fork is a clone3 (CLONE_INTO_CGROUP) made under the
+	// filter the thread installs: let it through there.
+	pol.Clone3 = c != nil && c.version == 2
 	st, err := ConfineThread(pol)
 	if err != nil {
 		return st, err
+	}
+	if cred := Credential(pol); cred != nil { // the task user
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = cred
 	}
 	return st, cmd.Start()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -53,6 +54,7 @@ func Probe() Status {
 			probe.st.LandlockABI = int(v)
 		}
 		probe.st.NetNS = canUnshareNet()
+		probe.st.Seccomp = haveSeccomp()
 	})
 	st := probe.st
 	st.Disabled = isDisabled()
@@ -80,24 +82,33 @@ func ConfineThread(p Policy) (Status, error) {
 	if st.Disabled {
 		return st, nil
 	}
+	st = st.WithUser(p.User)
 	if !p.Network && st.NetNS {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return st, fmt.Errorf("private network namespace: %w", err)
 		}
 	}
-	if st.LandlockABI < 1 {
+	if st.LandlockABI < 1 && !st.Seccomp {
 		return st, nil
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return st, fmt.Errorf("no_new_privs: %w", err)
 	}
-	fd, err := ruleset(st.LandlockABI, p)
-	if err != nil {
-		return st, err
+	if st.LandlockABI >= 1 {
+		fd, err := ruleset(st.LandlockABI, p)
+		if err != nil {
+			return st, err
+		}
+		_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0)
+		unix.Close(fd)
+		if errno != 0 {
+			return st, fmt.Errorf("landlock restrict self: %w", errno)
+		}
 	}
-	defer unix.Close(fd)
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
-		return st, fmt.Errorf("landlock restrict self: %w", errno)
+	if st.Seccomp {
+		if err := installSeccomp(p.Clone3); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }
@@ -185,13 +196,48 @@ func Floor(pid int) error {
 	if isDisabled() {
 		return nil
 	}
-	err := unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil)
-	var cur unix.Rlimit
-	if e := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); e == nil && cur.Max > MaxOpenFiles {
-		err = errors.Join(err, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: min(cur.Cur, MaxOpenFiles), Max: MaxOpenFiles}, nil))
+	err := floor(pid)
+	if errors.Is(err, unix.EPERM) {
+		// A process of the task user: a host without CAP_SYS_RESOURCE
+		// may change its limits only as that user.
+		err = asOwnerOf(pid, func() error { return floor(pid) })
 	}
 	if err != nil {
 		return fmt.Errorf("set resource limits of %d: %w", pid, err)
 	}
 	return nil
+}
+
+func floor(pid int) error {
+	err := unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil)
+	var cur unix.Rlimit
+	if e := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); e == nil && cur.Max > MaxOpenFiles {
+		err = errors.Join(err, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: min(cur.Cur, MaxOpenFiles), Max: MaxOpenFiles}, nil))
+	}
+	return err
+}
+
+// asOwnerOf runs fn on a throwaway OS thread that has taken the user and
+// group IDs of process pid (setresuid on one thread: the raw system call,
+// not Go's, which changes every thread). The thread is never unlocked,
+// so it ends with fn and the host's other threads keep their identity.
+func asOwnerOf(pid int, fn func() error) error {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid), &st); err != nil {
+		return fmt.Errorf("owner of %d: %w", pid, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		lockForever()
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(st.Gid), uintptr(st.Gid), uintptr(st.Gid)); e != 0 {
+			done <- fmt.Errorf("setresgid %d: %w", st.Gid, e)
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(st.Uid), uintptr(st.Uid), uintptr(st.Uid)); e != 0 {
+			done <- fmt.Errorf("setresuid %d: %w", st.Uid, e)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
 }

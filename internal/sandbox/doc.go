@@ -15,7 +15,19 @@
 //     Policy.ReadOnly, read and write of SystemDevices, every file right
 //     beneath Policy.ReadWrite, nothing else; TCP bind and connect
 //     refused (ABI >= 4) unless Policy.Network; signals to and abstract
-//     unix sockets of processes outside the domain refused (ABI >= 6).
+//     unix sockets of processes outside the domain refused (ABI >= 6);
+//   - last, a seccomp filter (seccomp_linux.go, amd64 and arm64) that
+//     answers EPERM to the system calls no task needs: ptrace and
+//     process_vm_readv/writev, mount and pivot_root, kexec, module
+//     loading, bpf, perf_event_open, userfaultfd, io_uring, keyrings,
+//     file handles, reboot, swap, acct, quotas, clock setting, I/O ports,
+//     unshare and setns, clone with namespace flags, personality flags
+//     other than the plain ones. clone3 answers ENOSYS (a filter cannot
+//     read its flags; C libraries fall back to clone), unless
+//     Policy.Clone3: a host that forks the plugin with clone3
+//     (SysProcAttr.UseCgroupFD, cgroup v2) must set it, since the fork
+//     itself runs under the filter. System calls of another ABI (32-bit
+//     x86, x32) are refused whole.
 //
 // Floor then sets the process's resource limits: no core files, at most
 // MaxOpenFiles open files.
@@ -61,11 +73,21 @@
 // P2PC_SANDBOX=off switches everything off for one process, for the
 // figure of what confinement costs (p2pc prints a loud warning).
 //
+// # Task user
+//
+// A host run as root runs tasks as an unprivileged account (TaskUser,
+// Policy.User, applied with SysProcAttr.Credential in the fork). Grant
+// opens the policy's paths to that account alone with POSIX ACL entries
+// (search only on the folders above them); Own hands a work folder the
+// host made to it. Floor then sets the limits of the task user's process
+// from a thread that has taken its IDs (a root without CAP_SYS_RESOURCE
+// may not change another user's limits).
+//
 // # What it does not do (yet)
 //
 // Inputs, work folders and the private folders of the plugin's pool are
 // named by the caller; a warm process serves tasks in every slot folder
-// of its pool, so tasks of one pool (one plugin on one peer) are not
-// confined from each other. A seccomp filter and an unprivileged task
-// user are separate steps (issue 13).
+// of its pool, so tasks of one pool (one job on one peer, see package
+// node) are not confined from each other. docs/sandbox.md is the user's
+// account of all of it.
 package sandbox

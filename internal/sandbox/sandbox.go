@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,16 @@ type Policy struct {
 	// it the process runs in a private network namespace (when the host
 	// may make one) and Landlock refuses TCP bind and connect (ABI >= 4).
 	Network bool
+	// User is the account the process runs as when the host runs as
+	// root (TaskUser); nil: the host's own. Grant opens the paths above
+	// to it.
+	User *User
+	// Clone3: the host forks the process with clone3 (Go does so for
+	// SysProcAttr.UseCgroupFD, cgroup v2's CLONE_INTO_CGROUP), so the
+	// seccomp filter must let clone3 through: the task may then make
+	// namespaces with clone3, which the filter cannot inspect (unshare,
+	// setns and clone with namespace flags stay refused).
+	Clone3 bool
 }
 
 // Status says which confinements this machine gives a task process.
@@ -26,6 +37,13 @@ type Status struct {
 	LandlockABI int
 	// NetNS: tasks without network run in a private network namespace.
 	NetNS bool
+	// Seccomp: a deny list of system calls (ptrace, mount, bpf, ...)
+	// answers EPERM to tasks.
+	Seccomp bool
+	// User is the account tasks run as, "name(uid)"; "" if not known.
+	User string
+	// OwnUser: tasks run as the host's own user (a host not run as root).
+	OwnUser bool
 	// Disabled: confinement was switched off (tests only).
 	Disabled bool
 }
@@ -49,7 +67,7 @@ func (s Status) Network() string {
 }
 
 // String is the one-line summary p2pc join prints, e.g.
-// "files=landlock-v7 network=netns".
+// "files=landlock-v7 network=netns syscalls=seccomp".
 func (s Status) String() string {
 	if s.Disabled {
 		return "off (test switch)"
@@ -62,7 +80,33 @@ func (s Status) String() string {
 		b.WriteString("none")
 	}
 	b.WriteString(" network=" + s.Network())
+	if s.Seccomp {
+		b.WriteString(" syscalls=seccomp")
+	} else {
+		b.WriteString(" syscalls=all")
+	}
+	switch {
+	case s.User == "":
+	case s.OwnUser:
+		b.WriteString(" user=own:" + s.User)
+	default:
+		b.WriteString(" user=" + s.User)
+	}
 	return b.String()
+}
+
+// WithUser is s with the account tasks run as: u, or the host's own
+// when u is nil.
+func (s Status) WithUser(u *User) Status {
+	if s.Disabled {
+		return s
+	}
+	if u == nil || u.UID == uint32(os.Geteuid()) {
+		s.User, s.OwnUser = hostUser(), true
+	} else {
+		s.User, s.OwnUser = u.String(), false
+	}
+	return s
 }
 
 var disabled struct {

@@ -16,11 +16,11 @@ func TestStatus(t *testing.T) {
 		network string
 		str     string
 	}{
-		{Status{}, false, "none", "files=none network=none"},
-		{Status{LandlockABI: 1}, true, "none", "files=landlock-v1 network=none"},
-		{Status{LandlockABI: 4}, true, "tcp", "files=landlock-v4 network=tcp"},
-		{Status{LandlockABI: 7, NetNS: true}, true, "netns", "files=landlock-v7 network=netns"},
-		{Status{NetNS: true}, false, "netns", "files=none network=netns"},
+		{Status{}, false, "none", "files=none network=none syscalls=all"},
+		{Status{LandlockABI: 1}, true, "none", "files=landlock-v1 network=none syscalls=all"},
+		{Status{LandlockABI: 4}, true, "tcp", "files=landlock-v4 network=tcp syscalls=all"},
+		{Status{LandlockABI: 7, NetNS: true, Seccomp: true}, true, "netns", "files=landlock-v7 network=netns syscalls=seccomp"},
+		{Status{NetNS: true}, false, "netns", "files=none network=netns syscalls=all"},
 		{Status{LandlockABI: 7, NetNS: true, Disabled: true}, false, "none", "off (test switch)"},
 	} {
 		if got := tt.st.Files(); got != tt.files {

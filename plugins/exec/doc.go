@@ -76,8 +76,9 @@
 //
 // Inputs: every job input is symlinked into the work dir under its name
 // (names may contain directories, which are made). The links point at
-// the node's copy of the file, shared with other tasks (on the submitting
-// machine it may be the user's own file): inputs are read-only, and a
+// the node's copy of the file, shared with the job's other tasks (on a
+// peer a private copy for the job, on the submitting machine it may be
+// the user's own file): inputs are read-only, and a
 // command that writes to an input must run with copy_inputs: true. Peers store inputs read-only and not
 // executable (mode 0444): run scripts through their interpreter
 // (command: [sh, run.sh]).

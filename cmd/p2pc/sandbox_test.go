@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+)
+
+var confinedRe = regexp.MustCompile(`tasks confined: (.*) allow-network=`)
+
+// TestPeersShowConfinement: `p2pc join` prints how it confines tasks, and
+// `p2pc peers` (table and JSON) shows the same for that peer, carried in
+// its gossiped metadata. A peer run as root runs tasks as another user.
+func TestPeersShowConfinement(t *testing.T) {
+	dir := t.TempDir()
+	pr := startPeer(t, dir, "c1", 1)
+	waitStderr(t, pr.proc, confinedRe)
+	confined := confinedRe.FindStringSubmatch(pr.proc.Stderr())[1]
+	if os.Geteuid() == 0 && (!strings.Contains(confined, " user=") || strings.Contains(confined, "user=own:")) {
+		t.Errorf("a root peer runs tasks as itself: %q", confined)
+	}
+	r := p2pc(t, "peers", "--no-mdns", "--join", pr.addr, "--wait", "1s", "--json")
+	if r.code != 0 {
+		t.Fatalf("p2pc peers: exit %d\n%s", r.code, r.stderr)
+	}
+	var members []struct{ Name, Sandbox string }
+	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil {
+		t.Fatalf("p2pc peers --json: %v\n%s", err, r.stdout)
+	}
+	found := false
+	for _, m := range members {
+		if m.Name == "c1" {
+			found = true
+			if m.Sandbox != confined {
+				t.Errorf("p2pc peers says c1 confines tasks with %q, c1 says %q", m.Sandbox, confined)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("p2pc peers does not list c1:\n%s", r.stdout)
+	}
+	r = p2pc(t, "peers", "--no-mdns", "--join", pr.addr, "--wait", "1s")
+	if !strings.Contains(r.stdout, "TASKS CONFINED") || !strings.Contains(r.stdout, confined) {
+		t.Errorf("p2pc peers table lacks c1's confinement %q:\n%s", confined, r.stdout)
+	}
+}
+
+// TestJobCannotTouchAnotherJobsInput is the probe's 6-of-8 case through
+// two real jobs on one peer: while a victim job is enrolled there (its
+// input staged, its leases held back until a second peer comes), an
+// attacker job's tasks (exec plugin) read and rewrite the victim's input
+// at its real path on the peer. Both are refused for want of permission,
+// and every victim task, run after the attack, computes from the honest
+// input. (That the attack works without confinement is shown by
+// TestHostileRewriteOtherJobInput in internal/pluginhost.)
+func TestJobCannotTouchAnotherJobsInput(t *testing.T) {
+	dir := t.TempDir()
+	shared := startPeer(t, dir, "shared", 2)
+	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("honest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var victimTasks strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&victimTasks, "  - id: v%d\n    params: {command: [\"cat secret.txt\"], shell: true}\n", i)
+	}
+	victim := writeSpec(t, dir, "victim.yaml", "name: victim\nplugin: {{repo}}/plugins/exec\ninputs: [secret.txt]\nretries: 0\ntimeout: 1m\ntasks:\n"+victimTasks.String())
+	vout := filepath.Join(dir, "vout")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", victim, "--out", vout, "--no-mdns", "--local-slots", "0",
+		"--min-peers", "2", "--join", shared.addr, "--no-progress"}, harness.Options{Name: "victim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Stop(5 * time.Second) })
+
+	// The victim's input as the peer holds it (package node).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var target string
+	for target == "" {
+		if m, _ := filepath.Glob(filepath.Join(shared.data, "work", "*", "*", "job", "inputs", "secret.txt")); len(m) > 0 {
+			target = m[0]
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the victim's input never appeared on the peer\n%s", run.Stderr())
+		case <-tick.C:
+		}
+	}
+	attack := writeSpec(t, dir, "attack.yaml", fmt.Sprintf(`name: attacker
+plugin: {{repo}}/plugins/exec
+retries: 0
+timeout: 1m
+tasks:
+  - id: read
+    params: {command: ["cat %[1]s"], shell: true}
+  - id: write
+    params: {command: ["echo evil > %[1]s"], shell: true}
+`, target))
+	aout := filepath.Join(dir, "aout")
+	r := p2pc(t, "run", attack, "--out", aout, "--no-mdns", "--local-slots", "0", "--join", shared.addr, "--no-progress")
+	if r.code == 0 {
+		t.Fatalf("the attacker's tasks succeeded:\n%s", r.stderr)
+	}
+	for _, task := range readReport(t, aout).Tasks {
+		var errs []string
+		for _, a := range task.Attempts {
+			errs = append(errs, a.Error)
+		}
+		if len(errs) == 0 || !strings.Contains(strings.Join(errs, " "), "Permission denied") {
+			t.Errorf("attacker task %s (%s) was not refused for want of permission: %q", task.ID, task.State, errs)
+		}
+	}
+
+	// The second peer lets the victim's leases go: its tasks run now.
+	startPeer(t, dir, "second", 2, "--join", shared.addr)
+	if code, err := run.Wait(time.Minute); err != nil || code != 0 {
+		t.Fatalf("victim job: exit %d %v\n%s", code, err, run.Stderr())
+	}
+	rep := readReport(t, vout)
+	onShared := 0
+	for _, task := range rep.Tasks {
+		if task.Peer == "shared" {
+			onShared++
+		}
+		for _, f := range task.Files {
+			b, err := os.ReadFile(filepath.Join(vout, f))
+			if err != nil || strings.Contains(string(b), "evil") {
+				t.Errorf("victim task %s output %s: %q %v", task.ID, f, b, err)
+			}
+		}
+		if task.Digest != rep.Tasks[0].Digest {
+			t.Errorf("victim task %s computed %.12s, task %s %.12s: the input changed under it", task.ID, task.Digest, rep.Tasks[0].ID, rep.Tasks[0].Digest)
+		}
+	}
+	if onShared == 0 {
+		t.Errorf("no victim task ran on the attacked peer: %v", sharesOf(rep))
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package sandbox
+
+import "log/slog"
+
+// Grant grants nothing outside Linux: tasks run as the host's user.
+func Grant(Policy, *slog.Logger) error { return nil }
+
+// Own does nothing outside Linux.
+func Own(string, Policy) error { return nil }
+
+// GrantTree grants nothing outside Linux.
+func GrantTree(string, Policy) error { return nil }

@@ -134,6 +134,9 @@ func printSummary(rep *report.Report, out string, took time.Duration) {
 		if len(liars) > 0 {
 			fmt.Fprintf(w, "; excluded as liars: %s", strings.Join(liars, ", "))
 		}
+		if len(sc.Reinstated) > 0 {
+			fmt.Fprintf(w, "; reinstated (outvoted by them): %s", strings.Join(sc.Reinstated, ", "))
+		}
 		fmt.Fprintln(w)
 	}
 	if rep.Summary.Failed > 0 {

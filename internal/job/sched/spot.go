@@ -151,9 +151,18 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	q.doneLocked(l.Task)
 	for _, p := range liars {
 		q.caught = true
-		if !q.trustOf(p).excluded {
+		if tr := q.trustOf(p); !tr.excluded || tr.outvoted {
+			tr.outvoted = false // a liar stays out
+			if tr.excluded {
+				q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == p })
+				tr.excluded = false
+			}
 			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(ts.votes, p).String(), res.Digest.String()), true)
 		}
+	}
+	if len(liars) > 0 {
+		sc := q.spotStatsLocked()
+		sc.Reinstated = append(sc.Reinstated, q.forgiveLocked(liars)...)
 	}
 	return true, true
 }

@@ -22,7 +22,9 @@ import (
 //     it;
 //   - once a check has caught someone, a task left that no remaining peer
 //     can complete the vote on goes to a trusted run too, so that the job
-//     ends without the liars.
+//     ends without the liars;
+//   - a task whose vote fails (no quorum) is decided by a trusted run
+//     rather than failed.
 
 // NextCheck blocks until a trusted run is wanted and returns its lease
 // (for the submitter's own slot when it runs checks only), or ErrDrained
@@ -146,7 +148,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 		sc := q.spotStatsLocked()
 		sc.Caught = append(sc.Caught, report.SpotCatch{Task: rt.ID, Peers: liars, Accepted: wrong.String(), Trusted: res.Digest.String(), Time: q.now().UTC()})
 	} else {
-		rt.Verdict = "decided by the submitter's own run (no peer in good standing could complete the vote)"
+		rt.Verdict = "decided by the submitter's own run (the peers in good standing could not decide it)"
 	}
 	q.doneLocked(l.Task)
 	for _, p := range liars {

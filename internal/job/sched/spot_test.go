@@ -193,6 +193,21 @@ func TestSpotCheck(t *testing.T) {
 			exclude: []string{"x", "y"}, checked: 3, caught: []string{"t0", "t1", "t2"},
 		},
 		{
+			name: "with spot checks, no quorum is decided by the submitter's run", v: spotVerify(2, 2, 1), tasks: 1,
+			run: func(t *testing.T, f *fixture) {
+				f.take(t, "a")
+				f.take(t, "b")
+				f.finish("a", "t0", report.OutcomeOK, "good")
+				f.finish("b", "t0", report.OutcomeOK, "bad")
+				f.waitFor(t, "a trusted run to be wanted", func() bool { return len(f.q.checks) == 1 })
+				f.check(t, "t0")
+				f.finish("me", "t0", report.OutcomeOK, "good")
+			},
+			state: []string{report.TaskDone}, verdict: []string{"decided by the submitter's own run"},
+			placed:  map[string]string{"t0": "stage-me-3"},
+			exclude: []string{"b"}, checked: 1,
+		},
+		{
 			name: "the submitter's own vote needs no check", v: spotVerify(2, 2, 1), tasks: 1,
 			run: func(t *testing.T, f *fixture) {
 				f.take(t, "me")

@@ -50,9 +50,17 @@ bench-dispatch:
 bench-verify:
     go test -run '^$' -bench . -benchtime 1x -timeout 30m ./benchmarks/verify/
 
+# What the web view costs a 100,000-task job (issue 18; run on a quiet machine).
+bench-webui tasks="100000" rounds="5":
+    TASKS={{tasks}} ROUNDS={{rounds}} benchmarks/webui/run.sh
+
 # Reproduce the seed papers' experiments (needs root: namespaces, cgroups).
 bench-papers setups="2,3,4":
     go run ./cmd/p2pc bench --setups {{setups}}
+
+# The chaos suite: every fault scenario `runs` times into results/chaos/ (needs root).
+bench-chaos runs="10":
+    go run ./cmd/p2pc bench --suite chaos --runs {{runs}}
 
 # Fuzz the spec parser for a while (default 60s).
 fuzz seconds="60":

@@ -90,6 +90,22 @@
 // died comes back under its name at a new address after
 // Timing.DeadNodeReclaimTime.
 //
+// # Healing after a partition
+//
+// memberlist forgets a member GossipToTheDeadTime after declaring it dead
+// and never contacts it again by itself, so a partition longer than that
+// would leave two clusters for good. Every member therefore remembers the
+// gossip address of every other member it has seen and, while one is not
+// alive, joins that address again: 1 s after its death, then on a backoff
+// doubling to 4 s, until it is back (either side's join merges the two
+// clusters), it leaves gracefully (no longer called back), or it has not
+// answered for 10 minutes (forgotten, logged). JoinFrom does the same for
+// what its Finder finds (static --join peers, mDNS answers) at its own
+// period, and tells a Resolver to ask a static peer again when joining
+// its cached gossip address did not make it a member (a restarted peer
+// gossips on a new port). A healed link thus makes one cluster again
+// within about 5 s (measured by the chaos suite's partition scenario).
+//
 // # Member states and events
 //
 // Members lists the live members, this node included, as "alive" or

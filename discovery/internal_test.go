@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/mdns"
 	"github.com/hashicorp/memberlist"
@@ -180,4 +182,64 @@ func TestEventsDropOldest(t *testing.T) {
 	}
 	m.closed = true
 	m.emit(Event{}) // after Close: ignored, no panic
+}
+
+// TestRejoinTable: a member that died is joined again after 1, 2, 4, 4 s
+// ...; one that comes back or leaves is not; one silent for
+// rejoinGiveUp is forgotten.
+func TestRejoinTable(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var tb rejoinTable
+	tb.seen("a", "10.0.0.1:7946")
+	tb.seen("b", "10.0.0.2:7946")
+	tb.seen("c", "10.0.0.3:7946")
+	tb.dead("a", t0)
+	tb.dead("b", t0)
+	tb.left("c")
+	steps := []struct {
+		at     time.Duration
+		tried  bool // the due ones were tried without success
+		want   string
+		gaveUp string
+	}{
+		{at: 0, want: ""},
+		{at: 999 * time.Millisecond, want: ""},
+		{at: time.Second, tried: true, want: "a,b"},     // next after 1 s
+		{at: 1500 * time.Millisecond, want: ""},         // not before 2 s
+		{at: 2 * time.Second, tried: true, want: "a,b"}, // next after 2 s
+		{at: 3 * time.Second, want: ""},                 //
+		{at: 4 * time.Second, tried: true, want: "a,b"}, // next after 4 s (the cap)
+		{at: 8 * time.Second, tried: true, want: "a,b"}, // capped at 4 s
+		{at: 12 * time.Second, want: "a,b"},             // not tried: due still
+		{at: rejoinGiveUp, want: "", gaveUp: "a,b"},     // forgotten
+		{at: rejoinGiveUp + time.Minute, want: ""},      //
+	}
+	for _, s := range steps {
+		todo, gaveUp := tb.due(at(s.at))
+		var names []string
+		for n := range todo {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		slices.Sort(gaveUp)
+		if got := strings.Join(names, ","); got != s.want {
+			t.Errorf("at %s: due %q, want %q", s.at, got, s.want)
+		}
+		if got := strings.Join(gaveUp, ","); got != s.gaveUp {
+			t.Errorf("at %s: gave up %q, want %q", s.at, got, s.gaveUp)
+		}
+		if s.tried {
+			for n := range todo {
+				tb.tried(n, at(s.at))
+			}
+		}
+	}
+	// Back alive: not due any more; dead again: from 1 s.
+	tb.seen("a", "10.0.0.1:7000")
+	tb.dead("a", at(time.Hour))
+	tb.dead("a", at(time.Hour+time.Second)) // a second Dead changes nothing
+	if todo, _ := tb.due(at(time.Hour + time.Second)); todo["a"] != "10.0.0.1:7000" {
+		t.Errorf("dead again: due %v, want a at its new address", todo)
+	}
 }

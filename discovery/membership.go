@@ -139,6 +139,7 @@ type Membership struct {
 	selfAddr  string                 // gossip address, from memberlist's join of this node
 	info      map[string]*memberInfo // live members by name, this node included
 	conflicts map[string]time.Time   // address claiming our name -> when seen
+	rejoins   rejoinTable            // other members' addresses, to join again when they go
 	warned    map[string]bool        // one-time warnings already given
 	events    chan Event
 	dropped   int
@@ -234,6 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("start membership %q on %s: %w", cfg.Name, net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.BindPort)), err)
 	}
 	m.list = list
+	go m.rejoin()
 	m.log.Info("membership started", "gossip", m.GossipAddr(), "probe", cfg.Timing.ProbeInterval)
 	return m, nil
 }
@@ -335,7 +337,7 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 	for {
 		peers, err := f.Find(ctx)
 		if err != nil && ctx.Err() == nil && err.Error() != lastErr {
-			m.log.Warn("finding peers failed", "err", err)
+			m.log.Warn("waiting for peers: no answer; asking again every "+every.String(), "err", err)
 			lastErr = err.Error()
 		} else if err == nil {
 			lastErr = ""
@@ -346,6 +348,7 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 			addrs[mem.GossipAddr] = true
 		}
 		var todo []string
+		var tried []Peer
 		for _, p := range peers {
 			switch {
 			case p.GossipAddr == "" || addrs[p.GossipAddr]:
@@ -355,6 +358,7 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 			case names[p.Name]:
 			default:
 				todo = append(todo, p.GossipAddr)
+				tried = append(tried, p)
 				addrs[p.GossipAddr] = true
 			}
 		}
@@ -376,6 +380,7 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 			default:
 				m.log.Info("joined found peers", "addrs", todo, "contacted", n)
 			}
+			m.forgetUnjoined(f, tried)
 		}
 		select {
 		case <-ctx.Done():
@@ -384,6 +389,27 @@ func (m *Membership) JoinFrom(ctx context.Context, f Finder, every time.Duration
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// forgetUnjoined tells a finder that can forget (Resolver) about the
+// peers that a join did not make members: their answers may be stale (a
+// restarted peer gossips on another port), so it asks them again.
+func (m *Membership) forgetUnjoined(f Finder, tried []Peer) {
+	fg, ok := f.(interface{ Forget(Peer) })
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	var gone []Peer
+	for _, p := range tried {
+		if _, in := m.info[p.Name]; !in || p.Name == "" {
+			gone = append(gone, p)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range gone {
+		fg.Forget(p)
 	}
 }
 
@@ -574,6 +600,8 @@ func (m *Membership) record(n *memberlist.Node) Member {
 	m.mu.Lock()
 	if n.Name == m.cfg.Name {
 		m.selfAddr = addr
+	} else {
+		m.rejoins.seen(n.Name, addr)
 	}
 	m.info[n.Name] = &memberInfo{addr: addr, meta: meta, lastSeen: now}
 	m.mu.Unlock()
@@ -631,6 +659,11 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	}
 	d.m.mu.Lock()
 	delete(d.m.info, n.Name)
+	if leaving {
+		d.m.rejoins.left(n.Name)
+	} else {
+		d.m.rejoins.dead(n.Name, time.Now())
+	}
 	d.m.mu.Unlock()
 	mem := d.m.member(n.Name, n.Address(), n.Meta, state, time.Now())
 	if kind == Dead {

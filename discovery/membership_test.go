@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,4 +470,39 @@ func TestOtherSwarmCannotJoin(t *testing.T) {
 	if _, err := discovery.Start(context.Background(), discovery.Config{Name: "nokey", BindAddr: "127.0.0.1"}); err == nil || !strings.Contains(err.Error(), "gossip key") {
 		t.Fatalf("a membership without a key started: %v", err)
 	}
+}
+
+// A member that went silent long enough to be forgotten, and then came
+// back at its address knowing no one (as after a partition that outlasted
+// GossipToTheDeadTime), is joined again by the member that remembers it.
+func TestRejoinForgottenMember(t *testing.T) {
+	timing := discovery.LoopbackTiming()
+	timing.GossipToTheDeadTime = time.Millisecond // forgotten at once
+	a := startNode(t, "n1", timing)
+	b := startNode(t, "n2", timing)
+	if _, err := b.Join(context.Background(), []string{a.GossipAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "two members", func() bool { return len(a.Members()) == 2 })
+	_, port, err := net.SplitHostPort(b.GossipAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil { // silent: no leave
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "n1 to declare n2 failed", func() bool { return len(a.Members()) == 1 })
+	// n2 again, at the same address, joining no one.
+	p, _ := strconv.Atoi(port)
+	back, err := discovery.Start(context.Background(), discovery.Config{
+		Name: "n2", BindAddr: "127.0.0.1", BindPort: p, SecretKey: testKey, Logger: testLogger(t), Timing: timing,
+		Meta: func() discovery.Meta { return discovery.Meta{GRPCAddr: "127.0.0.1:7200", Proto: 1} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { back.Close() })
+	start := time.Now()
+	waitFor(t, 15*time.Second, "n1 to re-join n2", func() bool { return len(a.Members()) == 2 && len(back.Members()) == 2 })
+	t.Logf("re-joined %s after n2 came back", time.Since(start).Round(time.Millisecond))
 }

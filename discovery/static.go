@@ -132,3 +132,17 @@ func (r *Resolver) Lookup(ctx context.Context, addr string) (Peer, error) {
 	r.known[addr] = p
 	return p, nil
 }
+
+// Forget drops the answer of the peer at addr (its gRPC address or its
+// gossip address), so that it is asked again: a static peer restarted
+// gossips on a new port. JoinFrom calls it when joining a found peer did
+// not make it a member.
+func (r *Resolver) Forget(p Peer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for a, k := range r.known {
+		if a == p.Addr || k.Addr == p.Addr || (p.GossipAddr != "" && k.GossipAddr == p.GossipAddr) {
+			delete(r.known, a)
+		}
+	}
+}

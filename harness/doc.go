@@ -12,6 +12,15 @@
 // by the owner's lock in LabLockDir, never by its pid (labowner.go). Labs
 // need root; LabAvailable says whether this process can build them.
 //
+// Faults for the chaos suite (labfault.go, package harness/chaos): a
+// peer's link cut at the bridge (SetLink), a peer restarted at its
+// address (RestartPeer), a run started without waiting (StartSubmit), a
+// tmpfs in a private mount namespace under a peer's data folder
+// (PeerSpec.DiskBytes) or a submitter's output (Tmpfs), an open-file
+// limit (PeerSpec.NoFile), idle connections from a lab namespace
+// (Dial), and the check that nothing a lab started
+// outlives it (Procs, Leftovers).
+//
 // Private network namespaces for tests that multicast (netns.go):
 // MainInNetns re-executes a test binary inside one.
 //

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,13 @@ type PeerSpec struct {
 	Rate string
 	// Args are extra `p2pc join` flags.
 	Args []string
+	// NoFile caps its open files (RLIMIT_NOFILE, soft and hard; 0: the
+	// inherited limit).
+	NoFile int
+	// DiskBytes puts its data folder on a tmpfs of this size, mounted in
+	// a mount namespace of its own (0: the lab's folder). A small one
+	// fills up: the full-disk faults of the chaos suite.
+	DiskBytes int64
 }
 
 // LabConfig configures NewLab.
@@ -135,6 +143,8 @@ type LabPeer struct {
 	Data  string
 	Proc  *Proc
 	cg    string // cgroup child name ("" if no quota)
+	link  string // the hub end of its veth pair (Bridge)
+	port  string // its gRPC port once it listened: a restart keeps it
 }
 
 // Lab is a running lab. Its methods are safe for concurrent use.
@@ -152,6 +162,11 @@ type Lab struct {
 	stopAfter func() bool
 	closeOnce sync.Once
 	closeErr  error
+
+	procMu    sync.Mutex
+	procs     []*Proc  // every process the lab started, in order
+	mounts    []*Mount // tmpfs holders, ended by Close
+	leftovers []string // what still ran in the lab's namespaces at Close
 }
 
 var (
@@ -319,7 +334,8 @@ func (l *Lab) build(ctx context.Context) error {
 			if err := l.net.addNetns(ctx, p.Netns); err != nil {
 				return err
 			}
-			if err := l.net.attach(ctx, l.name+"-hub", fmt.Sprintf("v%d", i+1), p.Netns, p.IP); err != nil {
+			p.link = fmt.Sprintf("v%d", i+1)
+			if err := l.net.attach(ctx, l.name+"-hub", p.link, p.Netns, p.IP); err != nil {
 				return err
 			}
 			if spec.Rate != "" {
@@ -352,6 +368,9 @@ func (l *Lab) waitListening(ctx context.Context) error {
 			return fmt.Errorf("peer %s: %w", p.Name, err)
 		}
 		p.Addr = m[1]
+		if _, port, err := net.SplitHostPort(p.Addr); err == nil {
+			p.port = port
+		}
 	}
 	return nil
 }
@@ -378,7 +397,7 @@ func (l *Lab) RestartPeers(ctx context.Context) error {
 		if err := p.Proc.CheckLogs(); err != nil {
 			return fmt.Errorf("restart peers: %w", err)
 		}
-		p.Proc, p.Addr = nil, ""
+		p.Proc, p.Addr, p.port = nil, "", ""
 		if err := l.startPeer(p); err != nil {
 			return fmt.Errorf("restart peers: %w", err)
 		}
@@ -391,13 +410,27 @@ func (l *Lab) RestartPeers(ctx context.Context) error {
 
 func (l *Lab) startPeer(p *LabPeer) error {
 	s := p.Spec
+	port := p.port
+	if port == "" {
+		port = "0"
+	}
 	args := []string{l.cfg.Bin, "--data", p.Data, "join", "--name", p.Name,
-		"--slots", strconv.Itoa(s.Slots), "--listen", p.IP + ":0"}
+		"--slots", strconv.Itoa(s.Slots), "--listen", net.JoinHostPort(p.IP, port)}
 	if !l.cfg.MDNS {
 		args = append(args, "--no-mdns")
 	}
 	args = append(args, s.Args...)
+	if s.NoFile > 0 {
+		args = append([]string{"/bin/sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(s.NoFile)}, args...)
+	}
 	argv := l.net.netnsCommandArgs(p.Netns, args...)
+	if s.DiskBytes > 0 {
+		m, err := l.Tmpfs(p.Data, s.DiskBytes)
+		if err != nil {
+			return fmt.Errorf("peer %s: %w", p.Name, err)
+		}
+		argv = m.Wrap(argv)
+	}
 	if s.CPUs != "" {
 		taskset, err := exec.LookPath("taskset")
 		if err != nil {
@@ -421,12 +454,24 @@ func (l *Lab) startPeer(p *LabPeer) error {
 		// and every plugin process it starts is under the quota.
 		argv = inCgroup(procs, argv)
 	}
-	proc, err := Start(argv[0], argv[1:], Options{Name: p.Name, Env: env, Dir: l.cfg.Dir})
+	proc, err := l.start(argv, Options{Name: p.Name, Env: env, Dir: l.cfg.Dir})
 	if err != nil {
 		return err
 	}
 	p.Proc = proc
 	return nil
+}
+
+// start starts a process of the lab and remembers it (Procs).
+func (l *Lab) start(argv []string, o Options) (*Proc, error) {
+	p, err := Start(argv[0], argv[1:], o)
+	if err != nil {
+		return nil, err
+	}
+	l.procMu.Lock()
+	l.procs = append(l.procs, p)
+	l.procMu.Unlock()
+	return p, nil
 }
 
 // inCgroup prefixes argv with a shell that moves itself into the cgroup
@@ -527,6 +572,10 @@ type SubmitOptions struct {
 	SampleCPU time.Duration
 	// Timeout bounds the run (default 30 minutes).
 	Timeout time.Duration
+	// Mount, if set, runs the submitter in that tmpfs's mount namespace
+	// (see Lab.Tmpfs): put Out or Data on it to fill its disk. The report
+	// is read through Mount.Path.
+	Mount *Mount
 }
 
 // Submission is what one `p2pc run` in the lab did.
@@ -546,6 +595,26 @@ type Submission struct {
 // error is set when the process could not run, did not exit 0, or left no
 // report; the Submission is returned whenever the process ran.
 func (l *Lab) Submit(ctx context.Context, o SubmitOptions) (*Submission, error) {
+	r, err := l.StartSubmit(o)
+	if err != nil {
+		return nil, err
+	}
+	return r.Wait(ctx)
+}
+
+// Running is a `p2pc run` started by StartSubmit.
+type Running struct {
+	Proc *Proc
+	o    SubmitOptions
+	sub  *Submission
+	// stopSampling ends the CPU sampling; sampled is closed when it has.
+	stopSampling context.CancelFunc
+	sampled      chan struct{}
+}
+
+// StartSubmit starts `p2pc run` for a job inside the lab and returns at
+// once; Wait waits for it. Faults can be injected meanwhile.
+func (l *Lab) StartSubmit(o SubmitOptions) (*Running, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Minute
 	}
@@ -565,22 +634,34 @@ func (l *Lab) Submit(ctx context.Context, o SubmitOptions) (*Submission, error) 
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", o.Spec, err)
 	}
+	if o.Mount != nil {
+		argv = o.Mount.Wrap(argv)
+	}
 	env := append(append([]string{"TMPDIR=" + l.tmpDir()}, l.cfg.Env...), o.Env...)
 	started := time.Now()
-	proc, err := Start(argv[0], argv[1:], Options{Name: "p2pc run", Env: env, Dir: l.cfg.Dir})
+	proc, err := l.start(argv, Options{Name: "p2pc run", Env: env, Dir: l.cfg.Dir})
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", o.Spec, err)
 	}
-	sub := &Submission{Started: started, Pid: proc.Pid()}
-	var wg sync.WaitGroup
-	sctx, stopSampling := context.WithCancel(context.Background())
-	if o.SampleCPU > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sub.CPU = SampleCPU(sctx, proc.Pid(), o.SampleCPU)
-		}()
-	}
+	r := &Running{Proc: proc, o: o, sub: &Submission{Started: started, Pid: proc.Pid()}, sampled: make(chan struct{})}
+	var sctx context.Context
+	sctx, r.stopSampling = context.WithCancel(context.Background())
+	go func() {
+		defer close(r.sampled)
+		if o.SampleCPU > 0 {
+			r.sub.CPU = SampleCPU(sctx, proc.Pid(), o.SampleCPU)
+		}
+	}()
+	return r, nil
+}
+
+// Wait waits for the run to end (SubmitOptions.Timeout; when ctx ends or
+// the time is up the run is stopped with SIGTERM, then killed) and reads
+// its report. The error is set when the process could not run to its
+// end, did not exit 0, or left no report; the Submission is returned
+// whenever the process ran. Call it once.
+func (r *Running) Wait(ctx context.Context) (*Submission, error) {
+	o, proc, sub := r.o, r.Proc, r.sub
 	timer := time.NewTimer(o.Timeout)
 	defer timer.Stop()
 	var waitErr error
@@ -593,16 +674,20 @@ func (l *Lab) Submit(ctx context.Context, o SubmitOptions) (*Submission, error) 
 		proc.Stop(10 * time.Second)
 		waitErr = fmt.Errorf("did not finish within %s", o.Timeout)
 	}
-	sub.Wall = time.Since(started)
-	stopSampling()
-	wg.Wait()
+	sub.Wall = time.Since(sub.Started)
+	r.stopSampling()
+	<-r.sampled
 	<-proc.Done()
 	sub.ExitCode = exitCode(proc.waitErr)
 	sub.Stderr = proc.Stderr()
 	if err := proc.CheckLogs(); err != nil && waitErr == nil {
 		waitErr = err
 	}
-	rep, rerr := report.Read(o.Out)
+	outDir := o.Out
+	if o.Mount != nil {
+		outDir = o.Mount.Path(o.Out)
+	}
+	rep, rerr := report.Read(outDir)
 	if rerr == nil {
 		sub.Report = rep
 	}
@@ -660,6 +745,20 @@ func (l *Lab) Close() error {
 			}()
 		}
 		wg.Wait()
+		l.procMu.Lock()
+		procs, mounts := slices.Clone(l.procs), l.mounts
+		l.procMu.Unlock()
+		for _, p := range procs { // submitters still running
+			select {
+			case <-p.Done():
+			default:
+				p.Stop(l.cfg.StopGrace)
+			}
+		}
+		l.leftovers = l.net.waitEmpty(2 * time.Second)
+		for _, m := range mounts {
+			m.close()
+		}
 		var errs []error
 		if l.cg != nil {
 			if err := l.cg.remove(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,4 +270,39 @@ func CleanStaleLabs() ([]string, error) {
 	owners.release()
 	sweepLockFiles(owners.failed)
 	return removed, errors.Join(errs...)
+}
+
+// waitEmpty waits up to d for the namespaces to hold no process and
+// returns what still runs in them then, as "namespace: pid command".
+func (o *netOps) waitEmpty(d time.Duration) []string {
+	o.mu.Lock()
+	nss := slices.Clone(o.nss)
+	o.mu.Unlock()
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for _, ns := range nss {
+			out, err := exec.Command(o.ip, "netns", "pids", ns).Output()
+			if err != nil {
+				continue
+			}
+			for _, pid := range strings.Fields(string(out)) {
+				cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+				left = append(left, fmt.Sprintf("%s: %s %s", ns, pid, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// setLink sets the hub end of a veth pair down or up.
+func (o *netOps) setLink(ctx context.Context, hub, link string, up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	return o.run(ctx, "-n", hub, "link", "set", link, state)
 }

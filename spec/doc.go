@@ -12,7 +12,7 @@
 //     combination, first key varying slowest
 //
 // plus optional inputs, output folder, reduce step, per-task timeout,
-// retries, and the reserved verify and resources sections.
+// retries, and the verify and resources sections.
 //
 // # Parsing
 //

@@ -95,8 +95,9 @@ type Verify struct {
 	SpotCheck float64
 }
 
-// Resources is what a task needs from a peer. Reserved: parsed and
-// validated, honoured by a later release. Zero values mean "no requirement".
+// Resources is what a task needs from a peer: a peer that cannot give it
+// refuses the job, and Memory is the task's memory limit (docs/sandbox.md).
+// Zero values mean "no requirement".
 type Resources struct {
 	CPUs   float64
 	Memory int64 // bytes

@@ -19,8 +19,9 @@ import (
 // BenchCmd is `p2pc bench`: reproduce the seed papers' experiments with
 // real p2pc processes in network namespaces under CPU quotas.
 type BenchCmd struct {
-	Setups []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N,..."`
-	Suite  []string `help:"Suites to run (mandelbrot, tracker, latency, transfer, ...), or all." default:"all" sep:"," placeholder:"NAME,..."`
+	Setups []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N"`
+	Suite  []string `help:"Suites to run (mandelbrot, tracker, latency, transfer, ..., chaos), or all (every paper's suite; chaos runs only when named)." default:"all" sep:"," placeholder:"NAME"`
+	Runs   int      `help:"How many times the chaos suite runs each scenario (default: the config's, 10; 1 with --quick)." placeholder:"N"`
 	Quick  bool     `help:"Tiny problem sizes: a smoke check of about a minute."`
 	Out    string   `help:"Results folder (default: results/ of the repository)." type:"path" placeholder:"DIR"`
 	Config string   `help:"Bench configuration (default: benchmarks/bench.yaml of the repository)." type:"path" placeholder:"FILE"`
@@ -45,6 +46,7 @@ func (c *BenchCmd) Run(g *Globals) error {
 		Setups:     c.Setups,
 		Suites:     c.Suite,
 		Quick:      c.Quick,
+		Runs:       c.Runs,
 		Out:        c.Out,
 		Mode:       c.Mode,
 		Keep:       c.Keep,
@@ -93,7 +95,7 @@ func printBenchTable(out *bench.Outcome) {
 			fmt.Printf("note (%s): %s\n", r.Suite, n)
 		}
 	}
-	fmt.Printf("results: %s (summary.md, machine.md, one folder per suite)\n", out.Out)
+	fmt.Printf("results: %s (summary.md, report.html, machine.md, one folder per suite)\n", out.Out)
 }
 
 // benchProgress shows bench phases: a pb/v3 bar per phase on a terminal,

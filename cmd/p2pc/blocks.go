@@ -82,7 +82,7 @@ func (c *BlocksPutCmd) Run(g *Globals) error {
 // BlocksGetCmd is `p2pc blocks get`.
 type BlocksGetCmd struct {
 	ID          string        `arg:"" help:"File ID (64 hex digits)."`
-	From        []string      `required:"" sep:"," placeholder:"ADDR,..." help:"Peers to fetch from (host:port of 'p2pc blocks serve')."`
+	From        []string      `required:"" sep:"," placeholder:"ADDR" help:"Peers to fetch from (host:port of 'p2pc blocks serve')."`
 	Output      string        `short:"o" type:"path" placeholder:"FILE" help:"Write the file here (atomically). Without it the file is only fetched into the store."`
 	StatsJSON   string        `placeholder:"FILE" help:"Write per-peer fetch statistics as JSON to FILE ('-' for stdout)."`
 	Concurrency int           `default:"16" help:"Block requests in flight in total."`

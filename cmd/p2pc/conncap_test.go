@@ -62,7 +62,7 @@ func TestIdleConnectionFloodIsCapped(t *testing.T) {
 
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 7))
 	out := filepath.Join(dir, "out")
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addr, "--stall-after", "20s")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "20s")
 	if r.code != 0 {
 		t.Fatalf("job on the flooded peer: exit %d\n%s", r.code, r.stderr)
 	}

@@ -45,7 +45,7 @@ func TestMalformedPeerIsExcluded(t *testing.T) {
 
 	out := filepath.Join(dir, "alone")
 	start := time.Now()
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", bad.addr, "--stall-after", "2s")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", bad.addr, "--wait-peers", "2s")
 	took := time.Since(start)
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3\n%s", r.code, r.stderr)
@@ -96,7 +96,7 @@ func TestMalformedPeerIsExcluded(t *testing.T) {
 }
 
 // A peers-only run whose only peer refuses the job ends with exit 3 and
-// the peer's reason, in bounded time; with --wait-peers it waits and
+// the peer's reason, in bounded time (--wait-peers); with --wait-peers 0 it waits and
 // says why.
 func TestRefusedEverywhereStalls(t *testing.T) {
 	dir := t.TempDir()
@@ -113,7 +113,7 @@ func TestRefusedEverywhereStalls(t *testing.T) {
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 3))
 	out := filepath.Join(dir, "out")
 	start := time.Now()
-	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", broken.addr, "--stall-after", "2s")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", broken.addr, "--wait-peers", "2s")
 	took := time.Since(start)
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3\n%s", r.code, r.stderr)
@@ -136,7 +136,7 @@ func TestRefusedEverywhereStalls(t *testing.T) {
 
 	// Asked to wait, the run waits, and says why, until interrupted.
 	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0",
-		"--join", broken.addr, "--stall-after", "1s", "--wait-peers"}, harness.Options{Name: "run"})
+		"--join", broken.addr, "--stall-after", "1s", "--wait-peers", "0"}, harness.Options{Name: "run"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestCorruptBlocksOnAPeerAreFetchedAgain(t *testing.T) {
 	spec := writeSpec(t, dir, "e.yaml", inputEchoSpec)
 	run := func(out string) {
 		t.Helper()
-		r := p2pc(t, "run", spec, "--out", filepath.Join(dir, out), "--no-mdns", "--local-slots", "0", "--join", p.addr, "--stall-after", "10s")
+		r := p2pc(t, "run", spec, "--out", filepath.Join(dir, out), "--no-mdns", "--local-slots", "0", "--join", p.addr, "--wait-peers", "10s")
 		if r.code != 0 {
 			t.Fatalf("%s: exit %d\n%s", out, r.code, r.stderr)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/webui"
 )
 
 // JoinCmd is `p2pc join`: run a volunteer node until SIGINT/SIGTERM.
@@ -16,11 +17,13 @@ type JoinCmd struct {
 	Name          string        `help:"Node name, unique in the swarm (default: hostname-pid)." env:"P2PC_NAME"`
 	Listen        string        `help:"gRPC listen address: all interfaces and an ephemeral port by default." default:"0.0.0.0:0" placeholder:"ADDR"`
 	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
-	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR,..."`
+	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR"`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
-	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID,..."`
+	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
+	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
+	VolunteerFlags
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -42,6 +45,10 @@ func (c *JoinCmd) Run(g *Globals) error {
 	submitters, err := parseSubmitters(c.Submitters)
 	if err != nil {
 		return err
+	}
+	vol, err := c.volunteer()
+	if err != nil {
+		return withCode(exitBadInput, err)
 	}
 	creds, err := g.creds()
 	if err != nil {
@@ -67,6 +74,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		AllowNetwork:  c.AllowNetwork,
+		Volunteer:     vol,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})
@@ -79,14 +87,24 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
 	}
-	if _, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()}); err != nil {
+	presence, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()})
+	if err != nil {
 		return withCode(exitBadInput, err)
+	}
+	if c.UI != "" {
+		stopUI, err := startUI(g.Ctx, g, c.UI, webui.DefaultJoinAddr, webui.Config{
+			Title: "peer " + n.Name(), Swarm: &nodePeers{n: n, presence: presence, conf: n.Confinement().String()}})
+		if err != nil {
+			return err
+		}
+		defer stopUI()
 	}
 	// The first line on stdout says where the node listens (scripts and
 	// tests read it).
 	fmt.Fprintf(os.Stdout, "listening %s name %s slots %d id %s swarm %s\n", n.Addr(), n.Name(), slots, n.ID(), creds.SwarmID())
 	// Which confinements this machine gives tasks (on stderr: stdout's
 	// first line is for scripts).
-	fmt.Fprintf(os.Stderr, "tasks confined: %s allow-network=%t\n", n.Confinement(), c.AllowNetwork)
+	sandboxOffWarning()
+	fmt.Fprintln(os.Stderr, confinementLine(n, c.AllowNetwork, vol))
 	return n.Serve(g.Ctx)
 }

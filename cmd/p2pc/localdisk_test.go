@@ -33,7 +33,7 @@ tasks:
 const localDiskScript = `
 set -u
 mount -t tmpfs -o size=6m tmpfs "$ROOT" || exit 90
-run() { "$P2PC" --data "$DATA" run "$SPEC" --out "$ROOT/out" --no-mdns --local-slots 0 --join "$PEER" --stall-after 10s --no-progress; }
+run() { "$P2PC" --data "$DATA" run "$SPEC" --out "$ROOT/out" --no-mdns --local-slots 0 --join "$PEER" --wait-peers 10s --no-progress; }
 run; echo "exit full: $?" >&2
 cp "$ROOT/out/report.json" "$KEEP/full.json"; ls -A "$ROOT/out" > "$KEEP/full.ls"
 mount -o remount,size=64m "$ROOT" || exit 91
@@ -175,7 +175,7 @@ func TestPeerDiskFullRefusalPasses(t *testing.T) {
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 5))
 	out := filepath.Join(dir, "out")
 	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0",
-		"--join", m[1], "--wait-peers", "--stall-after", "3s"}, harness.Options{Name: "run"})
+		"--join", m[1], "--wait-peers", "0", "--stall-after", "3s"}, harness.Options{Name: "run"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // Exit codes, documented in README.md.
@@ -51,6 +53,7 @@ type CLI struct {
 	Join     JoinCmd     `cmd:"" help:"Volunteer this machine: run tasks for the swarm until stopped."`
 	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
+	Logs     LogsCmd     `cmd:"" help:"Show a task's attempts with their full errors (stderr, stacks)."`
 	Blocks   BlocksCmd   `cmd:"" help:"Put, get, list, verify and collect content-addressed blocks."`
 	Swarm    SwarmCmd    `cmd:"" help:"Create or show the swarm secret that lets machines work together."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and protocol versions."`
@@ -82,12 +85,13 @@ func run(args []string) int {
 		kong.Description("p2pc: the poor man's supercomputer. Farm a job's tasks out to spare machines on the LAN."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Configuration(yamlConfig), // p2pc join --config FILE
 	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitInternal
 	}
-	kctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(expandUIFlag(args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitBadInput
@@ -108,6 +112,11 @@ func run(args []string) int {
 	}
 
 	err = kctx.Run(&cli.Globals)
+	// The cgroups of this process's plugin processes are gone by now;
+	// remove their parent (a killed p2pc's is swept by the next one).
+	if cerr := sandbox.CloseCgroups(); cerr != nil {
+		cli.Logger.Warn("remove cgroups", "err", cerr)
+	}
 	if err == nil {
 		return exitOK
 	}

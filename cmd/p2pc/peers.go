@@ -15,7 +15,7 @@ import (
 
 // PeersCmd is `p2pc peers`: list the live swarm.
 type PeersCmd struct {
-	Join   []string      `help:"Peers to ask (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR,..."`
+	Join   []string      `help:"Peers to ask (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR"`
 	NoMDNS bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
 	Wait   time.Duration `help:"How long to look for peers." default:"2s"`
 	JSON   bool          `help:"Print the members as JSON."`
@@ -99,9 +99,13 @@ func (c *PeersCmd) Run(g *Globals) error {
 	}
 	_ = mem.Leave(time.Second)
 	if c.JSON {
+		out := make([]peerJSON, len(members))
+		for i, m := range members {
+			out[i] = toPeerJSON(m)
+		}
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(members)
+		return enc.Encode(out)
 	}
 	if len(members) == 0 {
 		fmt.Fprintln(os.Stderr, "no peers found")
@@ -117,4 +121,30 @@ func (c *PeersCmd) Run(g *Globals) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond))
 	}
 	return w.Flush()
+}
+
+// peerJSON is a member as `p2pc peers --json` prints it: snake_case keys,
+// as in report.json.
+type peerJSON struct {
+	Name       string    `json:"name"`
+	PeerID     string    `json:"peer_id"`
+	GRPCAddr   string    `json:"grpc_addr"`
+	GossipAddr string    `json:"gossip_addr"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	Version    string    `json:"version"`
+	Proto      int       `json:"proto"`
+	Compatible bool      `json:"compatible"`
+	Slots      int       `json:"slots"`
+	FreeSlots  int       `json:"free_slots"`
+	State      string    `json:"state"`
+	LastSeen   time.Time `json:"last_seen"`
+}
+
+func toPeerJSON(m discovery.Member) peerJSON {
+	return peerJSON{
+		Name: m.Name, PeerID: m.ID, GRPCAddr: m.GRPCAddr, GossipAddr: m.GossipAddr, OS: m.OS, Arch: m.Arch,
+		Version: m.Version, Proto: m.Proto, Compatible: m.Compatible, Slots: m.Slots, FreeSlots: m.FreeSlots,
+		State: m.State, LastSeen: m.LastSeen.UTC(),
+	}
 }

@@ -21,14 +21,22 @@ var _ job.Swarm = (*node.Swarm)(nil)
 // part: it serves the job's blocks and enrols peers. It takes no work
 // itself (its local slots run tasks directly).
 type submitterSwarm struct {
+	// name is the submitter's name in its job (report.json's node, its
+	// local slots' peer): the hostname, with or without a swarm.
 	name   string
 	remote *job.RemoteOptions // nil: local only
-	stop   func()
+	// member is its own entry in the membership.
+	member string
+	// members lists the swarm's members (nil: local only).
+	members func() []discovery.Member
+	stop    func()
 }
 
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
 	host, _ := os.Hostname()
-	name := fmt.Sprintf("%s-run-%d", host, os.Getpid())
+	// Its entry in the swarm's membership must be unique though: several
+	// runs and a `p2pc join` may share the machine.
+	member := fmt.Sprintf("%s-run-%d", host, os.Getpid())
 	static, err := discovery.ParseAddrs(c.Join)
 	if err != nil {
 		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
@@ -41,8 +49,8 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		return nil, err
 	}
 	if !ok {
-		if len(static) > 0 || c.MinPeers > 0 {
-			return nil, withCode(exitBadInput, fmt.Errorf("--join/--min-peers need a swarm: %w", errNoSwarm))
+		if len(static) > 0 || c.MinPeers > 0 || c.LocalSlots == 0 {
+			return nil, withCode(exitBadInput, fmt.Errorf("--join, --min-peers and --local-slots 0 need a swarm: %w", errNoSwarm))
 		}
 		fmt.Fprintln(os.Stderr, "p2pc: no swarm secret, so this job runs on this machine only and looks for no peers ('p2pc swarm init' makes a swarm)")
 		return &submitterSwarm{name: host, stop: func() {}}, nil
@@ -63,7 +71,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		adv = node.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
-		Name:      name,
+		Name:      member,
 		Slots:     0,
 		DataDir:   dataDir,
 		Listen:    c.Listen,
@@ -93,11 +101,13 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		own.Remove()
 		return nil, withCode(exitBadInput, err)
 	}
-	sw := &node.Swarm{Self: name, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
+	sw := &node.Swarm{Self: member, Static: addrs, Members: presence, Conns: n.Conns(), Logger: g.Logger}
 	return &submitterSwarm{
-		name:   name,
-		remote: &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
-		stop:   func() { cancel(); wg.Wait(); own.Remove() },
+		name:    host,
+		member:  member,
+		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
+		members: presence.Members,
+		stop:    func() { cancel(); wg.Wait(); own.Remove() },
 	}, nil
 }
 

@@ -122,6 +122,7 @@ func (c *SwarmShowCmd) Run(g *Globals) error {
 	}
 	fmt.Printf("p2pc join --swarm %s\n", s.Token())
 	fmt.Fprintf(os.Stderr, "p2pc: swarm %s; this node's ID %s\n", s.SwarmID(), id.ID)
+	fmt.Fprintf(os.Stderr, "p2pc: web view token (--ui): %s\n", s.UIToken())
 	return nil
 }
 

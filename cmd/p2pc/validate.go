@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -9,11 +10,14 @@ import (
 
 // ValidateCmd is `p2pc validate`.
 type ValidateCmd struct {
-	Specs []string `arg:"" help:"Job specs (YAML) to check." type:"path" placeholder:"JOB.yaml"`
+	Specs []string `arg:"" optional:"" help:"Job specs (YAML) to check." type:"path" placeholder:"JOB.yaml"`
 }
 
 // Run parses each spec and checks that its plugin and inputs exist.
 func (c *ValidateCmd) Run(g *Globals) error {
+	if len(c.Specs) == 0 {
+		return withCode(exitBadInput, errors.New("validate: which job? Give one or more job specs (YAML files) to check, e.g. 'p2pc validate examples/echo.yaml'"))
+	}
 	var bad int
 	for _, path := range c.Specs {
 		js, err := spec.ParseFile(path)

@@ -147,7 +147,7 @@ func TestSpotCheckCatchesColludingMajority(t *testing.T) {
 	spot := writeSpec(t, dir, "s.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2, spot_check: 0.5"))
 	honest := localDigests(t, plain, filepath.Join(dir, "local"))
 	run := func(spec, out string) (result, *report.Report) {
-		r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--stall-after", "20s", "--join", addrs(peers))
+		r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--wait-peers", "20s", "--join", addrs(peers))
 		return r, readReport(t, out)
 	}
 

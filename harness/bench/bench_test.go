@@ -117,7 +117,7 @@ func TestRepoConfig(t *testing.T) {
 		}
 	}
 	for _, quick := range []bool{false, true} {
-		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}} {
+		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}, "chaos": &chaosConfig{}} {
 			if err := c.Decode(name, quick, into); err != nil {
 				t.Errorf("%s quick=%v: %v", name, quick, err)
 			}
@@ -136,6 +136,19 @@ func TestSelect(t *testing.T) {
 	}
 	if _, err := Select([]string{"nope"}); err == nil {
 		t.Error("unknown suite accepted")
+	}
+	// chaos is not a paper's experiment: "all" leaves it out, naming it
+	// selects it.
+	for _, s := range all {
+		if s.Info().Name == "chaos" {
+			t.Error(`"all" selects the chaos suite`)
+		}
+	}
+	if got, err := Select([]string{"all", "chaos"}); err != nil || len(got) != len(all)+1 {
+		t.Errorf("all,chaos: %d suites, %v; all has %d", len(got), err, len(all))
+	}
+	if got, err := Select([]string{"chaos"}); err != nil || len(got) != 1 || got[0].Info().Name != "chaos" {
+		t.Errorf("chaos: %v %v", got, err)
 	}
 }
 

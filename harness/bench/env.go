@@ -45,6 +45,9 @@ type Env struct {
 	Setups []Setup
 	// Quick: tiny problem sizes, a smoke check.
 	Quick bool
+	// Runs is how many times a suite that repeats runs (chaos: each
+	// scenario); 0: the suite's config decides.
+	Runs int
 	// OutDir is the suite's own results folder; WorkDir a scratch folder
 	// (removed after the run).
 	OutDir, WorkDir string

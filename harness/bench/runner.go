@@ -33,6 +33,9 @@ type Options struct {
 	// Suites selects suites by name (default: all).
 	Suites []string
 	Quick  bool
+	// Runs is how many times repeating suites run (chaos: each
+	// scenario); 0: the config's.
+	Runs int
 	// Out is the results folder (default Root/results).
 	Out string
 	// Mode overrides the config's lab mode ("bridge", "loopback").
@@ -147,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 		info := s.Info()
 		env := &Env{
-			Bin: o.Bin, Root: o.Root, Config: cfg, Setups: setups, Quick: o.Quick,
+			Bin: o.Bin, Root: o.Root, Config: cfg, Setups: setups, Quick: o.Quick, Runs: o.Runs,
 			OutDir:   filepath.Join(o.Out, folderOf(s)),
 			WorkDir:  filepath.Join(work, info.Name),
 			Progress: o.Progress,
@@ -220,7 +223,7 @@ func runSuite(ctx context.Context, s Suite, env *Env) (*Result, error) {
 	return res, nil
 }
 
-// writeTop writes machine.json, machine.md and summary.md (from every
+// writeTop writes machine.json, machine.md, summary.md and report.html (from every
 // suite folder's rows.json, so that a run of one suite keeps the others'
 // rows).
 func writeTop(out string, m Machine) error {
@@ -235,6 +238,7 @@ func writeTop(out string, m Machine) error {
 		return fmt.Errorf("write machine.md: %w", err)
 	}
 	var results []*Result
+	dirs := map[*Result]string{} // the folder each came from
 	entries, _ := os.ReadDir(out)
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join(out, e.Name(), "rows.json"))
@@ -244,6 +248,7 @@ func writeTop(out string, m Machine) error {
 		var r Result
 		if json.Unmarshal(b, &r) == nil {
 			results = append(results, &r)
+			dirs[&r] = filepath.Join(out, e.Name())
 		}
 	}
 	order := map[string]int{}
@@ -269,7 +274,7 @@ func writeTop(out string, m Machine) error {
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(md.String()), 0o644); err != nil {
 		return fmt.Errorf("write summary.md: %w", err)
 	}
-	return nil
+	return writeHTML(out, m, results, dirs, time.Now())
 }
 
 func rowsOf(r *Result) [][]string {

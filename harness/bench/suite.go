@@ -37,6 +37,8 @@ type Info struct {
 	Order int
 	// Setups: the suite runs the heterogeneous setups of --setups.
 	Setups bool
+	// Explicit: "all" leaves the suite out; it runs only when named.
+	Explicit bool
 }
 
 // Result is what a suite reports for the final table.
@@ -119,10 +121,17 @@ func Names() []string {
 	return out
 }
 
-// Select resolves --suite values: names, or "all".
+// Select resolves --suite values: names, or "all" (every suite but the
+// Explicit ones, which run only when named).
 func Select(names []string) ([]Suite, error) {
 	if len(names) == 0 || slices.Contains(names, "all") {
-		return Suites(), nil
+		var out []Suite
+		for _, s := range Suites() {
+			if !s.Info().Explicit || slices.Contains(names, s.Info().Name) {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	regMu.Lock()
 	var out []Suite

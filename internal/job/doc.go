@@ -27,6 +27,11 @@
 // the run logs why (the queue's Stalled) and ends with ErrStalled, or,
 // asked to wait for peers, keeps waiting and says why.
 //
+// A watcher (the web view) reads a running job through Live, given in
+// RunOptions.Live: the live report under the runner's lock, and the state
+// of each peer's work session (so a peer whose session broke shows as lost
+// at once). Live only reads; it never changes the run.
+//
 // A write that fails on this machine's own disk (the output folder or the
 // block store: ENOSPC, EDQUOT, EROFS, EACCES) is classified where it is
 // written (localfault.go: staging a local or a peer's output, placing it,

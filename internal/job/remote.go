@@ -20,6 +20,7 @@ import (
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -58,6 +59,9 @@ type Session struct {
 	r        *runner
 	q        *sched.Queue
 	workRoot string
+	// runDone is closed when the run's work ends (its tasks are over, or
+	// it was interrupted): sessions ending then are no peer's fault.
+	runDone <-chan struct{}
 
 	once    sync.Once
 	hello   *peerpb.Hello
@@ -101,6 +105,10 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 		Network:         r.p.Spec.Sandbox.Network,
+		Memory:          r.p.Spec.Resources.Memory,
+		Cpus:            r.p.Spec.Resources.CPUs,
+		Os:              r.p.Spec.Resources.OS,
+		Arch:            r.p.Spec.Resources.Arch,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error
@@ -115,6 +123,16 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		h.Inputs = append(h.Inputs, ref)
 	}
 	return h, nil
+}
+
+// ending reports whether the run's work is ending.
+func (s *Session) ending() bool {
+	select {
+	case <-s.runDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // ErrRefused is peerpb.ErrRefused: the peer will not take part in the
@@ -135,10 +153,12 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	log := s.r.log.With("peer", peer.Name, "addr", peer.Addr)
 	// The stream lives in ctx: whoever ends the session (the worker's own
 	// goroutines with a cause, the swarm, the job) ends the stream too.
+	outer := ctx // ended by the job or the swarm, not by the session
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
 	failed := func(err error) error {
+		err = plain.Error(err)
 		if ctx.Err() == nil {
 			s.q.SessionFailed(peer.Name, err)
 		}
@@ -176,6 +196,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots)
 		s.q.Enrol(peer.Name)
+		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:
 		return failed(fmt.Errorf("unexpected first message %T", first.Msg))
 	}
@@ -183,13 +204,25 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
 	err = w.run(ctx, cancel)
-	lost := s.q.Lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, errOr(err, io.EOF)))
-	if lost > 0 {
-		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", err)
-	}
-	if errors.Is(err, errDrained) || ctx.Err() != nil {
+	s.r.opts.Live.sessionDown(peer.Name, plain.Error(err), outer.Err() != nil)
+	if s.ending() {
+		// The run ends (done, or interrupted): not the peer's fault.
+		if n := s.q.Cancel(peer.Name, errors.New("the run ended")); n > 0 {
+			log.Debug("run ending; the peer's leases are canceled", "leases", n, "err", err)
+		}
 		return nil
 	}
+	lost := s.q.Lose(peer.Name, fmt.Errorf("peer %s went away: %w", peer.Name, plain.Error(errOr(err, io.EOF))))
+	if lost > 0 {
+		log.Warn("peer lost with leases; tasks requeued", "leases", lost, "err", plain.Error(err))
+		log.Debug("peer lost", "err", err)
+	}
+	// ctx itself has ended by now (run cancels it): only outer says
+	// whether the job or the swarm ended the session, not the peer.
+	if errors.Is(err, errDrained) || outer.Err() != nil {
+		return nil
+	}
+	err = plain.Error(err)
 	if !errors.Is(err, errExcluded) {
 		s.q.SessionFailed(peer.Name, err)
 	}
@@ -498,7 +531,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		}
 		if err != nil {
 			os.RemoveAll(stage)
-			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err)
+			out.Outcome, out.Err = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, plain.Error(err))
 			switch {
 			case ctx.Err() != nil, errors.Is(err, ErrLocalDisk):
 				// The submitter's own disk: nobody's strike, and the run stops.

@@ -34,6 +34,19 @@ type Events interface {
 	// TaskProgress and TaskPartial relay the plugin's callbacks.
 	TaskProgress(id string, fraction float64, note string)
 	TaskPartial(id string, data []byte)
+	// Counts: the tasks by state, while tasks run (at most five times a
+	// second, changed or not) and once when they are over.
+	Counts(c Counts)
+}
+
+// Counts are a job's tasks by state. Done + Failed + Running + Queued =
+// Total.
+type Counts struct {
+	Total   int
+	Done    int // accepted
+	Failed  int // failed for good
+	Running int // leased to a slot or a peer (a peer holds a few ahead of its free slots)
+	Queued  int // waiting for a slot (never tried, or to run again)
 }
 
 // RunOptions tune Run.
@@ -63,11 +76,16 @@ type RunOptions struct {
 	Strikes, MaxLost int
 	// StallAfter (default 30s): when work remains, nothing runs, and no
 	// lease was handed out or settled for this long, the run logs why
-	// (which peers, what each refuses or fails with) and ends with an
-	// error wrapping ErrStalled, unless WaitPeers is set or MinPeers
-	// peers are still awaited: then it waits, saying why every StallAfter.
+	// (which peers, what each refuses or fails with, which addresses do
+	// not answer), and again every StallAfter while it waits for a peer
+	// that can take the work.
 	StallAfter time.Duration
-	WaitPeers  bool
+	// WaitPeers bounds that wait: stalled so for WaitPeers, the run ends
+	// with an error wrapping ErrStalled that says why (0: it waits for
+	// ever).
+	WaitPeers time.Duration
+	// Live, if set, lets a watcher read the running job (the web view).
+	Live *Live
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
@@ -94,6 +112,10 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 		opts.JournalEvery = time.Second
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
+	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {
+		r.log.Warn("no task runs on this machine's own slots: "+why, "local_slots", r.opts.Slots)
+		r.opts.Slots = 0
+	}
 	return r.run(ctx)
 }
 
@@ -144,6 +166,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		Checksum: r.p.Plugin.Digest,
 		Logger:   r.opts.Logger,
 		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network},
+		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
 	defer r.pool.Close()
 
@@ -160,6 +183,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
+	r.opts.Live.attach(r)
 	ids := make([]string, len(job.Tasks))
 	for i, t := range job.Tasks {
 		ids[i] = t.ID
@@ -344,3 +368,4 @@ func (nopEvents) TaskDone(string, bool)                {}
 func (nopEvents) TaskRetry(string, string, error)      {}
 func (nopEvents) TaskProgress(string, float64, string) {}
 func (nopEvents) TaskPartial(string, []byte)           {}
+func (nopEvents) Counts(Counts)                        {}

@@ -52,7 +52,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		}()
 	}
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
-		sess := &Session{r: r, q: q, workRoot: workRoot}
+		sess := &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done()}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -71,11 +71,17 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	limit := r.p.Spec.Timeout + r.opts.LeaseGrace
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	dog := watchdog{after: r.opts.StallAfter, wait: r.opts.WaitPeers, log: r.log}
+	dog := watchdog{after: r.opts.StallAfter, giveUp: r.opts.WaitPeers, log: r.log}
+	if ro := r.opts.Remote; ro != nil {
+		dog.unreached, _ = ro.Swarm.(unreacher)
+	}
+	counts := countsSender{r: r, q: q}
+	defer counts.send(true)
 	for {
 		if all, _ := q.Done(); all {
 			break
 		}
+		counts.send(false)
 		select {
 		case <-ctx.Done():
 		case <-r.faulted:
@@ -103,29 +109,74 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	return failed, stall
 }
 
+// countsSender sends Events.Counts at most every countsEvery (changed or
+// not: a display that waits out a rate of its own then shows the latest),
+// and when forced.
+type countsSender struct {
+	r  *runner
+	q  *sched.Queue
+	at time.Time
+}
+
+const countsEvery = 200 * time.Millisecond
+
+func (c *countsSender) send(force bool) {
+	if !force && time.Since(c.at) < countsEvery {
+		return
+	}
+	c.at = time.Now()
+	running := c.q.Running()
+	c.r.mu.Lock()
+	n := Counts{Total: c.r.rep.Summary.Total, Done: c.r.rep.Summary.Done, Failed: c.r.rep.Summary.Failed, Running: running}
+	c.r.mu.Unlock()
+	n.Queued = max(n.Total-n.Done-n.Failed-n.Running, 0)
+	c.r.opts.Events.Counts(n)
+}
+
+// unreacher is a Swarm that can say which peers it was told of but
+// cannot reach, and why (node.Swarm: the --join addresses).
+type unreacher interface{ Unreached() string }
+
 // watchdog watches a job for work that nobody takes: it says why once
-// per stall period, and gives up unless told to wait.
+// per stall period, and gives up when it has waited giveUp (0: never).
 type watchdog struct {
-	after time.Duration
-	wait  bool
-	log   *slog.Logger
-	said  time.Time
+	after     time.Duration
+	giveUp    time.Duration
+	unreached unreacher // may be nil
+	log       *slog.Logger
+	said      time.Time
 }
 
 // check returns why the job is given up, or "" to go on.
 func (d *watchdog) check(q *sched.Queue) string {
-	why, stalled := q.Stalled(d.after)
+	first := d.after
+	if d.giveUp > 0 {
+		first = min(first, d.giveUp)
+	}
+	why, stalled := q.Stalled(first)
 	if !stalled {
 		d.said = time.Time{}
 		return ""
 	}
-	if !d.wait && !q.Waiting() {
-		d.log.Error("giving up", "why", why)
-		return why
+	if d.unreached != nil {
+		if u := d.unreached.Unreached(); u != "" {
+			why += "; cannot reach " + u
+		}
+	}
+	if d.giveUp > 0 {
+		if _, over := q.Stalled(d.giveUp); over {
+			why = fmt.Sprintf("%s; gave up after waiting %s for a peer that can take the work (--wait-peers)", why, d.giveUp)
+			d.log.Info("giving up", "why", why) // the run's error says why
+			return why
+		}
 	}
 	if time.Since(d.said) >= d.after {
 		d.said = time.Now()
-		d.log.Warn("waiting for peers", "why", why)
+		until := "for ever (--wait-peers 0)"
+		if d.giveUp > 0 {
+			until = fmt.Sprintf("up to %s (--wait-peers)", d.giveUp)
+		}
+		d.log.Warn("waiting for peers "+until, "why", why)
 	}
 	return ""
 }

@@ -30,6 +30,17 @@
 // plus a small prefetch window (leased but not started), so a busy peer is
 // never flooded and a second submitter is served at once.
 //
+// Volunteer controls (volunteer.go). The node refuses a job whose
+// resources (os, arch, memory per task, cpus) do not fit, saying why;
+// gives each task its memory (the job's, else --memory per slot) and disk
+// share (--disk per slot); caps all tasks together through its cgroup
+// tree (--cpus, --memory); and with --pause-when-busy samples /proc/stat
+// each second: when other programs than p2pc and its tasks keep the CPU
+// above the threshold for BusyFor it freezes the plugins' cgroups, grants
+// no credits and starts no queued lease, and thaws when the machine is
+// quiet for as long. Its own streams are not frozen: the coordinator sees a slow
+// peer.
+//
 // Shutdown. On SIGINT/SIGTERM the node stops asking for work, hands back
 // the leases it has not started (the coordinator requeues them at once),
 // lets running tasks finish for a grace period, then leaves the

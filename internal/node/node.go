@@ -55,6 +55,8 @@ type Config struct {
 	// AllowNetwork lets tasks of jobs that ask for the network (spec
 	// sandbox.network) use it; without it such jobs are refused.
 	AllowNetwork bool
+	// Volunteer are the owner's caps on tasks (volunteer.go).
+	Volunteer Volunteer
 	// ShutdownGrace is how long running tasks may finish on shutdown
 	// (default 10s).
 	ShutdownGrace time.Duration
@@ -233,6 +235,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	n.sched.run(schedCtx, &wg)
+	if err := n.applyVolunteer(); err != nil {
+		n.log.Warn("volunteer caps not applied", "err", err)
+	}
+	wg.Go(func() { n.watchBusy(schedCtx) })
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.grpc.Serve(n.lis) }()
 	n.log.Info("node serving", "addr", n.addr, "swarm", n.cfg.Creds.SwarmID(), "slots", n.cfg.Slots, "os", runtime.GOOS, "arch", runtime.GOARCH)
@@ -290,24 +296,25 @@ func (n *Node) shutdown() {
 	n.log.Warn("shutdown grace over, stopping running tasks")
 }
 
-// poolKey names a warm pool: one per plugin and network right, since a
-// process is confined once, when it starts.
+// poolKey names a warm pool: one per plugin, network right and memory
+// limit, since a process is confined once, when it starts.
 type poolKey struct {
 	digest  [32]byte
 	network bool
+	memory  int64
 }
 
 // pool returns the warm plugin pool for a plugin digest whose tasks may
 // use the network or not.
-func (n *Node) pool(digest [32]byte, path string, network bool) *pluginhost.Pool {
+func (n *Node) pool(digest [32]byte, path string, network bool, memory int64) *pluginhost.Pool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	k := poolKey{digest, network}
+	k := poolKey{digest, network, memory}
 	p, ok := n.pools[k]
 	if !ok {
 		pol := n.taskPolicy()
 		pol.Network = network
-		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol}, max(n.cfg.Slots, 1))
+		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol, Limits: n.taskLimits(memory)}, max(n.cfg.Slots, 1))
 		n.pools[k] = p
 	}
 	return p

@@ -3,10 +3,13 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -19,15 +22,21 @@ const resolveTimeout = 2 * time.Second
 // is still starting) counts as not answering.
 func ResolveStatic(conns *transfer.Pool) discovery.ResolveFunc {
 	return func(ctx context.Context, addr string) (discovery.Peer, error) {
+		ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+		defer cancel()
+		// gRPC's resolver hides why a name does not resolve: ask first.
+		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) == nil {
+			if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+				return discovery.Peer{}, fmt.Errorf("the name %s does not resolve: %w", host, err)
+			}
+		}
 		conn, err := conns.Conn(addr)
 		if err != nil {
 			return discovery.Peer{}, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-		defer cancel()
 		info, err := peerpb.NewPeerClient(conn).Info(ctx, &peerpb.InfoRequest{Proto: ProtocolVersion})
 		if err != nil {
-			return discovery.Peer{}, err
+			return discovery.Peer{}, plain.Error(err)
 		}
 		if info.GossipAddr == "" {
 			return discovery.Peer{}, errors.New("no gossip address yet")

@@ -18,6 +18,7 @@ type sched struct {
 	closed   bool
 	draining bool // no more credits: the node is shutting down
 	busy     int  // running leases, all sessions
+	paused   bool // the machine is busy: no credits, no starts (volunteer.go)
 }
 
 func newSched(slots int) *sched {
@@ -61,8 +62,10 @@ func (s *sched) runner(ctx context.Context, slot int) {
 				s.mu.Unlock()
 				return
 			}
-			if sess, item = s.pickLocked(); item != nil {
-				break
+			if !s.paused {
+				if sess, item = s.pickLocked(); item != nil {
+					break
+				}
 			}
 			s.cond.Wait()
 		}
@@ -105,7 +108,7 @@ func (s *sched) windowLocked() int {
 
 // topUpLocked grants every session the credits its window allows.
 func (s *sched) topUpLocked() {
-	if s.draining || s.closed {
+	if s.draining || s.closed || s.paused {
 		return
 	}
 	w := s.windowLocked()

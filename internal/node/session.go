@@ -24,6 +24,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/taskrun"
@@ -141,6 +142,9 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello.Network && !n.cfg.AllowNetwork {
 		return refuse("the job asks for the network (sandbox.network) and this peer was not started with --allow-network")
 	}
+	if reason := n.misfit(hello); reason != "" {
+		return refuse(reason)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sess := &session{
@@ -154,7 +158,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		pending: map[uint64]chan *peerpb.HostReply{},
 	}
 	if err := sess.prepare(ctx); err != nil {
-		return refuse(peerpb.RefusePrepare + err.Error())
+		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
 	defer sess.cleanup()
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {
@@ -263,7 +267,7 @@ func (s *session) prepare(ctx context.Context) error {
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(digest, pluginPath, h.Network)
+	s.pool = n.pool(digest, pluginPath, h.Network, h.Memory)
 	if s.pool.Check() != nil {
 		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("plugin: %w", err)
@@ -543,6 +547,7 @@ func (s *session) exec(it *queued, slot int) {
 		Inputs:  s.inputs,
 		Timeout: s.timeout,
 		Host:    newTunnelHost(s, l.LeaseId),
+		Disk:    s.n.taskDisk(),
 	}
 	if !l.DigestOnly {
 		a.InlineMax = inlineOutput // sent inline anyway: skip the disk
@@ -559,7 +564,7 @@ func (s *session) exec(it *queued, slot int) {
 	}
 	res.Outcome = out.Outcome
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = plain.Error(err).Error()
 		res.Outputs = nil
 	}
 	s.n.malform(res)

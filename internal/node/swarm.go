@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,18 @@ type Swarm struct {
 	// Retry is the wait before enrolling a peer again after its session
 	// failed (default 1s).
 	Retry time.Duration
+
+	mu        sync.Mutex
+	unreached string // why static peers did not answer, last round
+}
+
+// Unreached says which static peers did not answer when last asked, and
+// why ("peer 127.0.0.1:1: nothing listens there (connection refused)"),
+// or "" when all did.
+func (sw *Swarm) Unreached() string {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.unreached
 }
 
 // Serve enrols peers into the job jobID until ctx ends: enrol runs one
@@ -150,7 +163,14 @@ func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, chang
 			}
 		}
 	}
-	peers, _ := e.static.Find(ctx) // the silent ones are asked again next round
+	peers, err := e.static.Find(ctx) // the silent ones are asked again next round
+	why := ""
+	if err != nil && ctx.Err() == nil {
+		why = strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	e.sw.mu.Lock()
+	e.sw.unreached = why
+	e.sw.mu.Unlock()
 	for _, p := range peers {
 		if m := e.sw.Members; m != nil && m.Failed(p.Name) {
 			continue // declared failed: not wanted until it comes back

@@ -280,7 +280,15 @@ type Hello struct {
 	Holders []string `protobuf:"bytes,11,rep,name=holders,proto3" json:"holders,omitempty"`
 	// The job's tasks need the network (spec sandbox.network): a peer not
 	// started with --allow-network refuses the job.
-	Network       bool `protobuf:"varint,12,opt,name=network,proto3" json:"network,omitempty"`
+	Network bool `protobuf:"varint,12,opt,name=network,proto3" json:"network,omitempty"`
+	// The job's spec resources: what one task needs. A peer whose tasks
+	// cannot have that much (its --memory, its --cpus or CPUs) or that is
+	// another os/arch refuses the job, saying why. Zero or empty: no
+	// requirement.
+	Memory        int64   `protobuf:"varint,13,opt,name=memory,proto3" json:"memory,omitempty"` // bytes
+	Cpus          float64 `protobuf:"fixed64,14,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Os            string  `protobuf:"bytes,15,opt,name=os,proto3" json:"os,omitempty"`
+	Arch          string  `protobuf:"bytes,16,opt,name=arch,proto3" json:"arch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -397,6 +405,34 @@ func (x *Hello) GetNetwork() bool {
 		return x.Network
 	}
 	return false
+}
+
+func (x *Hello) GetMemory() int64 {
+	if x != nil {
+		return x.Memory
+	}
+	return 0
+}
+
+func (x *Hello) GetCpus() float64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Hello) GetOs() string {
+	if x != nil {
+		return x.Os
+	}
+	return ""
+}
+
+func (x *Hello) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
 }
 
 type Lease struct {
@@ -1572,7 +1608,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x8b\x03\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xdb\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -1588,7 +1624,11 @@ const file_peer_proto_rawDesc = "" +
 	"timeout_ms\x18\n" +
 	" \x01(\x03R\ttimeoutMs\x12\x18\n" +
 	"\aholders\x18\v \x03(\tR\aholders\x12\x18\n" +
-	"\anetwork\x18\f \x01(\bR\anetwork\"\x8e\x01\n" +
+	"\anetwork\x18\f \x01(\bR\anetwork\x12\x16\n" +
+	"\x06memory\x18\r \x01(\x03R\x06memory\x12\x12\n" +
+	"\x04cpus\x18\x0e \x01(\x01R\x04cpus\x12\x0e\n" +
+	"\x02os\x18\x0f \x01(\tR\x02os\x12\x12\n" +
+	"\x04arch\x18\x10 \x01(\tR\x04arch\"\x8e\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +

@@ -91,10 +91,20 @@
 // and Close plus Pdeathsig already cover both an orderly and an abrupt
 // end of the host. The composition root must Close every pool.
 //
-// Known limits, for the sandboxing work: a descendant that left the
-// plugin's process group (setsid) survives the kill; and when the host is
-// SIGKILLed, only the plugin itself gets Pdeathsig — its own children
-// survive (they need a PID namespace or a cgroup to be swept). The
+// Cgroups (where the machine gives them, see sandbox.Cgroups): each
+// process is born in a cgroup of its own with Config.Limits (memory,
+// processes; file size and idle priority apply without cgroups too).
+// After every call that leaves the process warm, every other process of
+// its cgroup is killed (what the task started, double-forked daemons
+// included); when the process ends or is killed the whole cgroup is
+// killed and removed. A call during which the kernel killed for memory or
+// refused a fork fails with a *sandbox.LimitError as Kind ("exceeded
+// memory limit 256 MiB", "process limit 64 reached"; Classify: task_error).
+//
+// Known limits: without cgroups a descendant that left the plugin's
+// process group (setsid) survives the kill; and when the host is
+// SIGKILLed, only the plugin itself gets Pdeathsig — its children survive
+// until the next p2pc sweeps the dead host's cgroup tree. The
 // checksum is verified on the path, then the path is executed: the plugin
 // store must keep executables where only p2pc can write. Hashing costs a
 // little per start (about 12 ms for a 21 MB binary here).

@@ -90,7 +90,7 @@ func attack(name, arg string) (*sdk.Result, error) {
 		}
 		return ok(fmt.Sprintf("read %d bytes of environment", len(b)))
 	}
-	return nil, fmt.Errorf("unknown attack %q", name)
+	return limitAttack(name, arg) // hostile_limits_test.go
 }
 
 // hostile runs attack name on arg in a fresh pool, confined or not, and

@@ -104,7 +104,12 @@ func TestErrorExcerpt(t *testing.T) {
 	e := &Error{Op: "run", Plugin: "/p/plug", Task: "t1", PID: 9, Status: "exit status 2", Kind: ErrCrashed,
 		Stderr: []string{"before", "panic: bad", "goroutine 1 [running]:", "main.f()", "\t/x.go:1", "main.main()", "\t/x.go:2", "exit"}}
 	got := e.Error()
-	want := `pluginhost: run task "t1": plugin crashed: plug pid 9 (exit status 2); stderr: panic: bad | goroutine 1 [running]: | main.f() | 	/x.go:1 | main.main()`
+	want := `pluginhost: run task "t1": plugin crashed: plug pid 9 (exit status 2); stderr:
+panic: bad
+goroutine 1 [running]:
+main.f()
+	/x.go:1
+main.main()`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

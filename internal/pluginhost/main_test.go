@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -70,7 +71,9 @@ func TestMain(m *testing.M) {
 		hostMain()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sandbox.CloseCgroups()
+	os.Exit(code)
 }
 
 var earlyLog *slog.Logger

@@ -3,6 +3,7 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
+	"github.com/p2pc/p2pc/internal/plain"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,11 @@ type Config struct {
 	// whether tasks may use the network. Every process is confined (see
 	// package sandbox); a folder named here must exist at the first start.
 	Sandbox sandbox.Policy
+	// Limits bound each process and everything it starts (its own
+	// cgroup, where the machine gives cgroups: see sandbox.Cgroups):
+	// memory, processes, file size, idle priority. Zero fields take
+	// sandbox's defaults.
+	Limits sandbox.Limits
 }
 
 // Stats counts what a Pool did since NewPool.
@@ -128,17 +134,19 @@ func (e *Error) Error() string {
 	if e.Status != "" {
 		fmt.Fprintf(&b, " (%s)", e.Status)
 	}
-	if e.Err != nil && e.Err != e.Kind {
+	// A process that exited with a status crashed: the broken call that
+	// followed says nothing more.
+	if e.Err != nil && e.Err != e.Kind && (e.Status == "" || !errors.Is(e.Kind, ErrCrashed)) {
 		b.WriteString(": ")
-		b.WriteString(oneLine(e.Err.Error()))
+		b.WriteString(oneLine(plain.Error(e.Err).Error()))
 	}
+	// The stderr lines follow, one per line, as the plugin wrote them:
+	// whoever shows the error to a person picks the lines to show
+	// (report.Excerpt), and the full text stays in the report.
 	if len(e.Stderr) > 0 {
-		lines := excerpt(e.Stderr)
-		b.WriteString("; stderr: ")
-		for i, l := range lines {
-			if i > 0 {
-				b.WriteString(" | ")
-			}
+		b.WriteString("; stderr:")
+		for _, l := range excerpt(e.Stderr) {
+			b.WriteString("\n")
 			b.WriteString(clip(l, 200))
 		}
 	}

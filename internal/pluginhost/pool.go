@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/p2pc/p2pc/internal/plain"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,6 +45,8 @@ type Pool struct {
 	// confined is the confinement the first start got (logged once).
 	confinedOnce sync.Once
 	confined     sandbox.Status
+
+	cgroupOnce sync.Once // the warning that there are no cgroups
 
 	closeOnce sync.Once
 	closeErr  error
@@ -229,16 +232,19 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 	// before this side's timer has fired, so ask the clock too.
 	callerDone, overrun := expired(ctx), timeout > 0 && expired(callCtx)
 	cancel()
+	limit := p.limitHit() // limits.go
 
 	var te *sdk.TaskError
 	switch {
 	case err == nil:
+		p.endTask()
 		pl.release(p)
 		return res, nil
 	case errors.As(err, &te) && !callerDone && !overrun:
 		pl.stats.taskErrors.Add(1)
+		p.endTask()
 		pl.release(p)
-		return nil, err
+		return nil, pl.limitError(op, taskID, p, limit, err)
 	}
 
 	// The process is lost: whatever it was doing, it is killed.
@@ -264,10 +270,14 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 		e.Kind = ErrCrashed
 		pl.stats.crashes.Add(1)
 		p.shutdownAfterCrash()
+		if limit != nil { // killed by its cgroup, not a crash
+			e.Kind = limit
+		}
 	}
 	p.finishError(e)
 	if e.Kind == ErrCrashed {
-		pl.hostLog.Warn("plugin crashed", "op", op, "task", taskID, "pid", e.PID, "status", e.Status, "err", err)
+		pl.hostLog.Warn("plugin crashed", "op", op, "task", taskID, "pid", e.PID, "status", e.Status, "err", plain.Error(err))
+		pl.hostLog.Debug("plugin crashed", "task", taskID, "err", err)
 	}
 	<-pl.slots
 	return nil, e

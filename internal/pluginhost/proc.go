@@ -63,6 +63,7 @@ type proc struct {
 	os     *os.Process
 	reaped bool // the pid may be reused: do not signal it
 	state  *os.ProcessState
+	cg     *sandbox.Cgroup // nil without cgroups
 }
 
 func newProc(pl *Pool) *proc {
@@ -105,6 +106,10 @@ func (p *proc) hasExited() bool {
 func (p *proc) shutdown() {
 	p.down.Do(func() {
 		p.killGroup()
+		cg := p.cgroup()
+		if cg != nil {
+			cg.Kill()
+		}
 		<-p.startDone
 		if p.client != nil {
 			p.client.Kill()
@@ -113,6 +118,11 @@ func (p *proc) shutdown() {
 		p.stderr.flush()
 		p.sync[0].flush()
 		p.sync[1].flush()
+		if cg != nil {
+			if err := cg.Close(); err != nil {
+				p.pool.hostLog.Warn("remove plugin cgroup", "err", err)
+			}
+		}
 		p.pool.forget(p)
 	})
 }
@@ -346,7 +356,8 @@ func (r *procRunner) Start(context.Context) error {
 		return errStopped
 	}
 	p.wg.Add(1)
-	st, err := spawn(r.cmd, p.pool.policy(), r.watch)
+	p.cg = p.pool.newCgroup()
+	st, err := spawn(r.cmd, p.pool.policy(), p.cg, p.pool.cfg.Limits, r.watch)
 	if err != nil {
 		p.wg.Done()
 		return err
@@ -354,6 +365,9 @@ func (r *procRunner) Start(context.Context) error {
 	p.pool.noteConfinement(st)
 	p.pid, p.os = r.cmd.Process.Pid, r.cmd.Process
 	if err := sandbox.Floor(p.pid); err != nil {
+		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
+	}
+	if err := sandbox.SetFileSize(p.pid, p.pool.cfg.Limits); err != nil {
 		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
 	}
 	return nil
@@ -378,7 +392,11 @@ func (r *procRunner) watch() {
 	if !p.reaped {
 		killTree(p.pid, p.os)
 	}
+	cg := p.cg
 	p.mu.Unlock()
+	if cg != nil { // double-forked descendants too
+		cg.Kill()
+	}
 	close(p.exited)
 	t := time.NewTimer(pipeGrace)
 	defer t.Stop()

@@ -25,11 +25,8 @@ func killTree(_ int, p *os.Process) {
 
 func waitExit(int) error { return nil }
 
-func spawn(cmd *exec.Cmd, pol sandbox.Policy, after func()) (sandbox.Status, error) {
-	st, err := sandbox.ConfineThread(pol)
-	if err == nil {
-		err = cmd.Start()
-	}
+func spawn(cmd *exec.Cmd, pol sandbox.Policy, cg *sandbox.Cgroup, lim sandbox.Limits, after func()) (sandbox.Status, error) {
+	st, err := sandbox.StartConfined(cmd, pol, cg, lim)
 	if err == nil {
 		go after()
 	}

@@ -95,6 +95,10 @@ type Task struct {
 	Peer     string    `json:"peer,omitempty"`
 	PeerID   string    `json:"peer_id,omitempty"`
 	Attempts []Attempt `json:"attempts"`
+	// Error says why a failed task failed: the last attempt's error, the
+	// lost attempts, or the votes that reached no quorum (the digests
+	// seen and which peers voted for each). Empty unless State is failed.
+	Error string `json:"error,omitempty"`
 	// Digest is the SHA-256 of the accepted output's canonical listing.
 	Digest string `json:"digest,omitempty"`
 	// Files are the task's output files, relative to the output folder.

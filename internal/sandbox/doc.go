@@ -34,12 +34,38 @@
 // truncation, TCP or signals), and a kernel without Landlock runs tasks
 // with the files of the user — Probe says so, and p2pc join prints it.
 //
+// # Resources and lifetime: cgroups
+//
+// Each p2pc process makes one cgroup tree (p2pc-PID-RANDOM, beneath its
+// own cgroup in each v1 hierarchy or in the v2 one; Cgroups says which)
+// and NewCgroup makes a child of it per plugin process, with Limits
+// (memory, processes). StartConfined starts the plugin already in its
+// cgroup: on v2 by CLONE_INTO_CGROUP, on v1 by moving the starting
+// thread (already a thread of its own, see above) into the cgroup for
+// the fork and back after it; the cgroup files are opened before
+// Landlock confines the thread. Cgroup.KillOthers ends what a task left
+// running in a warm process's cgroup, Cgroup.Kill the whole group
+// (cgroup.kill, or freeze + SIGKILL), Cgroup.Exceeded says whether the
+// kernel killed for memory (oom_kill) or refused a fork (pids max).
+// SetShare caps the whole tree (p2pc join --cpus, --memory), Freeze
+// freezes every plugin's cgroup (--pause-when-busy; each on its own: a
+// cgroup beneath a frozen parent could not be thawed to die), CPUUsage
+// says what the tree used.
+//
+// A tree is owned by a lock file in /run/p2pc/cgroups (package dirlock):
+// the next p2pc removes the trees of processes that died without
+// removing theirs. Without cgroups (not root, no memory or pids
+// hierarchy) NewCgroup fails, the plugin host warns, and tasks keep
+// Floor's rlimits only. See docs/sandbox.md.
+//
+// P2PC_SANDBOX=off switches everything off for one process, for the
+// figure of what confinement costs (p2pc prints a loud warning).
+//
 // # What it does not do (yet)
 //
 // Inputs, work folders and the private folders of the plugin's pool are
 // named by the caller; a warm process serves tasks in every slot folder
 // of its pool, so tasks of one pool (one plugin on one peer) are not
-// confined from each other. Memory, process-count and lifetime limits
-// (cgroups), a seccomp filter and an unprivileged task user are separate
-// steps (issue 13).
+// confined from each other. A seccomp filter and an unprivileged task
+// user are separate steps (issue 13).
 package sandbox

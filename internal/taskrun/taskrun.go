@@ -31,6 +31,10 @@ type Attempt struct {
 	// (fault injection for the tests of answer verification: node.Lie).
 	// An attempt with Tamper is always staged.
 	Tamper func(stage string) error
+	// Disk > 0 bounds the work folder: a task that leaves more in it, or
+	// whose write past its file-size limit failed, is reported
+	// "exceeded disk limit" (disk.go).
+	Disk int64
 }
 
 // Output is what an attempt produced.
@@ -66,6 +70,7 @@ func Run(ctx context.Context, pool *pluginhost.Pool, work string, a Attempt) Out
 		WorkDir: work,
 	}
 	res, err := pool.Run(ctx, req, a.Host, a.Timeout)
+	err = checkDisk(work, a.Disk, err)
 	var out Output
 	if err == nil {
 		out, err = Collect(work, res, a.InlineMax, a.Tamper)

@@ -17,7 +17,11 @@
 //   - the swarm CA key ("p2pc swarm ca v1"): an Ed25519 key every member
 //     can compute; it signs member certificates;
 //   - the gossip key ("p2pc gossip v1"): 32 bytes for memberlist's
-//     keyring (AES-256-GCM on every UDP packet and TCP stream of gossip).
+//     keyring (AES-256-GCM on every UDP packet and TCP stream of gossip);
+//   - the web view token ("p2pc web ui v1"): 20 bytes, "p2pcui-" and
+//     base32, which opens `--ui` pages; the one derived value that is
+//     sent (by browsers, over the view's plain HTTP), and it grants only
+//     the view.
 //
 // # Node identities
 //

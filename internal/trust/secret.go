@@ -183,3 +183,10 @@ func SaveSecret(path string, s Secret) error {
 	}
 	return nil
 }
+
+// UIToken is the token of the web view (`p2pc run --ui`): derived from
+// the secret, so that whoever holds the secret can make it, and it
+// cannot be turned back into the secret.
+func (s Secret) UIToken() string {
+	return "p2pcui-" + b32.EncodeToString(s.derive("p2pc web ui v1", 20))
+}

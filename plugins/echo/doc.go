@@ -10,6 +10,8 @@
 //	partials        int   emit this many partial results, spread over the
 //	                      sleep; partial i (from 1) is {"partial":i,"of":n}
 //	fail            bool  return a task error ("echo: failing as asked")
+//	panic           bool  panic in Run (the SDK recovers and returns the
+//	                      panic with its stack as a task error)
 //	crash           bool  exit the plugin process with status 3 (a crash)
 //	crash_attempts  int   crash only while the attempt number (0 on the
 //	                      first try) is below this, so a retry succeeds;
@@ -19,7 +21,7 @@
 //	                      hash of the params, so it is deterministic yet
 //	                      differs between tasks with different params
 //
-// The switches act in this order: partials and sleep, crash, fail,
+// The switches act in this order: partials and sleep, panic, crash, fail,
 // output. Without output_bytes the data is the params exactly as received
 // (the JSON object bytes). Echo is portable: outputs are the same on
 // every architecture.

@@ -35,6 +35,7 @@ type params struct {
 	SleepMS       int  `json:"sleep_ms"`
 	Partials      int  `json:"partials"`
 	Fail          bool `json:"fail"`
+	Panic         bool `json:"panic"`
 	Crash         bool `json:"crash"`
 	CrashAttempts int  `json:"crash_attempts"`
 	OutputBytes   int  `json:"output_bytes"`
@@ -59,6 +60,9 @@ func (e *echo) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.R
 	}
 	if err := sleepWithPartials(ctx, host, time.Duration(p.SleepMS)*time.Millisecond, p.Partials); err != nil {
 		return nil, err
+	}
+	if p.Panic {
+		panic("echo: panicking as asked")
 	}
 	if p.crashes(req.Attempt) {
 		if e.log != nil {

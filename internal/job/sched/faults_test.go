@@ -168,6 +168,25 @@ func TestLostAfterCloseChargesNobody(t *testing.T) {
 	}
 }
 
+// A session that ends because the run ends (Ctrl-C) cancels its leases:
+// they are not lost, and nobody is charged, even before Close.
+func TestCancelChargesNobody(t *testing.T) {
+	f := newFixture(t, 2, Config{MaxLost: 1, Strikes: 1})
+	f.take(t, "p")
+	f.take(t, "p")
+	if n := f.q.Cancel("p", errors.New("the run ended")); n != 2 {
+		t.Fatalf("Cancel took %d leases, want 2", n)
+	}
+	for _, task := range f.rep.Tasks {
+		if task.State != report.TaskPending || len(task.Attempts) != 1 || task.Attempts[0].Outcome != report.OutcomeCanceled {
+			t.Errorf("task %s: state %s, attempts %+v; want pending after one canceled attempt", task.ID, task.State, task.Attempts)
+		}
+	}
+	if len(f.rep.Excluded) != 0 {
+		t.Errorf("excluded %+v for the run's end", f.rep.Excluded)
+	}
+}
+
 func TestStalled(t *testing.T) {
 	const after = 10 * time.Second
 	for _, c := range []struct {

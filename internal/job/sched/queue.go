@@ -611,7 +611,8 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	default:
 		ts.failures++
 		if ts.failures <= q.retries {
-			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", res.Err)
+			headline, _ := report.Excerpt(errText(res.Err))
+			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", headline)
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
 			q.needLocked(l.Task, 1)
 			return false
@@ -711,12 +712,20 @@ func (q *Queue) failLocked(task int, err error) {
 	q.settleLocked(task)
 	q.failed++
 	rt.State = report.TaskFailed
+	rt.Error = "failed"
+	if err != nil {
+		rt.Error = err.Error()
+	}
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	if q.Verifying() {
 		rt.Verdict = "failed: " + err.Error()
 	}
 	q.rep.Summary.Failed++
-	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", err)
+	// The summary and the report say why in full; the log line says it
+	// in one line.
+	headline, _ := report.Excerpt(rt.Error)
+	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", headline)
+	q.log.Debug("task failed", "task", rt.ID, "err", err)
 	q.env.TaskDone(rt.ID, false)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
@@ -749,6 +758,17 @@ func (q *Queue) revokeCopiesLocked(task int) {
 // Lose settles every running lease of peer as lost (the peer went away)
 // and requeues their tasks at once. It returns how many leases it took.
 func (q *Queue) Lose(peer string, why error) int {
+	return q.settlePeer(peer, report.OutcomeLost, why)
+}
+
+// Cancel settles every running lease of peer as canceled (the run ends,
+// and its session with it: nobody is to blame) and requeues their tasks.
+// It returns how many leases it took.
+func (q *Queue) Cancel(peer string, why error) int {
+	return q.settlePeer(peer, report.OutcomeCanceled, why)
+}
+
+func (q *Queue) settlePeer(peer, outcome string, why error) int {
 	q.mu.Lock()
 	var ls []*Lease
 	for _, l := range q.running {
@@ -762,8 +782,8 @@ func (q *Queue) Lose(peer string, why error) int {
 	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) })
 	for i, l := range ls {
 		revoke(l)
-		res := Result{Outcome: report.OutcomeLost, Err: why}
-		if i == 0 {
+		res := Result{Outcome: outcome, Err: why}
+		if i == 0 && outcome == report.OutcomeLost {
 			res.Fault = FaultLost // one strike per lost session, not per lease
 		}
 		q.Finish(l, res)
@@ -859,6 +879,20 @@ func (q *Queue) Done() (bool, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.remaining == 0, q.failed
+}
+
+// Running counts the tasks that have an attempt running and are not
+// decided yet.
+func (q *Queue) Running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for i := range q.tasks {
+		if ts := &q.tasks[i]; ts.running > 0 && !ts.settled {
+			n++
+		}
+	}
+	return n
 }
 
 // Changed returns a channel closed at the next change.

@@ -182,6 +182,10 @@ func (f *fixture) expect(t *testing.T, state, verdict []string, placed map[strin
 		if got := f.rep.Tasks[i].State; got != want {
 			t.Errorf("task %d state %q, want %q (attempts %+v)", i, got, want, f.rep.Tasks[i].Attempts)
 		}
+		// A failed task always says why; another never has an error.
+		if why := f.rep.Tasks[i].Error; (want == report.TaskFailed) != (why != "") {
+			t.Errorf("task %d (%s): error %q", i, want, why)
+		}
 	}
 	for i, want := range verdict {
 		if got := f.rep.Tasks[i].Verdict; !strings.Contains(got, want) {
@@ -274,14 +278,14 @@ func TestVoting(t *testing.T) {
 			name: "disagreement at the cap: no quorum", verify: verify(2, 2, 2), tasks: 1,
 			steps:   []step{idle("c"), take("a", "t0"), take("b", "t0"), ok("a", "t0", "d1"), ok("b", "t0", "d2"), none("c")},
 			state:   []string{report.TaskFailed},
-			verdict: []string{"failed: no quorum: " + voteText("a", "d1", "b", "d2")},
+			verdict: []string{voteText("a", "d1", "b", "d2")},
 			placed:  map[string]string{},
 		},
 		{
 			name: "disagreement and nobody else to ask: no quorum", verify: verify(2, 2, 5), tasks: 1,
 			steps:   []step{take("a", "t0"), take("b", "t0"), ok("a", "t0", "d1"), ok("b", "t0", "d2")},
 			state:   []string{report.TaskFailed},
-			verdict: []string{"failed: no quorum: " + voteText("a", "d1", "b", "d2")},
+			verdict: []string{voteText("a", "d1", "b", "d2")},
 		},
 		{
 			name: "a failed replica is retried, the vote still forms", verify: verify(2, 2, 2), tasks: 1, maxFails: 1,

@@ -106,7 +106,11 @@ func (q *Queue) tallyLocked(task int) bool {
 	v := tally(b)
 	if v.disputed && !ts.disputed {
 		ts.disputed = true
-		q.log.Warn("replicas disagree; running more", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+		msg := "replicas disagree"
+		if v.action == more {
+			msg += "; running more"
+		}
+		q.log.Warn(msg, "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
 	}
 	switch v.action {
 	case accept:
@@ -121,7 +125,7 @@ func (q *Queue) tallyLocked(task int) bool {
 			q.wantCheckLocked(task)
 			return false
 		}
-		q.failLocked(task, fmt.Errorf("no quorum: %s", q.voteList(task)))
+		q.failLocked(task, fmt.Errorf("no quorum (%d matching votes and a majority needed, %d votes): %s", ts.quorum, len(ts.votes), q.voteList(task)))
 	}
 	return false
 }
@@ -141,12 +145,30 @@ func (q *Queue) otherVoterLocked(task int) bool {
 	return false
 }
 
+// voteList says which peers voted for which digest, the digest with the
+// most votes first: "digest 1b11e90a1c16 from pa, pb; digest cb6bb081bc90
+// from pc". Peers are named without their node IDs (the report's votes
+// keep them).
 func (q *Queue) voteList(task int) string {
-	var parts []string
-	for _, v := range q.tasks[task].votes {
-		parts = append(parts, fmt.Sprintf("%s=%.12s", v.peer, v.digest.String()))
+	return describeVotes(q.tasks[task].votes)
+}
+
+func describeVotes(votes []vote) string {
+	var order []digest.ID
+	by := map[digest.ID][]string{}
+	for _, v := range votes {
+		if _, ok := by[v.digest]; !ok {
+			order = append(order, v.digest)
+		}
+		name, _ := report.SplitPeer(v.peer)
+		by[v.digest] = append(by[v.digest], name)
 	}
-	return strings.Join(parts, ", ")
+	slices.SortStableFunc(order, func(a, b digest.ID) int { return len(by[b]) - len(by[a]) })
+	parts := make([]string, len(order))
+	for i, d := range order {
+		parts[i] = fmt.Sprintf("digest %.12s from %s", d.String(), strings.Join(by[d], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // acceptLocked decides task for digest: places a copy of that output,

@@ -64,14 +64,36 @@ func ds(names ...string) []digest.ID {
 	return out
 }
 
-// voteText is how the report names votes: "peer=<12 hex digits>, ...".
+// voteText is how a failed vote names the votes of peers that each voted
+// for a digest of their own: "digest <12 hex digits> from peer; ...".
 func voteText(pairs ...string) string {
 	s := ""
 	for i := 0; i < len(pairs); i += 2 {
 		if s != "" {
-			s += ", "
+			s += "; "
 		}
-		s += pairs[i] + "=" + dg(pairs[i+1]).String()[:12]
+		s += "digest " + dg(pairs[i+1]).String()[:12] + " from " + pairs[i]
 	}
 	return s
+}
+
+func TestDescribeVotes(t *testing.T) {
+	id := "@abcd-efgh-ijkl-mnop-qrst-uvwx-yz23" // a node ID, as peers are named
+	for _, c := range []struct {
+		name  string
+		votes []vote
+		want  string
+	}{
+		{"none", nil, ""},
+		{"one", []vote{{peer: "a", digest: dg("x")}}, "digest " + dg("x").String()[:12] + " from a"},
+		{"node IDs are left out", []vote{{peer: "a" + id, digest: dg("x")}, {peer: "b" + id, digest: dg("y")}}, voteText("a", "x", "b", "y")},
+		{"grouped, most votes first", []vote{{peer: "a", digest: dg("x")}, {peer: "b", digest: dg("y")}, {peer: "c", digest: dg("y")}},
+			"digest " + dg("y").String()[:12] + " from b, c; digest " + dg("x").String()[:12] + " from a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := describeVotes(c.votes); got != c.want {
+				t.Errorf("describeVotes = %q, want %q", got, c.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// shownFailures is how many failed tasks the summary describes; the
+// report has them all.
+const shownFailures = 5
+
+// printSummary says how the job ended: the counts, where it ran, why
+// each of the first failed tasks failed, and where the results are.
+func printSummary(w io.Writer, rep *report.Report, out string, took time.Duration) {
+	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
+	if rep.Summary.Failed > 0 {
+		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
+	}
+	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
+	if share := peerShares(rep); share != "" {
+		fmt.Fprintf(w, "  ran on: %s\n", share)
+	}
+	if sc := rep.SpotChecks; sc != nil {
+		fmt.Fprintf(w, "  spot checks: %d re-run on this machine, %d caught a wrong result", sc.Checked, len(sc.Caught))
+		var liars []string
+		for _, c := range sc.Caught {
+			for _, p := range c.Peers {
+				if !slices.Contains(liars, p) {
+					liars = append(liars, p)
+				}
+			}
+		}
+		if len(liars) > 0 {
+			fmt.Fprintf(w, "; excluded as liars: %s", strings.Join(liars, ", "))
+		}
+		if len(sc.Reinstated) > 0 {
+			fmt.Fprintf(w, "; reinstated (outvoted by them): %s", strings.Join(sc.Reinstated, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	shown := 0
+	for _, t := range rep.Tasks {
+		if t.State != report.TaskFailed {
+			continue
+		}
+		if shown == shownFailures {
+			fmt.Fprintf(w, "  ... %d more failed: see %s\n", rep.Summary.Failed-shown, filepath.Join(out, report.FileName))
+			break
+		}
+		for _, l := range failureLines(t) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+		shown++
+	}
+	for _, o := range rep.Outputs {
+		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))
+	}
+	fmt.Fprintf(w, "  report: %s\n", filepath.Join(out, report.FileName))
+}
+
+// failureLines says why failed task t failed: a headline, and the last
+// lines of the plugin's stderr (or where a panic happened) indented below
+// it. When the last attempt's error is the reason, the headline names the
+// attempt, its peer and its outcome. `p2pc logs` shows the full text.
+func failureLines(t report.Task) []string {
+	why := failReason(t)
+	head := fmt.Sprintf("task %s failed after %s", t.ID, plural(len(t.Attempts), "attempt"))
+	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Error == why {
+		a := t.Attempts[n-1]
+		head += fmt.Sprintf("; attempt %d on %s: %s", n, a.Peer, a.Outcome)
+	}
+	headline, detail := report.Excerpt(why)
+	lines := []string{head + ": " + headline}
+	for _, d := range detail {
+		lines = append(lines, "    "+d)
+	}
+	return lines
+}
+
+// failReason is the task's recorded reason, else (a report of an older
+// p2pc) its verdict or its last attempt's error.
+func failReason(t report.Task) string {
+	switch {
+	case t.Error != "":
+		return t.Error
+	case strings.HasPrefix(t.Verdict, "failed: "):
+		return strings.TrimPrefix(t.Verdict, "failed: ")
+	case len(t.Attempts) > 0 && t.Attempts[len(t.Attempts)-1].Error != "":
+		return t.Attempts[len(t.Attempts)-1].Error
+	}
+	return "no reason recorded"
+}
+
+// plural is "1 attempt", "2 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

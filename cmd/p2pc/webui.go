@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/webui"
+)
+
+// uiDefault is what a bare --ui becomes: the command's default address.
+const uiDefault = "default"
+
+// expandUIFlag lets --ui take its address optionally: a bare "--ui" (not
+// followed by a host:port) becomes "--ui=default".
+func expandUIFlag(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if a == "--ui" {
+			if i+1 < len(args) {
+				if _, _, err := net.SplitHostPort(args[i+1]); err == nil {
+					out = append(out, a)
+					continue
+				}
+			}
+			a = "--ui=" + uiDefault
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// uiTokens are the tokens that open the web view: the UI token derived
+// from the swarm secret (`p2pc swarm show` prints it); without a swarm, a
+// random token for this process. The swarm token itself is not one: the
+// view is plain HTTP, and the secret must never cross the network.
+func uiTokens(g *Globals) ([]string, error) {
+	s, ok, err := g.secret()
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return []string{s.UIToken()}, nil
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("web view token: %w", err)
+	}
+	return []string{"p2pcui-" + hex.EncodeToString(b[:])}, nil
+}
+
+// startUI serves the web view on addr (uiDefault: def) until ctx ends or
+// stop is called, and prints its URL on stderr.
+func startUI(ctx context.Context, g *Globals, addr, def string, cfg webui.Config) (stop func(), err error) {
+	if addr == uiDefault {
+		addr = def
+	}
+	cfg.Tokens, err = uiTokens(g)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = g.Logger
+	srv := webui.New(cfg)
+	ln, err := srv.Listen(addr)
+	if err != nil {
+		return nil, withCode(exitBadInput, fmt.Errorf("--ui: %w", err))
+	}
+	fmt.Fprintf(os.Stderr, "web view: %s\n", srv.URL(ln))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ctx, ln); err != nil {
+			g.Logger.Warn("web view", "err", err)
+		}
+	}()
+	return func() { cancel(); wg.Wait() }, nil
+}
+
+// runPeers is the swarm as `p2pc run` sees it: this machine's slots, the
+// members gossip knows, and the job's work sessions (a session that broke
+// makes its peer "lost" at once, before gossip declares it dead).
+type runPeers struct {
+	self    string // the name of this machine's slots
+	member  string // its own entry in the membership (HOST-run-PID)
+	slots   int
+	live    *job.Live
+	members func() []discovery.Member // nil without a swarm
+	conf    string
+}
+
+func (p *runPeers) Peers() []webui.Peer {
+	out := []webui.Peer{{Name: p.self, OS: runtime.GOOS, Arch: runtime.GOARCH, Slots: p.slots, Used: -1, Confinement: p.conf, Self: true}}
+	if p.slots == 0 {
+		out = out[:0]
+	}
+	byID := map[string]int{}
+	if p.members != nil {
+		for _, m := range p.members() {
+			if m.Name == p.member || m.GRPCAddr == "" {
+				continue // this run, and observers (p2pc peers): no work
+			}
+			st := ""
+			if m.State != discovery.StateAlive {
+				st = webui.PeerLost
+			}
+			byID[m.ID] = len(out)
+			out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st})
+		}
+	}
+	for _, s := range p.live.Sessions() {
+		name, id := report.SplitPeer(s.Peer)
+		i, ok := byID[id]
+		if !ok {
+			i = len(out)
+			out = append(out, webui.Peer{Name: name, ID: id, Slots: s.Slots, Used: -1})
+		}
+		switch {
+		case !s.Up && s.Err != "":
+			out[i].State, out[i].Note, out[i].Used = webui.PeerLost, s.Err, 0
+		case !s.Up:
+			out[i].State, out[i].Note = webui.PeerIdle, "not working for this job"
+		}
+	}
+	return out
+}
+
+// nodePeers is the swarm as `p2pc join` sees it: itself and the members.
+type nodePeers struct {
+	n        *node.Node
+	presence *node.Presence
+	conf     string
+}
+
+func (p *nodePeers) Peers() []webui.Peer {
+	busy, _, _ := p.n.Load()
+	out := []webui.Peer{{Name: p.n.Name(), ID: p.n.ID().String(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Slots: p.n.Slots(), Used: busy, Done: p.n.Stats().Leases, Confinement: p.conf, Self: true}}
+	for _, m := range p.presence.Members() {
+		if m.Name == p.n.Name() || m.GRPCAddr == "" {
+			continue // observers (p2pc peers) run no work
+		}
+		st := ""
+		if m.State != discovery.StateAlive {
+			st = webui.PeerLost
+		}
+		out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st})
+	}
+	return out
+}
+
+// confinement says what confines this machine's tasks.
+func confinement() string { return sandbox.Probe().String() }

@@ -1,0 +1,285 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/sandbox"
+)
+
+// Volunteer are the machine owner's controls over the tasks a peer runs
+// (p2pc join flags; zero values: no cap).
+type Volunteer struct {
+	// CPUs caps all tasks together (fractional; a CPU quota on the
+	// peer's cgroup). A job whose resources.cpus exceeds it (or the
+	// machine's CPUs) is refused.
+	CPUs float64
+	// Memory caps all tasks together; a task gets the job's
+	// resources.memory, else Memory/slots (at most
+	// sandbox.DefaultMemory). A job asking more per task is refused.
+	Memory int64
+	// Disk caps the tasks' work folders together: each task may use
+	// Disk/slots (DefaultTaskDisk when 0), as file size (RLIMIT_FSIZE)
+	// and as the size of its work folder after it ran.
+	Disk int64
+	// Idle runs tasks at idle priority (SCHED_IDLE).
+	Idle bool
+	// PauseWhenBusy, a percentage of the machine's CPU: when the use by
+	// everything but this peer's tasks stays above it for BusyFor, the
+	// tasks are frozen and no new leases are taken until it stays below
+	// for BusyFor. 0: never pause.
+	PauseWhenBusy float64
+}
+
+// DefaultTaskDisk is what one task's work folder may hold when p2pc join
+// has no --disk.
+const DefaultTaskDisk = 4 << 30
+
+// BusyFor is how long the machine must stay busy (or quiet) before
+// tasks pause (or resume); busySample is how often it is measured.
+const (
+	BusyFor    = 3 * time.Second
+	busySample = time.Second
+)
+
+// taskLimits are the limits of one task of a job that needs memory
+// bytes (0: no requirement).
+func (n *Node) taskLimits(memory int64) sandbox.Limits {
+	v := n.cfg.Volunteer
+	slots := int64(max(n.cfg.Slots, 1))
+	l := sandbox.Limits{Memory: memory, Idle: v.Idle, FileSize: n.taskDisk()}
+	if l.Memory <= 0 && v.Memory > 0 {
+		l.Memory = min(v.Memory/slots, sandbox.DefaultMemory)
+	}
+	return l
+}
+
+// taskDisk is what one task's work folder may hold.
+func (n *Node) taskDisk() int64 {
+	if d := n.cfg.Volunteer.Disk; d > 0 {
+		return max(d/int64(max(n.cfg.Slots, 1)), 1)
+	}
+	return DefaultTaskDisk
+}
+
+// misfit says why a job's tasks do not fit on this peer ("" if they
+// do): another os or arch, more memory or CPUs than it gives a task.
+func (n *Node) misfit(h *peerpb.Hello) string {
+	v := n.cfg.Volunteer
+	switch {
+	case h.Os != "" && h.Os != runtime.GOOS:
+		return fmt.Sprintf("the job's resources.os is %s, this peer is %s", h.Os, runtime.GOOS)
+	case h.Arch != "" && h.Arch != runtime.GOARCH:
+		return fmt.Sprintf("the job's resources.arch is %s, this peer is %s", h.Arch, runtime.GOARCH)
+	case h.Memory > 0 && v.Memory > 0 && h.Memory > v.Memory:
+		return fmt.Sprintf("a task needs %s of memory (resources.memory), this peer gives its tasks %s (--memory)",
+			sandbox.FormatSize(h.Memory), sandbox.FormatSize(v.Memory))
+	case h.Cpus > 0 && h.Cpus > n.cpus():
+		return fmt.Sprintf("a task needs %g CPUs (resources.cpus), this peer gives its tasks %g", h.Cpus, n.cpus())
+	}
+	return ""
+}
+
+// cpus is how many CPUs this peer's tasks may use.
+func (n *Node) cpus() float64 {
+	if c := n.cfg.Volunteer.CPUs; c > 0 {
+		return min(c, float64(runtime.NumCPU()))
+	}
+	return float64(runtime.NumCPU())
+}
+
+// applyVolunteer sets the caps for all tasks together on this process's
+// cgroup tree. It returns what could not be applied.
+func (n *Node) applyVolunteer() error {
+	v := n.cfg.Volunteer
+	if v.CPUs <= 0 && v.Memory <= 0 {
+		return nil
+	}
+	if err := sandbox.SetShare(v.CPUs, v.Memory); err != nil {
+		return fmt.Errorf("--cpus/--memory: %w", err)
+	}
+	return nil
+}
+
+// Paused reports whether the peer's tasks are paused (--pause-when-busy).
+func (n *Node) Paused() bool {
+	n.sched.mu.Lock()
+	defer n.sched.mu.Unlock()
+	return n.sched.paused
+}
+
+// setPaused pauses (or resumes) taking and starting leases.
+func (s *sched) setPaused(on bool) {
+	s.mu.Lock()
+	s.paused = on
+	if !on {
+		s.topUpLocked()
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// watchBusy pauses the peer's tasks while the machine is busy with
+// other work, until ctx ends.
+func (n *Node) watchBusy(ctx context.Context) {
+	pct := n.cfg.Volunteer.PauseWhenBusy
+	if pct <= 0 {
+		return
+	}
+	m := &busyMeter{pct: pct, need: int(BusyFor / busySample)}
+	var last cpuSample
+	t := time.NewTicker(busySample)
+	defer t.Stop()
+	defer func() {
+		if m.paused {
+			sandbox.Freeze(false)
+			n.sched.setPaused(false)
+		}
+	}()
+	for {
+		cur, err := sampleCPU()
+		if err != nil {
+			n.log.Warn("--pause-when-busy: cannot measure the machine's CPU use; not pausing", "err", err)
+			return
+		}
+		if last.total > 0 {
+			if changed, paused := m.add(last.otherPct(cur)); changed {
+				n.pause(paused, last.otherPct(cur))
+			}
+		}
+		last = cur
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pause freezes the tasks and stops taking leases, or the reverse.
+func (n *Node) pause(on bool, otherPct float64) {
+	if on {
+		n.sched.setPaused(true)
+		err := sandbox.Freeze(true)
+		n.log.Info("machine busy: tasks paused", "other_cpu_pct", int(otherPct), "threshold", n.cfg.Volunteer.PauseWhenBusy, "freeze_err", err)
+		return
+	}
+	err := sandbox.Freeze(false)
+	n.sched.setPaused(false)
+	n.log.Info("machine quiet: tasks resumed", "other_cpu_pct", int(otherPct), "thaw_err", err)
+}
+
+// busyMeter decides when to pause: after need samples in a row above
+// pct, and to resume after need samples in a row at or below it.
+type busyMeter struct {
+	pct    float64
+	need   int
+	run    int // samples in a row on the other side of the threshold
+	paused bool
+}
+
+// add takes one sample of the other programs' CPU use (percent of the
+// machine) and reports whether the state changed, and the state.
+func (m *busyMeter) add(other float64) (changed, paused bool) {
+	if (other > m.pct) != m.paused {
+		m.run++
+	} else {
+		m.run = 0
+	}
+	if m.run >= max(m.need, 1) {
+		m.paused, m.run = !m.paused, 0
+		return true, m.paused
+	}
+	return false, m.paused
+}
+
+// cpuSample is the machine's CPU time (from /proc/stat) and the part of
+// it this process and its tasks used, in nanoseconds.
+type cpuSample struct {
+	total, busy, ours int64
+}
+
+// otherPct is the share of the machine's CPU, in percent, that others
+// than this peer and its tasks used between s and cur.
+func (s cpuSample) otherPct(cur cpuSample) float64 {
+	total := cur.total - s.total
+	if total <= 0 {
+		return 0
+	}
+	other := (cur.busy - s.busy) - (cur.ours - s.ours)
+	return max(0, min(100, 100*float64(other)/float64(total)))
+}
+
+// clockTick is USER_HZ, the unit of /proc/stat (100 on every Linux
+// architecture Go supports).
+const clockTick = int64(time.Second / 100)
+
+func sampleCPU() (cpuSample, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}, err
+	}
+	total, busy, err := parseProcStat(b)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	s := cpuSample{total: total * clockTick, busy: busy * clockTick}
+	if u, err := sandbox.CPUUsage(); err == nil {
+		s.ours = int64(u)
+	}
+	if self, err := os.ReadFile("/proc/self/stat"); err == nil {
+		s.ours += selfCPU(self) * clockTick
+	}
+	return s, nil
+}
+
+// parseProcStat reads the "cpu" line of /proc/stat: all jiffies, and
+// those not idle or waiting for I/O.
+func parseProcStat(b []byte) (total, busy int64, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] != "cpu" {
+			continue
+		}
+		for i, x := range f[1:] {
+			if i >= 8 { // guest time is already in user
+				break
+			}
+			v, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+			}
+			total += v
+			if i != 3 && i != 4 { // idle, iowait
+				busy += v
+			}
+		}
+		return total, busy, nil
+	}
+	return 0, 0, fmt.Errorf("/proc/stat: no cpu line")
+}
+
+// selfCPU is utime+stime of /proc/self/stat, in jiffies.
+func selfCPU(b []byte) int64 {
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}

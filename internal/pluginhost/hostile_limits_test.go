@@ -1,0 +1,281 @@
+//go:build linux
+
+package pluginhost
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// The resource half of the hostile-plugin suite: attacks on memory,
+// processes, disk and lifetime, bounded by the plugin process's cgroup
+// and rlimits. Each runs confined (bounded, reported as such, the pool
+// still serving) and with confinement off (the attack succeeds).
+
+// limitAttack runs in the plugin process (attack's other cases).
+func limitAttack(name, arg string) (*sdk.Result, error) {
+	ok := func(s string) (*sdk.Result, error) { return &sdk.Result{Data: []byte(s)}, nil }
+	switch name {
+	case "forkbomb": // start arg processes and keep them
+		n, _ := strconv.Atoi(arg)
+		for i := range n {
+			if err := exec.Command("sleep", "30").Start(); err != nil {
+				return nil, fmt.Errorf("process %d: %w", i, err)
+			}
+		}
+		return ok(fmt.Sprintf("started %d processes", n))
+	case "alloc": // touch arg MiB
+		n, _ := strconv.Atoi(arg)
+		b := make([]byte, n<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		return ok(fmt.Sprintf("touched %d MiB", len(b)>>20))
+	case "fill": // write a file of arg MiB in the working folder
+		n, _ := strconv.Atoi(arg)
+		f, err := os.Create("fill")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		chunk := make([]byte, 1<<20)
+		for range n {
+			if _, err := f.Write(chunk); err != nil {
+				return nil, err
+			}
+		}
+		return ok(fmt.Sprintf("wrote %d MiB", n))
+	case "daemon": // double fork a child out of the process group
+		out, err := exec.Command("sh", "-c", "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!").Output()
+		if err != nil {
+			return nil, err
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			return nil, err
+		}
+		// Answer once it has left the process group (sh does not wait).
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if sid, err := unix.Getsid(pid); err == nil && sid == pid {
+				return ok(strconv.Itoa(pid))
+			}
+		}
+		return nil, fmt.Errorf("daemon %d did not start a session", pid)
+	case "policy": // the scheduling policy of the process
+		a, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			return nil, err
+		}
+		return ok(strconv.Itoa(int(a.Policy)))
+	case "hang": // leave a daemon (its pid in file arg), ignore SIGTERM, never answer
+		signal.Ignore(syscall.SIGTERM)
+		c := exec.Command("sleep", "60")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(arg, []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+			return nil, err
+		}
+		select {}
+	}
+	return nil, fmt.Errorf("unknown attack %q", name)
+}
+
+// needCgroups skips a test on a machine without cgroups for tasks.
+func needCgroups(t *testing.T) {
+	t.Helper()
+	if st := sandbox.Cgroups(); st.Version == 0 {
+		t.Skipf("no cgroups here: %s", st)
+	}
+}
+
+// limitPool is a one-process pool with limits lim, confined or not.
+func limitPool(t *testing.T, confined bool, lim sandbox.Limits) *Pool {
+	t.Helper()
+	if !confined {
+		t.Cleanup(sandbox.DisableForTest())
+	}
+	cfg, _ := testConfig(t, "task")
+	cfg.Limits = lim
+	pl := NewPool(cfg, 1)
+	t.Cleanup(func() { pl.Close() })
+	return pl
+}
+
+// stillServes fails the test unless pl runs an echo task.
+func stillServes(t *testing.T, pl *Pool) {
+	t.Helper()
+	res, err := pl.Run(t.Context(), req("next", params{Op: "echo", Msg: "still here"}), newTestHost(), 20*time.Second)
+	if err != nil || string(res.Data) != "still here" {
+		t.Fatalf("the pool did not serve the task after the attack: %v", err)
+	}
+}
+
+func runAttack(t *testing.T, pl *Pool, name, arg string, timeout time.Duration) (*sdk.Result, error) {
+	return pl.Run(t.Context(), req("attack", params{Op: "attack", Msg: name, Arg: arg}), newTestHost(), timeout)
+}
+
+func TestHostileForkBomb(t *testing.T) {
+	needCgroups(t)
+	lim := sandbox.Limits{Pids: 32}
+	t.Run("confined", func(t *testing.T) {
+		pl := limitPool(t, true, lim)
+		_, err := runAttack(t, pl, "forkbomb", "200", 20*time.Second)
+		if err == nil || !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "process limit 32 reached") {
+			t.Fatalf("fork bomb: got %v, want process limit 32 reached", err)
+		}
+		t.Logf("bounded: %v", err)
+		stillServes(t, pl)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		pl := limitPool(t, false, lim)
+		if _, err := runAttack(t, pl, "forkbomb", "200", 20*time.Second); err != nil {
+			t.Fatalf("fork bomb failed without confinement (not a real attack?): %v", err)
+		}
+	})
+}
+
+func TestHostileAllocate10xMemory(t *testing.T) {
+	needCgroups(t)
+	lim := sandbox.Limits{Memory: 64 << 20}
+	t.Run("confined", func(t *testing.T) {
+		pl := limitPool(t, true, lim)
+		_, err := runAttack(t, pl, "alloc", "640", 20*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "exceeded memory limit 64 MiB") {
+			t.Fatalf("alloc: got %v, want exceeded memory limit 64 MiB", err)
+		}
+		if c := Classify(t.Context(), err); c != "task_error" {
+			t.Errorf("outcome %q, want task_error (not a crash)", c)
+		}
+		t.Logf("bounded: %v", err)
+		stillServes(t, pl)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		pl := limitPool(t, false, lim)
+		if _, err := runAttack(t, pl, "alloc", "640", 20*time.Second); err != nil {
+			t.Fatalf("alloc failed without confinement (not a real attack?): %v", err)
+		}
+	})
+}
+
+func TestHostileFillDisk(t *testing.T) {
+	lim := sandbox.Limits{FileSize: 4 << 20}
+	t.Run("confined", func(t *testing.T) {
+		pl := limitPool(t, true, lim)
+		_, err := runAttack(t, pl, "fill", "40", 20*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "file too large") {
+			t.Fatalf("fill: got %v, want file too large", err)
+		}
+		t.Logf("bounded: %v", err)
+		stillServes(t, pl)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		pl := limitPool(t, false, lim)
+		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err != nil {
+			t.Fatalf("fill failed without confinement (not a real attack?): %v", err)
+		}
+	})
+}
+
+func TestHostileDoubleForkedDaemon(t *testing.T) {
+	needCgroups(t)
+	daemon := func(t *testing.T, pl *Pool) int {
+		res, err := runAttack(t, pl, "daemon", "", 20*time.Second)
+		if err != nil {
+			t.Fatalf("daemon: %v", err)
+		}
+		pid, err := strconv.Atoi(string(res.Data))
+		if err != nil {
+			t.Fatalf("daemon pid %q: %v", res.Data, err)
+		}
+		return pid
+	}
+	t.Run("confined", func(t *testing.T) {
+		pl := limitPool(t, true, sandbox.Limits{})
+		pid := daemon(t, pl)
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("daemon %d outlived its task", pid)
+		}
+		stillServes(t, pl)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		pl := limitPool(t, false, sandbox.Limits{})
+		pid := daemon(t, pl)
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		pl.Close()
+		if !alive(pid) {
+			t.Fatalf("daemon %d is gone without confinement (not a real attack?)", pid)
+		}
+	})
+}
+
+func TestHostileHangIgnoringSIGTERM(t *testing.T) {
+	needCgroups(t)
+	hang := func(t *testing.T, pl *Pool) int {
+		t0 := time.Now()
+		_, err := runAttack(t, pl, "hang", "hang.pid", time.Second) // in its working folder
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("hang: got %v, want a timeout", err)
+		}
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("the slot was held %v past a 1s timeout", d)
+		}
+		b, err := os.ReadFile(filepath.Join(pl.privateRoot(), "work", "hang.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(string(b))
+		return pid
+	}
+	t.Run("confined", func(t *testing.T) {
+		pl := limitPool(t, true, sandbox.Limits{})
+		if pid := hang(t, pl); alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the hung task's daemon %d outlived it", pid)
+		}
+		stillServes(t, pl)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		pl := limitPool(t, false, sandbox.Limits{})
+		pid := hang(t, pl)
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		if !alive(pid) {
+			t.Fatalf("daemon %d is gone without confinement (not a real attack?)", pid)
+		}
+		stillServes(t, pl)
+	})
+}
+
+// TestIdlePriority: Limits.Idle starts the plugin at SCHED_IDLE.
+func TestIdlePriority(t *testing.T) {
+	for _, idle := range []bool{true, false} {
+		pl := limitPool(t, true, sandbox.Limits{Idle: idle})
+		res, err := runAttack(t, pl, "policy", "", 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := unix.SCHED_NORMAL
+		if idle {
+			want = unix.SCHED_IDLE
+		}
+		if got, _ := strconv.Atoi(string(res.Data)); got != want {
+			t.Errorf("Idle %v: policy %d, want %d", idle, got, want)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/p2pc/p2pc/internal/dirlock"
+)
+
+// startIn starts `sleep 60` confined to nothing special in cgroup c, as
+// the plugin host does (from a thread locked for good), and returns it;
+// the test's cleanup kills it.
+func startIn(t *testing.T, c *Cgroup) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		_, err := StartConfined(cmd, Policy{}, c, Limits{})
+		done <- err
+		if err == nil {
+			cmd.Wait()
+		}
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("start in cgroup: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd
+}
+
+func needTree(t *testing.T) {
+	t.Helper()
+	if st := Cgroups(); st.Version == 0 {
+		t.Skipf("no cgroups here: %s", st)
+	}
+}
+
+// TestCgroupLifetime: a process started in a cgroup is in it from the
+// start, Kill ends it, Close removes the cgroup.
+func TestCgroupLifetime(t *testing.T) {
+	needTree(t)
+	c, err := NewCgroup(Limits{Memory: 64 << 20, Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startIn(t, c)
+	if got := c.Procs(); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Fatalf("Procs = %v, want [%d] (the host must not stay in it)", got, cmd.Process.Pid)
+	}
+	if err := c.KillOthers(cmd.Process.Pid); err != nil || len(c.Procs()) != 1 {
+		t.Fatalf("KillOthers(the only process) = %v, left %v", err, c.Procs())
+	}
+	if err := c.Exceeded(); err != nil {
+		t.Errorf("Exceeded = %v with nothing exceeded", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Close: %v", p)
+	}
+	for _, d := range folders(c.dirs) {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s still there after Close (%v)", d, err)
+		}
+	}
+}
+
+// TestSweepCgroups: the tree of a p2pc process that is gone (its lock
+// is free) is killed and removed; a tree whose lock is held is left.
+func TestSweepCgroups(t *testing.T) {
+	needTree(t)
+	base := filepath.Dir(TreeDir("pids"))
+	dead := filepath.Join(base, cgroupPrefix+"1-deadbeef")
+	live := filepath.Join(base, cgroupPrefix+"2-alive")
+	for _, d := range []string{filepath.Join(dead, "t1"), live} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { removeCgroupDir(dead); removeCgroupDir(live) })
+	lock, err := dirlock.Acquire(filepath.Join(cgroupLockDir, filepath.Base(live)+".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	orphan := exec.Command("sleep", "60")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill() })
+	if err := writeFile(filepath.Join(dead, "t1", "cgroup.procs"), strconv.Itoa(orphan.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sweepCgroups(base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("dead tree still there (%v)", err)
+	}
+	if err := orphan.Wait(); err == nil {
+		t.Error("the dead tree's process was not killed")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("live tree removed: %v", err)
+	}
+}
+
+// TestCgroupV2 exercises the v2 path (clone into the cgroup, cgroup.kill)
+// on the unified hierarchy, where this machine has one besides v1.
+func TestCgroupV2(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	_, v2 := cgroupMounts(mounts)
+	if v2 == "" {
+		t.Skip("no unified hierarchy")
+	}
+	base := filepath.Join(v2, procCgroups(self)[""])
+	tree, err := newTree(2, map[string]string{"freezer": base}, nil)
+	if err != nil {
+		t.Skipf("no v2 tree here: %v", err)
+	}
+	defer tree.remove()
+	c, err := tree.child("t1", Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cmd := startIn(t, c)
+	if got := c.Procs(); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Fatalf("Procs = %v, want [%d]", got, cmd.Process.Pid)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Kill: %v", p)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	CloseCgroups()
+	os.Exit(code)
+}
+
+// TestKillWhileFrozen: a plugin frozen by Freeze (p2pc join
+// --pause-when-busy) still dies at once when its cgroup is killed (a
+// timeout, a cancel, shutdown).
+func TestKillWhileFrozen(t *testing.T) {
+	needTree(t)
+	if TreeDir("freezer") == "" {
+		t.Skip("no freezer")
+	}
+	c, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	startIn(t, c)
+	if err := Freeze(true); err != nil {
+		t.Fatal(err)
+	}
+	defer Freeze(false)
+	if got := Frozen(); !slices.Contains(got, filepath.Base(c.Dir("freezer"))) {
+		t.Fatalf("Frozen() = %v, want %s in it", got, filepath.Base(c.Dir("freezer")))
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatalf("kill while frozen: %v", err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Kill while frozen: %v", p)
+	}
+}
+
+// TestSweepFrozenTree: the tree of a dead p2pc that was frozen (paused)
+// is thawed, killed and removed.
+func TestSweepFrozenTree(t *testing.T) {
+	needTree(t)
+	own := TreeDir("freezer")
+	if own == "" {
+		t.Skip("no freezer")
+	}
+	base := filepath.Dir(own)
+	dead := filepath.Join(base, cgroupPrefix+"3-frozen")
+	if err := os.MkdirAll(filepath.Join(dead, "t1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupDir(dead) })
+	orphan := exec.Command("sleep", "60")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill() })
+	if err := writeFile(filepath.Join(dead, "t1", "cgroup.procs"), strconv.Itoa(orphan.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if fr := freezerAt(dead); fr == nil || fr.set(true) != nil {
+		t.Fatal("cannot freeze the dead tree")
+	}
+	if err := sweepCgroups(base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("frozen dead tree still there (%v)", err)
+	}
+	if err := orphan.Wait(); err == nil {
+		t.Error("the frozen tree's process was not killed")
+	}
+}

@@ -1,0 +1,336 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// lockShare is the share of time a snapshot may hold the coordinator's
+// lock: a scan that took d waits d/lockShare before the next.
+const lockShare = 0.01
+
+// writeTimeout bounds one write to an event stream: a client that does
+// not read is dropped.
+const writeTimeout = 10 * time.Second
+
+// hub builds snapshots while clients watch and sends each client the
+// sections that changed.
+type hub struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	clients  map[*client]struct{}
+	sections map[string]json.RawMessage // the latest snapshot, by section
+	series   series
+	nextScan time.Time
+	wake     chan struct{} // a client arrived: build at once
+	final    chan struct{} // closed by flush: streams send without waiting
+	// peerDone is each peer's Done over time, for its rate when there is
+	// no report to count from (the view of a peer).
+	peerDone map[string][]Point
+}
+
+// client is one event stream. pending holds the sections not yet sent
+// (newer replace older: that is the coalescing).
+type client struct {
+	mu      sync.Mutex
+	pending map[string]json.RawMessage
+	poke    chan struct{}
+}
+
+func newHub(cfg Config, log *slog.Logger) *hub {
+	return &hub{cfg: cfg, log: log, clients: map[*client]struct{}{}, sections: map[string]json.RawMessage{}, wake: make(chan struct{}, 1), final: make(chan struct{})}
+}
+
+func (h *hub) run(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.wake:
+		}
+		h.tick(time.Now())
+	}
+}
+
+// tick samples the throughput (cheap: the summary only) and, when a
+// client watches and the lock budget allows, builds a snapshot.
+func (h *hub) tick(now time.Time) {
+	h.mu.Lock()
+	watched := len(h.clients) > 0
+	due := !now.Before(h.nextScan)
+	h.mu.Unlock()
+	if h.cfg.Job != nil {
+		var settled int
+		if h.cfg.Job.ReadReport(func(r *report.Report) { settled = r.Summary.Done + r.Summary.Failed }) {
+			h.mu.Lock()
+			h.series.add(now, settled)
+			h.mu.Unlock()
+		}
+	}
+	if !watched || !due {
+		return
+	}
+	h.publish(h.build(now))
+}
+
+// build makes a snapshot, by section.
+func (h *hub) build(now time.Time) map[string]any {
+	out := map[string]any{}
+	var sc *scan
+	if h.cfg.Job != nil {
+		start := time.Now()
+		var s scan
+		if h.cfg.Job.ReadReport(func(r *report.Report) { s = scanReport(r, now) }) {
+			sc = &s
+		}
+		took := time.Since(start)
+		h.mu.Lock()
+		h.nextScan = start.Add(time.Duration(float64(took) / lockShare))
+		if sc != nil {
+			settled := sc.job.Done + sc.job.Failed
+			h.series.add(now, settled)
+			sc.job.Rate = h.series.rate(now, settled, RateWindow)
+			sc.job.ETA = eta(sc.job.Total-settled, sc.job.Rate)
+			out["series"] = h.series.points
+		}
+		h.mu.Unlock()
+		if sc != nil {
+			out["job"] = sc.job
+			out["failures"] = nonNil(sc.failures)
+			out["partials"] = nonNil(sc.partials)
+		}
+	}
+	var peers []Peer
+	if h.cfg.Swarm != nil {
+		peers = h.cfg.Swarm.Peers()
+	}
+	finishPeers(peers, sc)
+	if sc == nil {
+		h.peerRates(peers, now)
+	}
+	out["peers"] = nonNil(peers)
+	out["title"] = h.cfg.Title
+	return out
+}
+
+// peerRates sets each peer's Rate from how its Done grew over RateWindow.
+func (h *hub) peerRates(peers []Peer, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.peerDone == nil {
+		h.peerDone = map[string][]Point{}
+	}
+	seen := map[string]bool{}
+	for i := range peers {
+		p := &peers[i]
+		k := p.ID + "/" + p.Name
+		seen[k] = true
+		hist := append(h.peerDone[k], Point{T: now.UnixMilli(), Settled: p.Done})
+		for len(hist) > 1 && now.Sub(time.UnixMilli(hist[0].T)) > RateWindow {
+			hist = hist[1:]
+		}
+		h.peerDone[k] = hist
+		if dt := now.Sub(time.UnixMilli(hist[0].T)).Seconds(); dt >= 1 {
+			p.Rate = float64(p.Done-hist[0].Settled) / dt
+		}
+	}
+	for k := range h.peerDone {
+		if !seen[k] {
+			delete(h.peerDone, k)
+		}
+	}
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+// publish keeps the snapshot and hands the changed sections to every
+// client.
+func (h *hub) publish(snap map[string]any) {
+	changed := map[string]json.RawMessage{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, v := range snap {
+		data, err := json.Marshal(v)
+		if err != nil {
+			h.log.Warn("encode snapshot", "section", k, "err", err)
+			continue
+		}
+		if string(h.sections[k]) != string(data) {
+			h.sections[k] = data
+			changed[k] = data
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	for c := range h.clients {
+		c.offer(changed)
+	}
+}
+
+func (c *client) offer(secs map[string]json.RawMessage) {
+	c.mu.Lock()
+	for k, v := range secs {
+		c.pending[k] = v
+	}
+	c.mu.Unlock()
+	select {
+	case c.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (c *client) take() map[string]json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pending
+	c.pending = map[string]json.RawMessage{}
+	return p
+}
+
+// join adds a client, primed with the whole latest snapshot.
+func (h *hub) join() (*client, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.clients) >= h.cfg.MaxStreams {
+		return nil, false
+	}
+	c := &client{pending: map[string]json.RawMessage{}, poke: make(chan struct{}, 1)}
+	if len(h.sections) > 0 {
+		c.offer(h.sections)
+	}
+	h.clients[c] = struct{}{}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	return c, true
+}
+
+func (h *hub) leave(c *client) {
+	h.mu.Lock()
+	delete(h.clients, c)
+	h.mu.Unlock()
+}
+
+// flush publishes a last snapshot and waits, until deadline, for every
+// client to have taken what it was offered.
+func (h *hub) flush(deadline time.Time) {
+	close(h.final)
+	h.mu.Lock()
+	watched := len(h.clients) > 0
+	h.mu.Unlock()
+	if !watched {
+		return
+	}
+	h.publish(h.build(time.Now()))
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		left := 0
+		for c := range h.clients {
+			c.mu.Lock()
+			left += len(c.pending)
+			c.mu.Unlock()
+		}
+		h.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serveEvents streams "update" events, each a JSON object of the
+// sections that changed, at most one per Every.
+func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	c, ok := h.join()
+	if !ok {
+		http.Error(w, "too many event streams", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.leave(c)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	write := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write("retry: 2000\n\n") {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			if !write(": keep-alive\n\n") {
+				return
+			}
+		case <-c.poke:
+			data, err := json.Marshal(c.take())
+			if err != nil {
+				return
+			}
+			if !write("event: update\ndata: " + string(data) + "\n\n") {
+				return
+			}
+			// Coalescing: whatever arrives meanwhile waits for the next.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-h.final:
+			case <-time.After(h.cfg.Every):
+			}
+		}
+	}
+}
+
+// serveSnapshot answers the latest snapshot, built now if none is.
+func (h *hub) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	have := len(h.sections) > 0
+	h.mu.Unlock()
+	if !have {
+		h.publish(h.build(time.Now()))
+	}
+	h.mu.Lock()
+	data, err := json.Marshal(h.sections)
+	h.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,99 @@
+package webui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+func TestScanReport(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
+	const idA = "aaaa-bbbb-cccc-dddd-eeee-ffff-gggg"
+	rep := &report.Report{Summary: report.Summary{Total: 6, Done: 2, Failed: 1}, Tasks: []report.Task{
+		{ID: "t0", State: report.TaskDone, Peer: "a@" + idA, Attempts: []report.Attempt{{Peer: "a@" + idA, End: at(-5), Outcome: report.OutcomeOK}}},
+		{ID: "t1", State: report.TaskDone, Peer: "a", PeerID: idA, Attempts: []report.Attempt{
+			{Peer: "b", End: at(-50), Outcome: report.OutcomeLost, Error: "gone"},
+			{Peer: "a", PeerID: idA, End: at(-40), Outcome: report.OutcomeOK}}},
+		{ID: "t2", State: report.TaskFailed, Attempts: []report.Attempt{
+			{Peer: "local", End: at(-3), Outcome: report.OutcomeCrashed, Error: strings.Repeat("x", 3000) + "stderr: boom"}}},
+		{ID: "t3", State: report.TaskRunning, Attempts: []report.Attempt{{Peer: "local", End: at(-2), Outcome: report.OutcomeTaskError, Error: "retry me"}},
+			Partials: []report.Partial{{Time: at(-9), Peer: "local", Text: "old"}, {Time: at(-1), Peer: "local", Text: "best 42"}}},
+		{ID: "t4", State: report.TaskRunning, Partials: []report.Partial{{Time: at(-2), Peer: "b", Bytes: append(append([]byte(nil), pngMagic...), 0)}}},
+		{ID: "t5", State: report.TaskPending},
+	}}
+	s := scanReport(rep, now)
+	j := s.job
+	if j.Done != 2 || j.Failed != 1 || j.Running != 2 || j.Queued != 1 || j.Total != 6 {
+		t.Errorf("counts %+v", j)
+	}
+	if len(s.failures) != 2 || s.failures[0].Task != "t3" || s.failures[1].Task != "t2" || !s.failures[1].Final || s.failures[0].Final {
+		t.Errorf("failures (newest first, lost attempts left out): %+v", s.failures)
+	}
+	if f := s.failures[1].Error; len(f) > errorTail+4 || !strings.HasSuffix(f, "stderr: boom") {
+		t.Errorf("error tail %q", f)
+	}
+	if len(s.partials) != 2 || s.partials[0].Text != "best 42" || !strings.HasPrefix(s.partials[1].PNG, "data:image/png;base64,") {
+		t.Errorf("partials %+v", s.partials)
+	}
+	if s.done[idA] != 2 || s.recent[idA] != 1 {
+		t.Errorf("per peer: done %v recent %v", s.done, s.recent)
+	}
+}
+
+func TestSeries(t *testing.T) {
+	var s series
+	t0 := time.Unix(1000, 0)
+	for i := range 2000 {
+		s.add(t0.Add(time.Duration(i)*time.Second), i*3)
+	}
+	if len(s.points) >= seriesPoints || s.step < 2*time.Second {
+		t.Errorf("%d points, step %s: the series must thin out", len(s.points), s.step)
+	}
+	now := t0.Add(2000 * time.Second)
+	if r := s.rate(now, 6000, 30*time.Second); r < 2.9 || r > 3.1 {
+		t.Errorf("rate %.2f, want 3", r)
+	}
+	for _, c := range []struct {
+		left int
+		rate float64
+		want float64
+	}{{0, 0, 0}, {10, 0, -1}, {10, 2, 5}} {
+		if got := eta(c.left, c.rate); got != c.want {
+			t.Errorf("eta(%d, %g) = %g, want %g", c.left, c.rate, got, c.want)
+		}
+	}
+}
+
+func TestPageOf(t *testing.T) {
+	job := newFakeJob(1000)
+	for i := range job.rep.Tasks {
+		if i%10 == 0 {
+			job.rep.Tasks[i].State = report.TaskDone
+		}
+	}
+	for _, c := range []struct {
+		state         string
+		offset, limit int
+		total, rows   int
+		first         string
+	}{
+		{"", 0, 50, 1000, 50, "000000"},
+		{"", 990, 50, 1000, 10, "000990"},
+		{report.TaskDone, 0, 5, 100, 5, "000000"},
+		{report.TaskDone, 5, 5, 100, 5, "000050"},
+		{report.TaskDone, 100, 5, 100, 0, ""},
+		{report.TaskFailed, 0, 5, 0, 0, ""},
+	} {
+		pg := pageOf(job.rep, c.state, c.offset, c.limit)
+		first := ""
+		if len(pg.Rows) > 0 {
+			first = pg.Rows[0].ID
+		}
+		if pg.Total != c.total || len(pg.Rows) != c.rows || first != c.first {
+			t.Errorf("pageOf(%q, %d, %d): total %d rows %d first %q", c.state, c.offset, c.limit, pg.Total, len(pg.Rows), first)
+		}
+	}
+}

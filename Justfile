@@ -14,19 +14,26 @@ build:
     mkdir -p bin
     go build -o bin/p2pc ./cmd/p2pc
 
-# Run the test suite (the command README.md gives).
+# Cross-build dist/p2pc-* for linux, darwin, windows x amd64, arm64 (or the OS/ARCH named) with plain go build.
+release *targets:
+    .ci/release {{targets}}
+
+# The module folders: the root and the plugin SDK (plugins/sdk, a module of its own that
+# the root's ./... does not include).
+modules := ". plugins/sdk"
+
+# Run the test suite of both modules (the commands README.md gives).
 test:
-    go test ./...
+    for m in {{modules}}; do (cd $m && go test ./...); done
 
-# Run the test suite with the race detector.
+# Run the test suite of both modules with the race detector.
 test-race:
-    go test -race ./...
+    for m in {{modules}}; do (cd $m && go test -race ./...); done
 
-# Check formatting, vet and staticcheck (the release pinned at the top, as in .ci/run).
+# Check formatting, vet and staticcheck of both modules (the release pinned at the top, as in .ci/run).
 lint:
     test -z "$(gofmt -l $(git ls-files '*.go'))" || { gofmt -l $(git ls-files '*.go'); exit 1; }
-    go vet ./...
-    go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} ./...
+    for m in {{modules}}; do (cd $m && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} ./...); done
 
 # Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:

@@ -11,6 +11,7 @@ require (
 	github.com/hashicorp/mdns v1.0.7
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/mattn/go-isatty v0.0.24
+	github.com/p2pc/p2pc/plugins/sdk v0.0.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.85.0
@@ -44,3 +45,7 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+// The plugin SDK is its own module (plugins/sdk/go.mod), developed in this
+// repository: build against the checkout.
+replace github.com/p2pc/p2pc/plugins/sdk => ./plugins/sdk

@@ -14,7 +14,9 @@ import (
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
 
 // echoPlugin builds plugins/echo (cached per benchmark process).
@@ -58,8 +60,8 @@ func BenchmarkEchoWarmPool(b *testing.B) {
 func BenchmarkEchoBareGRPC(b *testing.B) {
 	p := echoPlugin(b)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.Plugin{}},
+		HandshakeConfig:  pluginpb.Handshake,
+		Plugins:          plugin.PluginSet{pluginpb.PluginName: &pluginproto.Plugin{}},
 		Cmd:              exec.Command(p.Path),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           hclog.NewNullLogger(),
@@ -69,11 +71,11 @@ func BenchmarkEchoBareGRPC(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(pluginpb.PluginName)
 	if err != nil {
 		b.Fatal(err)
 	}
-	task := raw.(*sdk.Client)
+	task := raw.(*pluginproto.Client)
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {

@@ -35,9 +35,14 @@ type Static []Peer
 // Find returns the list.
 func (s Static) Find(context.Context) ([]Peer, error) { return append([]Peer(nil), s...), nil }
 
+// DefaultPort is the port `p2pc join` listens on unless told otherwise,
+// and the port a --join address without one means.
+const DefaultPort = 7070
+
 // ParseAddrs parses host:port addresses (as given to --join, which kong
 // splits at commas), rejecting malformed ones with their position and
-// dropping empty ones and repeats.
+// dropping empty ones and repeats. A bare host (a name or an IP address,
+// IPv6 in brackets) means its DefaultPort.
 func ParseAddrs(addrs []string) (Static, error) {
 	var out Static
 	seen := map[string]bool{}
@@ -47,6 +52,9 @@ func ParseAddrs(addrs []string) (Static, error) {
 			continue
 		}
 		host, port, err := net.SplitHostPort(a)
+		if err != nil && bareHost(a) {
+			host, port, err = strings.Trim(a, "[]"), strconv.Itoa(DefaultPort), nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("peer address %d %q: %w", i+1, a, err)
 		}
@@ -64,6 +72,18 @@ func ParseAddrs(addrs []string) (Static, error) {
 		out = append(out, Peer{Addr: norm})
 	}
 	return out, nil
+}
+
+// bareHost reports whether a is a host without a port: a name, an IPv4
+// address, or an IPv6 address (bare or in brackets).
+func bareHost(a string) bool {
+	if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") {
+		return net.ParseIP(a[1:len(a)-1]) != nil
+	}
+	if net.ParseIP(a) != nil {
+		return true
+	}
+	return !strings.ContainsAny(a, ":[]")
 }
 
 // Addrs returns the peers' addresses.

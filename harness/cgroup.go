@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -216,7 +215,7 @@ func killCgroup(dir string) {
 	}
 	for _, f := range strings.Fields(string(b)) {
 		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = killPID(pid)
 		}
 	}
 }

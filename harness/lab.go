@@ -42,7 +42,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/report"
@@ -545,8 +544,8 @@ func (l *Lab) Command(ctx context.Context, args ...string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.SysProcAttr = sysProcAttr(true)
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	return cmd, nil
 }
 

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -197,7 +196,7 @@ func deleteNetns(ip, ns string) error {
 		}
 		for _, p := range pids {
 			if pid, err := strconv.Atoi(p); err == nil && pid > 1 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = killPID(pid)
 			}
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -146,9 +146,7 @@ func NetnsCommandContext(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "unshare", full...)
 	parent, _ := netnsID()
 	cmd.Env = append(os.Environ(), NetnsEnv+"=1", NetnsParentEnv+"="+parent)
-	attr := sysProcAttr()
-	attr.Setpgid = false // stays in the caller's process group (Ctrl-C reaches it)
-	cmd.SysProcAttr = attr
+	cmd.SysProcAttr = sysProcAttr(false) // stays in the caller's process group (Ctrl-C reaches it)
 	return cmd
 }
 

@@ -74,7 +74,7 @@ func Start(bin string, args []string, opts Options) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = opts.Dir
 	cmd.Env = append(os.Environ(), opts.Env...)
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(true)
 	p := &Proc{Name: opts.Name, cmd: cmd, done: make(chan struct{})}
 	if p.Name == "" {
 		p.Name = filepath.Base(bin)
@@ -129,7 +129,7 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(si
 
 // Kill SIGKILLs the whole process group and waits for the process.
 func (p *Proc) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = killGroup(p.cmd.Process.Pid)
 	<-p.done
 }
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
@@ -15,7 +17,7 @@ import (
 type JoinCmd struct {
 	Slots         int           `help:"Tasks run at once (default: number of CPUs)." placeholder:"N"`
 	Name          string        `help:"Node name, unique in the swarm (default: hostname-pid)." env:"P2PC_NAME"`
-	Listen        string        `help:"gRPC listen address: all interfaces and an ephemeral port by default." default:"0.0.0.0:0" placeholder:"ADDR"`
+	Listen        string        `help:"gRPC listen address, host:port (default ${default}: all interfaces, port 7070; port 0 picks a free one). A --join address without a port means port 7070." default:"0.0.0.0:7070" placeholder:"ADDR"`
 	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
 	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR"`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
@@ -78,6 +80,9 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
 	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return withCode(exitBadInput, fmt.Errorf("%w (another p2pc join on this machine? give it --listen HOST:PORT, port 0 picks a free one)", err))
+	}
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}

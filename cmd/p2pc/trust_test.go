@@ -93,7 +93,7 @@ func TestSwarmSetup(t *testing.T) {
 	}
 	// A joining machine given the token keeps it.
 	env2 := []string{"P2PC_SWARM=", "XDG_CONFIG_HOME=" + filepath.Join(dir, "cfg2")}
-	j, err := harness.Start(p2pcBin, []string{"--data", filepath.Join(dir, "j"), "join", "--no-mdns", "--swarm", token}, harness.Options{Name: "j", Env: env2})
+	j, err := harness.Start(p2pcBin, []string{"--data", filepath.Join(dir, "j"), "join", "--listen", "127.0.0.1:0", "--no-mdns", "--swarm", token}, harness.Options{Name: "j", Env: env2})
 	if err != nil {
 		t.Fatal(err)
 	}

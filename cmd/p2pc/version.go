@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
 
 // version is set with -ldflags "-X main.version=..." for releases.
@@ -25,6 +25,6 @@ func (VersionCmd) Run(*Globals) error {
 		}
 	}
 	fmt.Printf("p2pc %s (commit %s, %s, %s/%s)\n", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("plugin protocol %d.%d\n", sdk.ProtocolVersion, sdk.SDKProtocol)
+	fmt.Printf("plugin protocol %d.%d\n", pluginpb.ProtocolVersion, pluginpb.SDKProtocol)
 	return nil
 }

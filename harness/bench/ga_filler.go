@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
@@ -61,7 +60,7 @@ func startCoreFiller(cores []int) (*coreFiller, error) {
 	for _, c := range cores {
 		// The shell moves itself into the cgroup before it spins.
 		cmd := exec.Command("sh", "-c", `echo $$ > "$1" && exec taskset -c "$2" chrt --idle 0 sh -c 'while :; do :; done'`, "filler", procs, strconv.Itoa(c))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = procGroup()
 		if err := cmd.Start(); err != nil {
 			f.stop()
 			return nil, fmt.Errorf("core filler: %w", err)
@@ -113,7 +112,7 @@ func (f *coreFiller) stop() {
 	}
 	for _, cmd := range f.cmds {
 		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its process group
+			_ = killGroupNow(cmd.Process.Pid) // its process group
 			_ = cmd.Wait()
 		}
 	}

@@ -132,7 +132,16 @@ func TestRepository(t *testing.T) {
 	}
 }
 
-// list runs `go list -json ./...` at the module root.
+// repoModule is the repository's root module; the SDK is a module of its
+// own below it (sdkModule), listed with it.
+const (
+	repoModule = "github.com/p2pc/p2pc"
+	sdkModule  = repoModule + "/plugins/sdk"
+)
+
+// list runs `go list -json ./... SDK/...` at the module root: the root
+// module's packages and the SDK module's (a nested module is not part of
+// ./...). Paths are relative to the repository.
 func list(t *testing.T) []pkg {
 	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
@@ -140,7 +149,7 @@ func list(t *testing.T) []pkg {
 		t.Fatalf("go env GOMOD: %v", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Module,Dir,GoFiles,CgoFiles,Imports,Deps,Error", "./...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Module,Dir,GoFiles,CgoFiles,Imports,Deps,Error", "./...", sdkModule+"/...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -173,7 +182,7 @@ func list(t *testing.T) []pkg {
 		if l.Module == nil {
 			t.Fatalf("go list %s: no module", l.ImportPath)
 		}
-		mod := l.Module.Path
+		mod := repoModule
 		rel := func(paths []string) []string {
 			var r []string
 			for _, p := range paths {
@@ -195,6 +204,54 @@ func list(t *testing.T) []pkg {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestSDKModule: plugins/sdk is a module of its own whose build list does
+// not hold the p2pc root module, so a plugin in another repository gets
+// the SDK and its few requirements, nothing of p2pc's.
+func TestSDKModule(t *testing.T) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}}", "all")
+	cmd.Dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "plugins", "sdk")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m all in plugins/sdk: %v\n%s", err, stderr.String())
+	}
+	mods := strings.Fields(string(out))
+	if len(mods) == 0 || mods[0] != sdkModule {
+		t.Fatalf("plugins/sdk is not the module %s: %v", sdkModule, mods)
+	}
+	for _, m := range mods[1:] {
+		if m == repoModule || strings.HasPrefix(m, repoModule+"/") {
+			t.Errorf("the SDK module's build list holds %s", m)
+		}
+	}
+	// What a plugin's go.mod inherits: the SDK's requirements.
+	cmd = exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "plugins", "sdk")
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json in plugins/sdk: %v", err)
+	}
+	var gm struct{ Require []struct{ Path string } }
+	if err := json.Unmarshal(raw, &gm); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range gm.Require {
+		for _, heavy := range []string{"memberlist", "mdns", "kong", "yaml", "sqlite", "cheggaaa"} {
+			if strings.Contains(r.Path, heavy) {
+				t.Errorf("plugins/sdk/go.mod requires %s, a requirement of p2pc's, not of plugins", r.Path)
+			}
+		}
+	}
+	if len(gm.Require) > 14 {
+		t.Errorf("plugins/sdk/go.mod has %d requirements; the SDK should need go-plugin, gRPC, protobuf and theirs only", len(gm.Require))
+	}
 }
 
 // fileImports returns the import paths of one Go file.

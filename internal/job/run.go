@@ -16,9 +16,9 @@ import (
 	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
-	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
 // Events receives a run's progress. Methods are called from several
@@ -252,7 +252,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	return r.rep, r.journal()
 }
 
-func (r *runner) newReport(info sdk.PluginInfo) *report.Report {
+func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 	job := r.p.Spec
 	rep := &report.Report{
 		Format:  report.Format,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -310,7 +311,7 @@ func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string,
 		req.Output = append(req.Output, sdk.File{Name: f, Path: filepath.Join(stage, filepath.FromSlash(f))})
 	}
 	err := r.pool.Verify(ctx, req, r.p.Spec.Timeout)
-	if errors.Is(err, sdk.ErrRejected) {
+	if errors.Is(err, pluginproto.ErrRejected) {
 		return fmt.Errorf("%w: %w", errRejected, err)
 	}
 	if err != nil {

@@ -61,7 +61,7 @@ func BenchmarkWarmRun(b *testing.B) {
 }
 
 // BenchmarkBareGRPC: the same call on the same kind of process through
-// sdk.Client alone, without the pool: the floor BenchmarkWarmRun is
+// pluginproto.Client alone, without the pool: the floor BenchmarkWarmRun is
 // compared with.
 func BenchmarkBareGRPC(b *testing.B) {
 	pl, _ := newTestPool(b, 1)

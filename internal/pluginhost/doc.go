@@ -17,7 +17,7 @@
 //     ctime): a changed file is hashed again before its next start;
 //  2. the process is forked with go-plugin's handshake variables, the
 //     go-plugin handshake is read from its stdout, the gRPC connection is
-//     made and the host callback service is attached (sdk.Plugin);
+//     made and the host callback service is attached (pluginproto.Plugin);
 //  3. all of it within Config.StartTimeout (default 10s), else the process
 //     is killed and the start fails with ErrNotPlugin.
 //

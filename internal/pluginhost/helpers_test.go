@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -256,8 +257,8 @@ func (c *capture) waitFor(t testing.TB, msg string) rec {
 // Hooks into the pool for tests and benchmarks.
 
 // bareClient takes a warm process out of the pool and hands out its
-// *sdk.Client, to measure a call without the pool.
-func (pl *Pool) bareClient(ctx context.Context) (*sdk.Client, func(), error) {
+// *pluginproto.Client, to measure a call without the pool.
+func (pl *Pool) bareClient(ctx context.Context) (*pluginproto.Client, func(), error) {
 	p, err := pl.acquire(ctx, "bench", "")
 	if err != nil {
 		return nil, nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -37,7 +38,7 @@ type Pool struct {
 	idle   []*proc // warm, not in a call; most recently used last
 	all    map[*proc]struct{}
 	dirs   dirs
-	info   *sdk.PluginInfo
+	info   *pluginproto.PluginInfo
 	// verified is the identity of the executable last checked against
 	// the checksum (see checkExecutable).
 	verified string
@@ -111,14 +112,14 @@ func NewPool(cfg Config, size int) *Pool {
 // (ErrNotPlugin, ErrChecksum, a missing executable). Retrying is the
 // caller's decision.
 func (pl *Pool) Run(ctx context.Context, req *sdk.Request, host sdk.Host, timeout time.Duration) (*sdk.Result, error) {
-	return pl.call(ctx, "run", req.TaskID, timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+	return pl.call(ctx, "run", req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 		return c.Run(ctx, req, host)
 	})
 }
 
 // Reduce runs the plugin's reduce step like Run runs a task.
 func (pl *Pool) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Host, timeout time.Duration) (*sdk.Result, error) {
-	return pl.call(ctx, "reduce", "", timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+	return pl.call(ctx, "reduce", "", timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 		return c.Reduce(ctx, req, host)
 	})
 }
@@ -126,21 +127,21 @@ func (pl *Pool) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Hos
 // Describe asks the plugin what it is, starting a process if none runs:
 // the check that Config names a working plugin. The answer is cached (the
 // checksum pins the executable).
-func (pl *Pool) Describe(ctx context.Context) (sdk.PluginInfo, error) {
+func (pl *Pool) Describe(ctx context.Context) (pluginproto.PluginInfo, error) {
 	pl.mu.Lock()
 	info := pl.info
 	pl.mu.Unlock()
 	if info != nil {
 		return *info, nil
 	}
-	var got sdk.PluginInfo
-	_, err := pl.call(ctx, "describe", "", pl.startTimeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+	var got pluginproto.PluginInfo
+	_, err := pl.call(ctx, "describe", "", pl.startTimeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 		var err error
 		got, err = c.Describe(ctx)
 		return nil, err
 	})
 	if err != nil {
-		return sdk.PluginInfo{}, err
+		return pluginproto.PluginInfo{}, err
 	}
 	pl.mu.Lock()
 	pl.info = &got
@@ -215,7 +216,7 @@ func (pl *Pool) forget(p *proc) {
 	pl.mu.Unlock()
 }
 
-type callFunc func(ctx context.Context, c *sdk.Client) (*sdk.Result, error)
+type callFunc func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error)
 
 func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Duration, fn callFunc) (*sdk.Result, error) {
 	p, err := pl.acquire(ctx, op, taskID)
@@ -459,13 +460,13 @@ func sweepStaleDirs(log *slog.Logger) {
 }
 
 // Verify asks the plugin to check an output (sdk.Verifier). It returns nil
-// when the plugin accepts it, an error wrapping sdk.ErrRejected when it
+// when the plugin accepts it, an error wrapping pluginproto.ErrRejected when it
 // rejects it, and other errors as Run does.
 func (pl *Pool) Verify(ctx context.Context, req *sdk.VerifyRequest, timeout time.Duration) error {
 	var verdict error
-	_, err := pl.call(ctx, "verify", req.TaskID, timeout, func(ctx context.Context, c *sdk.Client) (*sdk.Result, error) {
+	_, err := pl.call(ctx, "verify", req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 		verdict = c.Verify(ctx, req)
-		if errors.Is(verdict, sdk.ErrRejected) {
+		if errors.Is(verdict, pluginproto.ErrRejected) {
 			return nil, nil
 		}
 		return nil, verdict

@@ -24,6 +24,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
 
 func TestWarmReuse(t *testing.T) {
@@ -380,7 +381,7 @@ func TestEnvironmentAndStdin(t *testing.T) {
 		case k == "P2PC_TEST_SECRET":
 			t.Fatalf("host environment leaked: %s", kv)
 		case k == "PATH" || k == "HOME" || k == "TMPDIR" || k == envPlugin || k == "P2PC_EXTRA":
-		case k == sdk.Handshake.MagicCookieKey || strings.HasPrefix(k, "PLUGIN_"): // go-plugin's
+		case k == pluginpb.Handshake.MagicCookieKey || strings.HasPrefix(k, "PLUGIN_"): // go-plugin's
 		default:
 			t.Errorf("unexpected variable %s", kv)
 		}
@@ -693,7 +694,7 @@ func TestDescribeReduceCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "pluginhost-test" || info.Version != "1.0" || !info.Portable || !info.Reduce || info.SDKProtocol != sdk.SDKProtocol {
+	if info.Name != "pluginhost-test" || info.Version != "1.0" || !info.Portable || !info.Reduce || info.SDKProtocol != pluginpb.SDKProtocol {
 		t.Fatalf("info %+v", info)
 	}
 	res, err := pl.Reduce(context.Background(), &sdk.ReduceRequest{JobID: "j", Tasks: make([]sdk.TaskOutput, 3)}, nil, time.Second)

@@ -25,8 +25,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/sandbox"
-	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
 
 const (
@@ -46,7 +47,7 @@ var errStopped = errors.New("process stopped before it started")
 type proc struct {
 	pool   *Pool
 	client *plugin.Client
-	task   *sdk.Client
+	task   *pluginproto.Client
 	tail   tail
 	stderr *lineWriter // file descriptor 2
 	sync   [2]*lineWriter
@@ -155,8 +156,8 @@ func (p *proc) start(ctx context.Context) error {
 	pl := p.pool
 	defer close(p.startDone)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.Plugin{}},
+		HandshakeConfig:  pluginpb.Handshake,
+		Plugins:          plugin.PluginSet{pluginpb.PluginName: &pluginproto.Plugin{}},
 		RunnerFunc:       p.newRunner,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		// Not Managed: go-plugin's list of managed clients only grows; the
@@ -186,7 +187,7 @@ func (p *proc) start(ctx context.Context) error {
 		handshook = true
 		var rpc plugin.ClientProtocol
 		if rpc, err = p.client.Client(); err == nil {
-			raw, err = rpc.Dispense(sdk.PluginName)
+			raw, err = rpc.Dispense(pluginpb.PluginName)
 		}
 	}
 	// Both must be stopped; either having fired means the process is dead.
@@ -194,9 +195,9 @@ func (p *proc) start(ctx context.Context) error {
 		err = errStopped
 	}
 	if err == nil {
-		c, ok := raw.(*sdk.Client)
+		c, ok := raw.(*pluginproto.Client)
 		if !ok {
-			err = fmt.Errorf("dispensed %T, want *sdk.Client", raw)
+			err = fmt.Errorf("dispensed %T, want *pluginproto.Client", raw)
 		}
 		p.task = c
 	}

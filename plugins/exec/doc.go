@@ -20,6 +20,44 @@
 //	copy_inputs  bool               copy the inputs into the work dir
 //	                                instead of symlinking them (default
 //	                                false)
+//	normalize    object             a filter run on outputs before their
+//	                                digests are taken (below)
+//	reduce       object             the job's reduce command (below; a
+//	                                job-level param)
+//
+// normalize and reduce take command, shell, env and outputs as above.
+//
+// Normalize: real programs are seldom deterministic byte for byte (a
+// renderer writes its render date into every image header), so with
+// verify: {replicas: N} honest replicas would disagree and the task fail
+// with "no quorum". normalize names a filter that reads one output on
+// stdin and writes its canonical form on stdout; after the command
+// succeeded it runs once per output, and its stdout replaces the output,
+// which is what the digest covers, the vote compares and the job keeps.
+// Its outputs param chooses the outputs (default: every declared output
+// and, if captured, the stdout, named "data"); P2PC_OUTPUT names the one
+// being filtered. Strip only what differs between honest runs:
+//
+//	normalize: {command: [sed, "/^# rendered /d"]}   # the date line of a PGM header
+//
+// A failing filter fails the task. It has no stdout param.
+//
+// Reduce: with reduce: true in the spec, the reduce command (params.reduce
+// at the job level) runs once, after every task succeeded, in a work dir
+// of its own. There tasks/<task ID>/<name> links to each output of each
+// task (the captured stdout is tasks/<task ID>/data), P2PC_TASKS_DIR is
+// that tasks folder, P2PC_TASK_IDS lists the task IDs in spec order
+// separated by spaces, and P2PC_JOB_ID and P2PC_PARAMS (the job-level
+// params) are set as for tasks (no P2PC_TASK_ID). Its declared outputs
+// and captured stdout become the job's artifacts at the top of the output
+// folder:
+//
+//	reduce:
+//	  command: ["for t in $P2PC_TASK_IDS; do tail -n +4 $P2PC_TASKS_DIR/$t/band.pgm; done > rows"]
+//	  shell: true
+//	  outputs: [rows]
+//
+// examples/render.yaml puts both to work.
 //
 // The command runs in the task's work dir with a scrubbed environment:
 //

@@ -44,22 +44,33 @@ type execTask struct {
 
 var (
 	_ sdk.Task      = (*execTask)(nil)
+	_ sdk.Reducer   = (*execTask)(nil)
 	_ sdk.Describer = (*execTask)(nil)
 )
 
 // Describe names the plugin.
 func (*execTask) Describe() sdk.Info {
-	return sdk.Info{Name: "exec", Version: "1.0.0", Portable: false}
+	return sdk.Info{Name: "exec", Version: "1.1.0", Portable: false}
 }
 
 // params are the task's params; see the package comment.
 type params struct {
-	Command    []string          `json:"command"`
-	Shell      bool              `json:"shell"`
-	Outputs    []string          `json:"outputs"`
-	Env        map[string]string `json:"env"`
-	Stdout     *bool             `json:"stdout"`
-	CopyInputs bool              `json:"copy_inputs"`
+	step
+	CopyInputs bool `json:"copy_inputs"`
+	// Normalize filters outputs before their digests are taken.
+	Normalize *step `json:"normalize"`
+	// Reduce is the job-level reduce command (read by Reduce only).
+	Reduce *step `json:"reduce"`
+}
+
+// step is one command line with its options: the task's command, the
+// normalize filter or the reduce command.
+type step struct {
+	Command []string          `json:"command"`
+	Shell   bool              `json:"shell"`
+	Outputs []string          `json:"outputs"`
+	Env     map[string]string `json:"env"`
+	Stdout  *bool             `json:"stdout"`
 }
 
 func decodeParams(req *sdk.Request) (*params, error) {
@@ -67,51 +78,84 @@ func decodeParams(req *sdk.Request) (*params, error) {
 	if err := req.Decode(&p); err != nil {
 		return nil, err
 	}
-	if len(p.Command) == 0 || p.Command[0] == "" {
-		return nil, errors.New("exec: params need a command (a non-empty list of strings)")
+	if err := p.check(""); err != nil {
+		return nil, err
 	}
-	seen := make(map[string]bool)
-	for _, o := range p.Outputs {
-		if !filepath.IsLocal(o) {
-			return nil, fmt.Errorf("exec: output %q is not a local path inside the work dir", o)
+	if n := p.Normalize; n != nil {
+		if err := n.check("normalize"); err != nil {
+			return nil, err
 		}
-		c := filepath.Clean(o)
-		if seen[c] {
-			return nil, fmt.Errorf("exec: output %q is declared twice", o)
+		if n.Stdout != nil {
+			return nil, errors.New("exec: normalize writes the normalised output on its stdout: it takes no stdout param")
 		}
-		seen[c] = true
-	}
-	for k, v := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("exec: env entry %q=%q is not a valid environment variable", k, v)
+		for _, o := range n.Outputs {
+			if filepath.Clean(o) != sdk.DataFile && !slices.ContainsFunc(p.Outputs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(o) }) {
+				return nil, fmt.Errorf("exec: normalize output %q is not a declared output (nor %q, the captured stdout)", o, sdk.DataFile)
+			}
 		}
 	}
 	return &p, nil
 }
 
-// argv is the command line to run.
-func (p *params) argv() []string {
-	if p.Shell {
-		return []string{Shell, "-c", strings.Join(p.Command, " ")}
+// check validates a step; what names it in errors ("" for the task's
+// own command, whose keys are top-level params).
+func (s *step) check(what string) error {
+	key := func(k string) string {
+		if what == "" {
+			return k
+		}
+		return what + "." + k
 	}
-	return p.Command
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return fmt.Errorf("exec: params need a %s (a non-empty list of strings)", key("command"))
+	}
+	seen := make(map[string]bool)
+	for _, o := range s.Outputs {
+		if !filepath.IsLocal(o) {
+			return fmt.Errorf("exec: %s %q is not a local path inside the work dir", key("output"), o)
+		}
+		c := filepath.Clean(o)
+		if seen[c] {
+			return fmt.Errorf("exec: %s %q is declared twice", key("output"), o)
+		}
+		seen[c] = true
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("exec: %s entry %q=%q is not a valid environment variable", key("env"), k, v)
+		}
+	}
+	return nil
+}
+
+// argv is the command line to run.
+func (s *step) argv() []string {
+	if s.Shell {
+		return []string{Shell, "-c", strings.Join(s.Command, " ")}
+	}
+	return s.Command
 }
 
 // captureStdout says whether stdout becomes the task's data.
-func (p *params) captureStdout() bool { return p.Stdout == nil || *p.Stdout }
+func (s *step) captureStdout() bool { return s.Stdout == nil || *s.Stdout }
 
-// environ builds the command's scrubbed environment, sorted by name.
-func environ(req *sdk.Request, p *params) []string {
+// environ builds a command's scrubbed environment, sorted by name: the
+// fixed variables, the params' scalars, then extra (which wins).
+func environ(workDir, jobID, taskID string, params json.RawMessage, extra ...map[string]string) []string {
 	env := map[string]string{
-		"PATH":         DefaultPath,
-		"HOME":         req.WorkDir,
-		"TMPDIR":       filepath.Join(req.WorkDir, "tmp"),
-		"P2PC_JOB_ID":  req.JobID,
-		"P2PC_TASK_ID": req.TaskID,
-		"P2PC_PARAMS":  string(req.Params),
+		"PATH":        DefaultPath,
+		"HOME":        workDir,
+		"TMPDIR":      filepath.Join(workDir, "tmp"),
+		"P2PC_JOB_ID": jobID,
+		"P2PC_PARAMS": string(params),
 	}
-	maps.Copy(env, paramEnv(req.Params))
-	maps.Copy(env, p.Env)
+	if taskID != "" {
+		env["P2PC_TASK_ID"] = taskID
+	}
+	maps.Copy(env, paramEnv(params))
+	for _, e := range extra {
+		maps.Copy(env, e)
+	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
@@ -188,7 +232,8 @@ func pathOf(env []string) string {
 	return ""
 }
 
-// Run stages the inputs, runs the command and checks its outputs.
+// Run stages the inputs, runs the command, checks its outputs and passes
+// them through the normalize filter, if any.
 func (x *execTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Result, error) {
 	p, err := decodeParams(req)
 	if err != nil {
@@ -203,23 +248,165 @@ func (x *execTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*s
 	if err := os.MkdirAll(filepath.Join(req.WorkDir, "tmp"), 0o700); err != nil {
 		return nil, fmt.Errorf("exec: make TMPDIR: %w", err)
 	}
-	env := environ(req, p)
-	argv := p.argv()
-	path, err := lookPath(argv[0], pathOf(env))
+	env := environ(req.WorkDir, req.JobID, req.TaskID, req.Params, p.Env)
+	stdout, err := x.runStep(ctx, &p.step, req.WorkDir, env, req.TaskID, nil, nil)
 	if err != nil {
 		return nil, err
-	}
-	stdout, stderr, err := run(ctx, command{path: path, argv: argv, dir: req.WorkDir, env: env, stdout: p.captureStdout()})
-	if err != nil {
-		return nil, err
-	}
-	if len(stderr) > 0 && x.log != nil {
-		x.log.Debug("exec: command wrote to stderr", "task", req.TaskID, "stderr_tail", string(stderr))
 	}
 	if err := checkOutputs(req.WorkDir, p.Outputs); err != nil {
 		return nil, err
 	}
+	if p.Normalize != nil {
+		if stdout, err = x.normalize(ctx, req, p, stdout); err != nil {
+			return nil, err
+		}
+	}
 	return &sdk.Result{Data: stdout, Files: p.Outputs}, nil
+}
+
+// runStep runs one step in dir with env, stdin and stdout (nil: stdout is
+// captured if the step says so, else discarded), and returns what it
+// captured.
+func (x *execTask) runStep(ctx context.Context, s *step, dir string, env []string, who string, stdin, stdoutTo *os.File) ([]byte, error) {
+	argv := s.argv()
+	path, err := lookPath(argv[0], pathOf(env))
+	if err != nil {
+		return nil, err
+	}
+	stdout, stderr, err := run(ctx, command{path: path, argv: argv, dir: dir, env: env, stdout: stdoutTo == nil && s.captureStdout(), stdin: stdin, stdoutTo: stdoutTo})
+	if err != nil {
+		return nil, err
+	}
+	if len(stderr) > 0 && x.log != nil {
+		x.log.Debug("exec: command wrote to stderr", "task", who, "stderr_tail", string(stderr))
+	}
+	return stdout, nil
+}
+
+// normalize passes each output the filter names (default: every declared
+// output, and the captured stdout if any) through it: the filter reads
+// the output on stdin and writes its canonical form on stdout, which
+// replaces the output. It returns the (possibly normalised) stdout data.
+func (x *execTask) normalize(ctx context.Context, req *sdk.Request, p *params, data []byte) ([]byte, error) {
+	n := p.Normalize
+	names := n.Outputs
+	if len(names) == 0 {
+		names = slices.Clone(p.Outputs)
+		if p.captureStdout() {
+			names = append(names, sdk.DataFile)
+		}
+	}
+	tmp := filepath.Join(req.WorkDir, "tmp")
+	for _, name := range names {
+		src := filepath.Join(req.WorkDir, name)
+		if filepath.Clean(name) == sdk.DataFile {
+			src = filepath.Join(tmp, ".stdout")
+			if err := os.WriteFile(src, data, 0o600); err != nil {
+				return nil, fmt.Errorf("exec: normalize %s: %w", name, err)
+			}
+		}
+		out, err := x.filter(ctx, req, n, name, src, tmp)
+		if err != nil {
+			return nil, err
+		}
+		if filepath.Clean(name) == sdk.DataFile {
+			if data, err = os.ReadFile(out); err != nil {
+				return nil, fmt.Errorf("exec: normalize %s: %w", name, err)
+			}
+			os.Remove(out)
+			os.Remove(src)
+			continue
+		}
+		if err := os.Rename(out, src); err != nil {
+			return nil, fmt.Errorf("exec: normalize %s: %w", name, err)
+		}
+	}
+	return data, nil
+}
+
+// filter runs the normalize step with src on stdin and its stdout into a
+// new file in tmp, whose path it returns.
+func (x *execTask) filter(ctx context.Context, req *sdk.Request, n *step, name, src, tmp string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(tmp, ".normalized-*")
+	if err != nil {
+		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
+	}
+	defer out.Close()
+	env := environ(req.WorkDir, req.JobID, req.TaskID, req.Params, n.Env, map[string]string{"P2PC_OUTPUT": name})
+	if _, err := x.runStep(ctx, n, req.WorkDir, env, req.TaskID, in, out); err != nil {
+		os.Remove(out.Name())
+		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
+	}
+	return out.Name(), nil
+}
+
+// Reduce runs the job's reduce command once, in its own work dir, over
+// every task's output: tasks/<task ID>/<output name> there links to each
+// output file (the captured stdout is the file "data"), P2PC_TASKS_DIR
+// names that folder and P2PC_TASK_IDS lists the task IDs in spec order.
+func (x *execTask) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Host) (*sdk.Result, error) {
+	var p params
+	if err := req.Decode(&p); err != nil {
+		return nil, err
+	}
+	r := p.Reduce
+	if r == nil {
+		return nil, errors.New("exec: the spec says reduce: true, but params has no reduce: {command: [...]} to run")
+	}
+	if err := r.check("reduce"); err != nil {
+		return nil, err
+	}
+	if req.WorkDir == "" || !filepath.IsAbs(req.WorkDir) {
+		return nil, fmt.Errorf("exec: work dir %q is not an absolute path", req.WorkDir)
+	}
+	tasksDir := filepath.Join(req.WorkDir, "tasks")
+	ids := make([]string, 0, len(req.Tasks))
+	for _, t := range req.Tasks {
+		ids = append(ids, t.TaskID)
+		for _, f := range t.Files {
+			if !filepath.IsLocal(t.TaskID) || !filepath.IsLocal(f.Name) {
+				return nil, fmt.Errorf("exec: reduce: task %s output %q is not a local name", t.TaskID, f.Name)
+			}
+			if err := linkFile(filepath.Join(tasksDir, t.TaskID, f.Name), f.Path); err != nil {
+				return nil, fmt.Errorf("exec: reduce: task %s: %w", t.TaskID, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(req.WorkDir, "tmp"), 0o700); err != nil {
+		return nil, fmt.Errorf("exec: make TMPDIR: %w", err)
+	}
+	env := environ(req.WorkDir, req.JobID, "", req.Params, map[string]string{
+		"P2PC_TASKS_DIR": tasksDir,
+		"P2PC_TASK_IDS":  strings.Join(ids, " "),
+	}, r.Env)
+	stdout, err := x.runStep(ctx, r, req.WorkDir, env, "reduce", nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w (reduce)", err)
+	}
+	if err := checkOutputs(req.WorkDir, r.Outputs); err != nil {
+		return nil, fmt.Errorf("%w (reduce)", err)
+	}
+	return &sdk.Result{Data: stdout, Files: r.Outputs}, nil
+}
+
+// linkFile makes dst (and its folders) a symlink to src.
+func linkFile(dst, src string) error {
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.Symlink(abs, dst)
 }
 
 // stageInputs makes every input available in dir under its name, as a
@@ -295,11 +482,13 @@ func checkOutputs(dir string, outputs []string) error {
 
 // command is one command line to run.
 type command struct {
-	path   string   // resolved program
-	argv   []string // argv[0] included
-	dir    string
-	env    []string
-	stdout bool // capture stdout (else /dev/null)
+	path     string   // resolved program
+	argv     []string // argv[0] included
+	dir      string
+	env      []string
+	stdout   bool     // capture stdout (else stdoutTo, else /dev/null)
+	stdin    *os.File // nil: /dev/null
+	stdoutTo *os.File // stdout's file, when not captured
 }
 
 // name is how errors call the command.
@@ -345,6 +534,11 @@ func run(ctx context.Context, c command) (stdout, stderrTail []byte, err error) 
 	cmd := newCmd(c, statusW)
 	if stdoutW != nil {
 		cmd.Stdout = stdoutW
+	} else if c.stdoutTo != nil {
+		cmd.Stdout = c.stdoutTo
+	}
+	if c.stdin != nil {
+		cmd.Stdin = c.stdin
 	}
 	cmd.Stderr = stderrW
 

@@ -80,6 +80,18 @@ func TestExec(t *testing.T) {
 		{name: "bad env", params: map[string]any{"command": []string{"true"}, "env": map[string]string{"A=B": "c"}}, err: "not a valid environment variable"},
 		{name: "bad input name", params: map[string]any{"command": []string{"true"}}, inputs: []sdk.File{{Name: "../up", Path: lines.Path}}, err: `input name "../up" is not a local path`},
 		{name: "input named tmp", params: map[string]any{"command": []string{"true"}}, inputs: []sdk.File{{Name: "tmp", Path: lines.Path}}, err: "make TMPDIR"},
+		{name: "normalize outputs and stdout", params: map[string]any{"command": []string{"printf '# at 1\\nA\\n' | tee a.txt; printf '# at 2\\nB\\n' > b.txt"}, "shell": true, "outputs": []string{"a.txt", "b.txt"},
+			"normalize": map[string]any{"command": []string{"sed", "/^# at /d"}}},
+			data: "A\n", files: map[string]string{"a.txt": "A\n", "b.txt": "B\n"}},
+		{name: "normalize named outputs", params: map[string]any{"command": []string{"echo x; echo y > a.txt; echo z > b.txt"}, "shell": true, "outputs": []string{"a.txt", "b.txt"},
+			"normalize": map[string]any{"command": []string{"echo $P2PC_OUTPUT; tr a-z A-Z"}, "shell": true, "outputs": []string{"b.txt"}}},
+			data: "x\n", files: map[string]string{"a.txt": "y\n", "b.txt": "b.txt\nZ\n"}},
+		{name: "normalize fails", params: map[string]any{"command": []string{"echo", "x"}, "normalize": map[string]any{"command": []string{"sh", "-c", "echo bad >&2; exit 3"}}},
+			err: "exec: normalize data: exec: sh exited with status 3; stderr:\nbad"},
+		{name: "normalize an undeclared output", params: map[string]any{"command": []string{"true"}, "normalize": map[string]any{"command": []string{"cat"}, "outputs": []string{"c.txt"}}},
+			err: `normalize output "c.txt" is not a declared output`},
+		{name: "normalize without command", params: map[string]any{"command": []string{"true"}, "normalize": map[string]any{"shell": true}}, err: "need a normalize.command"},
+		{name: "normalize with stdout", params: map[string]any{"command": []string{"true"}, "normalize": map[string]any{"command": []string{"cat"}, "stdout": false}}, err: "takes no stdout param"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +118,60 @@ func TestExec(t *testing.T) {
 	}
 	if b, err := os.ReadFile(lines.Path); err != nil || string(b) != "a\nb\nc\n" {
 		t.Errorf("input changed: %q, %v", b, err)
+	}
+}
+
+// TestReduce runs the reduce command over two tasks' outputs: it finds
+// them under P2PC_TASKS_DIR in the order of P2PC_TASK_IDS.
+func TestReduce(t *testing.T) {
+	ctx := context.Background()
+	task := &execTask{}
+	var outs []sdk.TaskOutput
+	for _, id := range []string{"0001", "0000"} {
+		o, err := sdktest.RunRequest(ctx, task, &sdk.Request{JobID: "j", TaskID: id,
+			Params: []byte(`{"command":["echo band $P2PC_TASK_ID > band.txt; echo out $P2PC_TASK_ID"],"shell":true,"outputs":["band.txt"]}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Cleanup()
+		outs = append(outs, o.Output(id))
+	}
+	tests := []struct {
+		name, params string
+		data         string
+		files        map[string]string
+		err          string
+	}{
+		{name: "stitch", params: `{"reduce":{"command":["for t in $P2PC_TASK_IDS; do cat $P2PC_TASKS_DIR/$t/band.txt tasks/$t/data; done > all.txt; echo $P2PC_JOB_ID ${P2PC_TASK_ID-none}"],"shell":true,"outputs":["all.txt"]}}`,
+			data: "j none\n", files: map[string]string{"all.txt": "band 0001\nout 0001\nband 0000\nout 0000\n"}},
+		{name: "no reduce param", params: `{"command":["true"]}`, err: "params has no reduce: {command: [...]}"},
+		{name: "bad reduce output", params: `{"reduce":{"command":["true"],"outputs":["../x"]}}`, err: `reduce.output "../x" is not a local path`},
+		{name: "missing output", params: `{"reduce":{"command":["true"],"outputs":["image.pgm"]}}`, err: "declared outputs missing after the command: image.pgm (reduce)"},
+		{name: "reduce fails", params: `{"reduce":{"command":["false"]}}`, err: "false exited with status 1 (stderr was empty) (reduce)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			work := t.TempDir()
+			res, err := task.Reduce(ctx, &sdk.ReduceRequest{JobID: "j", Params: []byte(tt.params), Tasks: outs, WorkDir: work}, nil)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Data) != tt.data {
+				t.Errorf("data = %q, want %q", res.Data, tt.data)
+			}
+			for name, want := range tt.files {
+				b, err := os.ReadFile(filepath.Join(work, name))
+				if err != nil || string(b) != want || !slices.Contains(res.Files, name) {
+					t.Errorf("file %s = %q, %v (listed: %v), want %q", name, b, err, res.Files, want)
+				}
+			}
+		})
 	}
 }
 

@@ -30,6 +30,17 @@
 // Run or Reduce carries a call_id that the plugin's callbacks name, so one
 // warm plugin process serves many calls, one after another or at once.
 //
-// This package imports nothing else of p2pc, so plugins stay small.
+// This package imports nothing else of p2pc, and plugins/sdk is a Go
+// module of its own (github.com/p2pc/p2pc/plugins/sdk) that does not
+// require the p2pc module: a plugin in another repository depends on the
+// SDK, go-plugin, gRPC and protobuf only (docs/plugin-sdk.md, "Plugins in
+// their own repository"). The host's side of the protocol, the plugin
+// client, is p2pc's own (internal/pluginproto); the wire types and the
+// handshake that both sides share are in package pluginpb.
+//
+// Params: Request.Decode is lenient (unknown keys ignored, missing ones
+// keep their value); Request.DecodeStrict rejects both, for plugins that
+// own every key. A reducer reads a task's output with TaskOutput.Data or
+// TaskOutput.ReadFile.
 // Package sdktest lets an author test a plugin in-process.
 package sdk

@@ -44,10 +44,16 @@ type VerifyRequest struct {
 
 // Decode unmarshals the task parameters into v.
 func (r *VerifyRequest) Decode(v any) error {
-	if len(r.Params) == 0 {
-		return nil
+	if err := decodeParams(r.Params, v, false); err != nil {
+		return fmt.Errorf("decode params of task %s: %w", r.TaskID, err)
 	}
-	if err := json.Unmarshal(r.Params, v); err != nil {
+	return nil
+}
+
+// DecodeStrict is Decode that also rejects unknown and missing keys (see
+// Request.DecodeStrict).
+func (r *VerifyRequest) DecodeStrict(v any) error {
+	if err := decodeParams(r.Params, v, true); err != nil {
 		return fmt.Errorf("decode params of task %s: %w", r.TaskID, err)
 	}
 	return nil
@@ -194,12 +200,23 @@ type Request struct {
 
 // Decode unmarshals the task parameters into v (usually a pointer to a
 // struct with json tags). Keys that v does not have are ignored, because
-// job-level params are shared by every task.
+// job-level params are shared by every task; keys the params leave out
+// keep v's values (set defaults before the call).
 func (r *Request) Decode(v any) error {
-	if len(r.Params) == 0 {
-		return nil
+	if err := decodeParams(r.Params, v, false); err != nil {
+		return fmt.Errorf("decode params of task %s: %w", r.TaskID, err)
 	}
-	if err := json.Unmarshal(r.Params, v); err != nil {
+	return nil
+}
+
+// DecodeStrict is Decode for a plugin that owns every parameter of its
+// jobs: it rejects a key v has no field for (a typo in the spec, at any
+// depth) and a field of the struct v points to that the params leave out,
+// unless the field is tagged omitempty (or omitzero), which makes it
+// optional. Keys match field names as in Decode (exact, else ignoring
+// case).
+func (r *Request) DecodeStrict(v any) error {
+	if err := decodeParams(r.Params, v, true); err != nil {
 		return fmt.Errorf("decode params of task %s: %w", r.TaskID, err)
 	}
 	return nil
@@ -245,10 +262,16 @@ type ReduceRequest struct {
 
 // Decode unmarshals the job-level parameters into v.
 func (r *ReduceRequest) Decode(v any) error {
-	if len(r.Params) == 0 {
-		return nil
+	if err := decodeParams(r.Params, v, false); err != nil {
+		return fmt.Errorf("decode job params: %w", err)
 	}
-	if err := json.Unmarshal(r.Params, v); err != nil {
+	return nil
+}
+
+// DecodeStrict is Decode that also rejects unknown and missing keys (see
+// Request.DecodeStrict).
+func (r *ReduceRequest) DecodeStrict(v any) error {
+	if err := decodeParams(r.Params, v, true); err != nil {
 		return fmt.Errorf("decode job params: %w", err)
 	}
 	return nil
@@ -262,7 +285,7 @@ type TaskOutput struct {
 	Files []File
 }
 
-// File returns the output file named name.
+// File returns the output file named name; ReadFile and Data read one.
 func (t *TaskOutput) File(name string) (File, bool) {
 	for _, f := range t.Files {
 		if f.Name == name {
@@ -279,10 +302,6 @@ type TaskError struct {
 	TaskID string
 	Msg    string
 }
-
-// ErrRejected is wrapped by Client.Verify when the plugin rejected an
-// output (as opposed to failing to check it).
-var ErrRejected = errors.New("output rejected by the plugin's check")
 
 func (e *TaskError) Error() string {
 	if e.TaskID == "" {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
 
 // Serve runs t as a p2pc task plugin. Call it from main; it returns only
@@ -16,14 +18,14 @@ import (
 // Log with Logger (JSON lines on stderr, which the host routes into its
 // own log).
 func Serve(t Task) {
-	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
+	if os.Getenv(pluginpb.Handshake.MagicCookieKey) != pluginpb.Handshake.MagicCookieValue {
 		os.Stderr.WriteString("This is a p2pc task plugin: it is started by p2pc, not by hand.\n" +
 			"Name it as `plugin:` in a job spec and run `p2pc run job.yaml`.\n")
 		os.Exit(1)
 	}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: t}},
+		HandshakeConfig: pluginpb.Handshake,
+		Plugins:         plugin.PluginSet{pluginpb.PluginName: &taskPlugin{impl: t}},
 		GRPCServer:      plugin.DefaultGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Output:     os.Stderr,

@@ -96,13 +96,9 @@ func (Task) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.Host) (
 
 // readOutput reads and checks one task's output.
 func readOutput(t sdk.TaskOutput) (*Output, error) {
-	f, ok := t.File(sdk.DataFile)
-	if !ok {
-		return nil, fmt.Errorf("tspga: task %s has no output data", t.TaskID)
-	}
-	b, err := os.ReadFile(f.Path)
+	b, err := t.Data()
 	if err != nil {
-		return nil, fmt.Errorf("tspga: task %s: %w", t.TaskID, err)
+		return nil, fmt.Errorf("tspga: %w", err)
 	}
 	var o Output
 	if err := json.Unmarshal(b, &o); err != nil {

@@ -1,4 +1,8 @@
-package sdk
+// Package pluginpb is the p2pc task plugin protocol as both sides speak
+// it: the gRPC services and messages generated from plugin.proto, and the
+// go-plugin handshake. Plugin authors never use it (package sdk does);
+// the p2pc host imports it to talk to plugins.
+package pluginpb
 
 import plugin "github.com/hashicorp/go-plugin"
 
@@ -6,9 +10,9 @@ import plugin "github.com/hashicorp/go-plugin"
 // It changes only on an incompatible change of the plugin protocol.
 const ProtocolVersion = 1
 
-// SDKProtocol is the revision of the plugin protocol this SDK speaks
-// within ProtocolVersion; it grows when RPCs or fields are added.
-// Revision 2 added Verify and the Host calls Send, Recv, Load, Store,
+// SDKProtocol is the revision of the plugin protocol within
+// ProtocolVersion; it grows when RPCs or fields are added. Revision 2
+// added Verify and the Host calls Send, Recv, Load, Store,
 // CompareAndSwap, Checkpoint and Resume.
 const SDKProtocol = 2
 
@@ -22,3 +26,7 @@ var Handshake = plugin.HandshakeConfig{
 	MagicCookieKey:   "P2PC_PLUGIN",
 	MagicCookieValue: "4c0a1d2e-p2pc-task-plugin",
 }
+
+// MaxCallMsg bounds one message on the Host service: the largest
+// checkpoint the SDK allows (16 MiB) plus room for the envelope.
+const MaxCallMsg = 16<<20 + 1<<20

@@ -68,6 +68,7 @@ func TestCanonicalSeesMeaning(t *testing.T) {
 		{"timeout: 90s", "timeout: 91s"},
 		{"retries: 1", "retries: 2"},
 		{"replicas: 2}", "replicas: 2, trust: adaptive}"},
+		{"replicas: 2}", "replicas: 2, spot_check: 0.1}"},
 		{"memory: 1GiB", "memory: 1GB"},
 		{"colors: [red, green]", "colors: [green, red]"},
 		{"reduce: true", "reduce: true\nsandbox: {network: true}"},
@@ -83,6 +84,16 @@ func TestCanonicalSeesMeaning(t *testing.T) {
 		if bytes.Equal(ref, j.Canonical()) {
 			t.Errorf("%s -> %s: canonical form unchanged", c.old, c.new)
 		}
+	}
+}
+
+// TestCanonicalNoSpotCheck: a job without spot checks keeps the job ID it
+// had before spot checks existed.
+func TestCanonicalNoSpotCheck(t *testing.T) {
+	a := parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 2}")
+	b := parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 2, spot_check: 0}")
+	if !bytes.Equal(a.Canonical(), b.Canonical()) || bytes.Contains(a.Canonical(), []byte("spot_check")) {
+		t.Errorf("spot_check: 0 is in the canonical form:\n%s\n%s", a.Canonical(), b.Canonical())
 	}
 }
 

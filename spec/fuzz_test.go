@@ -141,7 +141,7 @@ func respell(t *testing.T, job *Job) *Job {
 		"retries": job.Retries,
 		"verify": map[string]any{
 			"replicas": job.Verify.Replicas, "quorum": job.Verify.Quorum,
-			"max_replicas": job.Verify.MaxReplicas, "trust": job.Verify.Trust,
+			"max_replicas": job.Verify.MaxReplicas, "trust": job.Verify.Trust, "spot_check": job.Verify.SpotCheck,
 		},
 	}
 	res := map[string]any{}

@@ -27,7 +27,9 @@ tasks:
 // parent is a 6 MiB tmpfs, too small for the job's 12 MiB of outputs.
 // First run: the disk fills up. Then the tmpfs grows (space freed) and
 // the job is run again; then the tmpfs is made read-only and a third run
-// tries. What each left is copied out of the namespace into $KEEP.
+// tries; last, the job runs on local slots only into a 3 MiB tmpfs (the
+// plugin fails to write: the probe of the output folder tells why). What
+// each left is copied out of the namespace into $KEEP.
 const localDiskScript = `
 set -u
 mount -t tmpfs -o size=6m tmpfs "$ROOT" || exit 90
@@ -39,21 +41,24 @@ run; echo "exit freed: $?" >&2
 cp -r "$ROOT/out" "$KEEP/out"
 mount -o remount,ro "$ROOT" || exit 92
 run; echo "exit read-only: $?" >&2
+mount -t tmpfs -o size=3m tmpfs "$ROOT2" || exit 93
+"$P2PC" --data "$DATA" run "$SPEC" --out "$ROOT2/out" --no-mdns --local-slots 2 --no-progress; echo "exit local slots: $?" >&2
+ls -A "$ROOT2/out" > "$KEEP/local.ls"
 exit 0
 `
 
 // A full output folder stops the run at once with exit 4 and a clear
 // error, charges no peer, leaves nothing half-written; a rerun after
 // space is freed completes, reusing what was done. A read-only one is
-// exit 4 too.
+// exit 4 too, and so is a full one written by local slots.
 func TestLocalDiskFaultStopsTheRun(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare (util-linux)")
 	}
 	dir := t.TempDir()
 	p := startPeer(t, dir, "ok", 2)
-	root, keep := filepath.Join(dir, "mnt"), filepath.Join(dir, "keep")
-	for _, d := range []string{root, keep} {
+	root, root2, keep := filepath.Join(dir, "mnt"), filepath.Join(dir, "mnt2"), filepath.Join(dir, "keep")
+	for _, d := range []string{root, root2, keep} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +67,7 @@ func TestLocalDiskFaultStopsTheRun(t *testing.T) {
 	start := time.Now()
 	proc, err := harness.Start("unshare", []string{"--mount", "--propagation", "private", "sh", "-c", localDiskScript}, harness.Options{
 		Name: "localdisk",
-		Env:  []string{"ROOT=" + root, "KEEP=" + keep, "P2PC=" + p2pcBin, "DATA=" + dataDir, "SPEC=" + spec, "PEER=" + p.addr},
+		Env:  []string{"ROOT=" + root, "ROOT2=" + root2, "KEEP=" + keep, "P2PC=" + p2pcBin, "DATA=" + dataDir, "SPEC=" + spec, "PEER=" + p.addr},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +80,13 @@ func TestLocalDiskFaultStopsTheRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("script: exit %d\n%s", code, stderr)
 	}
-	t.Logf("three runs took %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("four runs took %s", time.Since(start).Round(time.Millisecond))
 	out := filepath.Join(root, "out")
 	for _, want := range []string{
 		"exit full: 4", "p2pc: output folder " + out + ": no space left on device",
 		"exit freed: 0",
 		"exit read-only: 4", "read-only file system",
+		"exit local slots: 4", "p2pc: output folder " + filepath.Join(root2, "out") + ": no space left on device",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, stderr)
@@ -106,8 +112,10 @@ func TestLocalDiskFaultStopsTheRun(t *testing.T) {
 			}
 		}
 	}
-	if ls, _ := os.ReadFile(filepath.Join(keep, "full.ls")); strings.Contains(string(ls), ".p2pc") {
-		t.Errorf("the full run left its staging behind: %s", ls)
+	for _, name := range []string{"full.ls", "local.ls"} {
+		if ls, _ := os.ReadFile(filepath.Join(keep, name)); strings.Contains(string(ls), ".p2pc\n") {
+			t.Errorf("%s: the run left its staging behind: %s", name, ls)
+		}
 	}
 	freed := readReport(t, filepath.Join(keep, "out"))
 	if freed.State != report.StateComplete || freed.Summary.Done != 12 {

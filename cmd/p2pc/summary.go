@@ -41,6 +41,9 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 		if len(liars) > 0 {
 			fmt.Fprintf(w, "; excluded as liars: %s", strings.Join(liars, ", "))
 		}
+		if len(sc.Reinstated) > 0 {
+			fmt.Fprintf(w, "; reinstated (outvoted by them): %s", strings.Join(sc.Reinstated, ", "))
+		}
 		fmt.Fprintln(w)
 	}
 	shown := 0

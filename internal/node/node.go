@@ -149,8 +149,11 @@ func New(cfg Config) (*Node, error) {
 		log:   log,
 		store: store,
 		// Keepalive pings find a peer that stopped answering (SIGSTOP, a
-		// dead host) within a few seconds even while its TCP stays up.
-		conns:    transfer.NewPool(cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 2 * time.Second})),
+		// dead host) even while its TCP stays up. gRPC pings no more often than every 10 s (its minimum): a dead
+		// connection is noticed after about 12 s. The membership (about 2 s)
+		// is what takes a stopped or cut-off peer's leases back; this is
+		// the backstop.
+		conns:    transfer.NewPool(cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second})),
 		lis:      lis,
 		sched:    newSched(cfg.Slots),
 		slotMade: make([]string, cfg.Slots),

@@ -139,6 +139,9 @@ type SpotChecks struct {
 	// the accepted result (the trusted result replaced it).
 	Checked int         `json:"checked"`
 	Caught  []SpotCatch `json:"caught,omitempty"`
+	// Reinstated are peers excluded for votes they lost to peers a spot
+	// check then caught: they take work again.
+	Reinstated []string `json:"reinstated,omitempty"`
 }
 
 // SpotCatch is a spot check that disagreed with the accepted result: the

@@ -22,7 +22,9 @@ import (
 //     it;
 //   - once a check has caught someone, a task left that no remaining peer
 //     can complete the vote on goes to a trusted run too, so that the job
-//     ends without the liars.
+//     ends without the liars;
+//   - a task whose vote fails (no quorum) is decided by a trusted run
+//     rather than failed.
 
 // NextCheck blocks until a trusted run is wanted and returns its lease
 // (for the submitter's own slot when it runs checks only), or ErrDrained
@@ -146,14 +148,23 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 		sc := q.spotStatsLocked()
 		sc.Caught = append(sc.Caught, report.SpotCatch{Task: rt.ID, Peers: liars, Accepted: wrong.String(), Trusted: res.Digest.String(), Time: q.now().UTC()})
 	} else {
-		rt.Verdict = "decided by the submitter's own run (no peer in good standing could complete the vote)"
+		rt.Verdict = "decided by the submitter's own run (the peers in good standing could not decide it)"
 	}
 	q.doneLocked(l.Task)
 	for _, p := range liars {
 		q.caught = true
-		if !q.trustOf(p).excluded {
+		if tr := q.trustOf(p); !tr.excluded || tr.outvoted {
+			tr.outvoted = false // a liar stays out
+			if tr.excluded {
+				q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == p })
+				tr.excluded = false
+			}
 			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(ts.votes, p).String(), res.Digest.String()), true)
 		}
+	}
+	if len(liars) > 0 {
+		sc := q.spotStatsLocked()
+		sc.Reinstated = append(sc.Reinstated, q.forgiveLocked(liars)...)
 	}
 	return true, true
 }

@@ -17,7 +17,7 @@ func spotVerify(replicas, quorum int, spot float64) spec.Verify {
 }
 
 // check has the submitter's check-only slot take a trusted run, which must
-// be of task.
+// be of task (any, if "").
 func (f *fixture) check(t *testing.T, task string) *Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a bound on a failing test, not a wait
@@ -26,11 +26,32 @@ func (f *fixture) check(t *testing.T, task string) *Lease {
 	if err != nil {
 		t.Fatalf("NextCheck: %v", err)
 	}
-	if !l.Check || l.TaskID != task || l.Peer != "me" {
+	if !l.Check || (task != "" && l.TaskID != task) || l.Peer != "me" {
 		t.Fatalf("NextCheck: lease %+v, want a check of %s by me", l, task)
 	}
-	f.leases["me/"+task] = l
+	f.leases["me/"+l.TaskID] = l
 	return l
+}
+
+// waitFor waits for cond (under the queue's lock) to hold, at each change
+// of the queue.
+func (f *fixture) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(5 * time.Second) // a bound on a failing test, not a wait
+	for {
+		ch := f.q.Changed()
+		f.q.mu.Lock()
+		ok := cond()
+		f.q.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("waited in vain for %s", what)
+		}
+	}
 }
 
 func noCheck(t *testing.T, f *fixture) {
@@ -144,6 +165,49 @@ func TestSpotCheck(t *testing.T) {
 			exclude: []string{"x", "y"}, checked: 2, caught: []string{"t0"},
 		},
 		{
+			name: "an honest minority outvoted by the liars is reinstated when they are caught", v: spotVerify(3, 2, 1), tasks: 3,
+			run: func(t *testing.T, f *fixture) {
+				for _, p := range []string{"h", "x", "y"} {
+					for range 3 {
+						f.take(t, p)
+					}
+				}
+				for _, task := range []string{"t0", "t1", "t2"} {
+					f.finish("h", task, report.OutcomeOK, "good")
+					f.finish("x", task, report.OutcomeOK, "bad")
+					f.finish("y", task, report.OutcomeOK, "bad")
+				}
+				// The liars' outputs are fetched (digest-only replicas), then
+				// accepted and judged.
+				f.waitFor(t, "h to be outvoted out of the job", func() bool { return f.q.trustOf("h").excluded })
+				for range 3 { // in the order the fetches ended
+					l := f.check(t, "")
+					f.finish("me", l.TaskID, report.OutcomeOK, "good")
+				}
+				if sc := f.rep.SpotChecks; sc == nil || len(sc.Reinstated) != 1 || sc.Reinstated[0] != "h" {
+					t.Errorf("reinstated %+v, want h", f.rep.SpotChecks)
+				}
+				f.waitFor(t, "h to be reinstated", func() bool { return !f.q.trustOf("h").excluded })
+			},
+			state:   []string{report.TaskDone, report.TaskDone, report.TaskDone},
+			exclude: []string{"x", "y"}, checked: 3, caught: []string{"t0", "t1", "t2"},
+		},
+		{
+			name: "with spot checks, no quorum is decided by the submitter's run", v: spotVerify(2, 2, 1), tasks: 1,
+			run: func(t *testing.T, f *fixture) {
+				f.take(t, "a")
+				f.take(t, "b")
+				f.finish("a", "t0", report.OutcomeOK, "good")
+				f.finish("b", "t0", report.OutcomeOK, "bad")
+				f.waitFor(t, "a trusted run to be wanted", func() bool { return len(f.q.checks) == 1 })
+				f.check(t, "t0")
+				f.finish("me", "t0", report.OutcomeOK, "good")
+			},
+			state: []string{report.TaskDone}, verdict: []string{"decided by the submitter's own run"},
+			placed:  map[string]string{"t0": "stage-me-3"},
+			exclude: []string{"b"}, checked: 1,
+		},
+		{
 			name: "the submitter's own vote needs no check", v: spotVerify(2, 2, 1), tasks: 1,
 			run: func(t *testing.T, f *fixture) {
 				f.take(t, "me")
@@ -179,6 +243,7 @@ func TestSpotCheck(t *testing.T) {
 				for _, x := range sc.Caught {
 					caught = append(caught, x.Task)
 				}
+				slices.Sort(caught)
 			}
 			if checked != c.checked || !slices.Equal(caught, c.caught) {
 				t.Errorf("spot checks: %d checked, caught %v; want %d, %v", checked, caught, c.checked, c.caught)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
@@ -23,6 +24,11 @@ type peerTrust struct {
 	// why is the peer's latest fault or refusal, and excludedWhy the
 	// reason it was excluded (for the stall report).
 	why, excludedWhy string
+	// lostTo holds, for each task on which the peer lost its vote, the
+	// peers whose digest won; outvoted: it was excluded for lost votes.
+	// A spot check that catches a winner forgives those losses.
+	lostTo   map[int][]string
+	outvoted bool
 }
 
 // chargeLocked gives peer a strike of kind f for err, and excludes it at
@@ -57,6 +63,12 @@ func (q *Queue) trustOf(peer string) *peerTrust {
 // judgeLocked updates the trust of task's voters against the accepted
 // digest, and excludes peers that lost too many votes.
 func (q *Queue) judgeLocked(task int, d digest.ID) {
+	var winners []string
+	for _, v := range q.tasks[task].votes {
+		if v.digest == d {
+			winners = append(winners, v.peer)
+		}
+	}
 	for _, v := range q.tasks[task].votes {
 		tr := q.trustOf(v.peer)
 		if v.digest == d {
@@ -66,10 +78,39 @@ func (q *Queue) judgeLocked(task int, d digest.ID) {
 		}
 		tr.invalid++
 		tr.streak = 0
+		if tr.lostTo == nil {
+			tr.lostTo = map[int][]string{}
+		}
+		tr.lostTo[task] = winners
 		if tr.invalid >= ExcludeAfter && !tr.excluded {
+			tr.outvoted = true
 			q.excludeLocked(v.peer, fmt.Sprintf("lost %d votes", tr.invalid), true)
 		}
 	}
+}
+
+// forgiveLocked takes back the lost votes that liars (caught by a spot
+// check) won, and reinstates a peer excluded for lost votes that no
+// longer has enough of them: an honest minority outvoted by colluders is
+// not to blame. It returns the peers reinstated.
+func (q *Queue) forgiveLocked(liars []string) []string {
+	var back []string
+	for name, tr := range q.trust {
+		for t, winners := range tr.lostTo {
+			if slices.ContainsFunc(winners, func(w string) bool { return slices.Contains(liars, w) }) {
+				delete(tr.lostTo, t)
+				tr.invalid--
+			}
+		}
+		if tr.excluded && tr.outvoted && tr.invalid < ExcludeAfter && !slices.Contains(liars, name) {
+			tr.excluded, tr.outvoted, tr.excludedWhy = false, false, ""
+			q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == name })
+			q.log.Warn("peer reinstated: the votes it lost were won by peers a spot check caught", "peer", name)
+			back = append(back, name)
+		}
+	}
+	slices.Sort(back)
+	return back
 }
 
 // excludeLocked stops giving peer work, takes back its leases and, if

@@ -118,6 +118,13 @@ func (q *Queue) tallyLocked(task int) bool {
 	case more:
 		q.needLocked(task, v.n)
 	case fail:
+		if q.spot > 0 && q.self != "" {
+			// With spot checks the submitter is the arbiter: its own run
+			// decides a task the peers cannot.
+			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+			q.wantCheckLocked(task)
+			return false
+		}
 		q.failLocked(task, fmt.Errorf("no quorum (%d matching votes and a majority needed, %d votes): %s", ts.quorum, len(ts.votes), q.voteList(task)))
 	}
 	return false

@@ -44,6 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -686,7 +687,7 @@ func (r *Running) Wait(ctx context.Context) (*Submission, error) {
 	if o.Mount != nil {
 		outDir = o.Mount.Path(o.Out)
 	}
-	rep, rerr := report.Read(outDir)
+	rep, rerr := jobdb.ReadReport(context.Background(), outDir)
 	if rerr == nil {
 		sub.Report = rep
 	}

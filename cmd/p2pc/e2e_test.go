@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -94,7 +95,7 @@ func writeSpec(t *testing.T, dir, name, body string) string {
 
 func readReport(t *testing.T, dir string) *report.Report {
 	t.Helper()
-	r, err := report.Read(dir)
+	r, err := jobdb.ReadReport(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -351,7 +352,7 @@ tasks:
 	defer run.Kill()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if rep, err := report.Read(out); err == nil && rep.Tasks[0].State == report.TaskRunning {
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && rep.Tasks[0].State == report.TaskRunning {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -123,11 +123,17 @@ func (c *RunCmd) Run(g *Globals) error {
 	return nil
 }
 
+// againHint ends the error of a run its own disk stopped.
+const againHint = "free space, then run the same command again: the job resumes"
+
 func classifyJobErr(ctxErr, err error) error {
 	switch {
 	case ctxErr != nil:
 		return withCode(exitInterrupted, errors.New("interrupted; run it again to resume"))
 	case errors.Is(err, job.ErrLocalDisk):
+		if !strings.Contains(err.Error(), againHint) {
+			err = fmt.Errorf("%w (%s)", err, againHint)
+		}
 		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)

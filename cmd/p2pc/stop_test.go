@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -44,7 +46,7 @@ tasks:
 			}
 			defer run.Kill()
 			waitFor(t, 30*time.Second, "z1 runs a task", func() bool {
-				rep, err := report.Read(out)
+				rep, err := jobdb.ReadReport(context.Background(), out)
 				return err == nil && sharesOf(rep)["z1"] > 0
 			})
 			stopped := time.Now()

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
-	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/jobdb"
 )
 
 var idRe = regexp.MustCompile(`listening (\S+) name (\S+) slots \d+ id (\S+)`)
@@ -215,7 +215,7 @@ func TestStrangerGetsNothing(t *testing.T) {
 	}
 	waitStderr(t, run, regexp.MustCompile(`not from this swarm`))
 	run.Stop(5 * time.Second)
-	if rep, err := report.Read(sout); err == nil && rep.Summary.Done != 0 {
+	if rep, err := jobdb.ReadReport(context.Background(), sout); err == nil && rep.Summary.Done != 0 {
 		t.Fatalf("the stranger's job got %d tasks done", rep.Summary.Done)
 	}
 	stranger.Stop(5 * time.Second)

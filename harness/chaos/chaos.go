@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -209,7 +210,7 @@ func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool
 
 // progress reads the report of a job still running (nil if none yet).
 func progress(out string) *report.Report {
-	rep, err := report.Read(out)
+	rep, err := jobdb.ReadReport(context.Background(), out)
 	if err != nil {
 		return nil
 	}

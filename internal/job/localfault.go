@@ -17,6 +17,13 @@ import (
 // resumes with the tasks already done.
 var ErrLocalDisk = errors.New("local disk fault")
 
+// localDisk is an error of this machine's own disk found elsewhere than
+// where outputs are written (the job database): it says what err says,
+// and is ErrLocalDisk too.
+type localDisk struct{ error }
+
+func (e localDisk) Unwrap() []error { return []error{e.error, ErrLocalDisk} }
+
 // diskFault is a failed write to the submitter's own disk.
 type diskFault struct {
 	where string // "output folder DIR" or "block store DIR"

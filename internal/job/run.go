@@ -227,7 +227,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.opts.Events.Started(len(job.Tasks), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
-	if dbErr := r.db.Err(); dbErr != nil {
+	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
 		// The journal failed (a full disk): what reached the database
 		// stays; the rerun resumes from it.
 		stopJournal()
@@ -236,7 +236,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		err := fmt.Errorf("%w (free space, then run the same command again: the job resumes)", dbErr)
 		if errors.Is(dbErr, jobdb.ErrFull) {
 			// This machine's own disk, like a full output folder (exit 4).
-			err = errors.Join(err, ErrLocalDisk)
+			err = localDisk{err}
 		}
 		return r.rep, err
 	}

@@ -58,6 +58,7 @@ var migrations = [][]string{
 			peer_id     TEXT NOT NULL DEFAULT '',
 			digest      TEXT NOT NULL DEFAULT '',
 			files       TEXT,
+			error       TEXT NOT NULL DEFAULT '',
 			verdict     TEXT NOT NULL DEFAULT '',
 			checkpoints INTEGER NOT NULL DEFAULT 0,
 			updated     TEXT NOT NULL
@@ -73,6 +74,7 @@ var migrations = [][]string{
 			outcome TEXT NOT NULL,
 			error   TEXT NOT NULL DEFAULT '',
 			resumed INTEGER NOT NULL DEFAULT 0,
+			trusted INTEGER NOT NULL DEFAULT 0,
 			PRIMARY KEY (task, n)
 		) WITHOUT ROWID`,
 		`CREATE INDEX attempts_end ON attempts(end)`,

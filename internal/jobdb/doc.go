@@ -20,9 +20,10 @@
 //
 //	schema_version(version, p2pc, applied)
 //	job(key, value)                        job metadata, one row per field
-//	tasks(idx, id, params, state, peer, peer_id, digest, files, verdict,
-//	      checkpoints, updated)
-//	attempts(task, n, peer, peer_id, start, end, outcome, error, resumed)
+//	tasks(idx, id, params, state, peer, peer_id, digest, files, error,
+//	      verdict, checkpoints, updated)
+//	attempts(task, n, peer, peer_id, start, end, outcome, error, resumed,
+//	         trusted)
 //	votes(task, n, peer, peer_id, digest)
 //	partials(task, n, time, peer, peer_id, text, bytes, truncated)
 //	outputs(task, name, data)              inline task outputs

@@ -32,6 +32,7 @@ func ReadReport(ctx context.Context, dir string) (*report.Report, error) {
 	if rep.JobID == "" {
 		return nil, fmt.Errorf("job database %s holds no job yet: %w", path, fs.ErrNotExist)
 	}
+	rep.SplitPeerIDs() // as report.json names peers
 	return rep, nil
 }
 

@@ -18,8 +18,8 @@ const (
 	qJob            = "INSERT OR REPLACE INTO job(key, value) VALUES (?, ?)"
 	qPutOutput      = "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)"
 	qDeleteOutput   = "DELETE FROM outputs WHERE task = ?"
-	qTask           = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qAttempt        = `INSERT INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qTask           = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qAttempt        = `INSERT INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qVote           = `INSERT INTO votes(task, n, peer, peer_id, digest) VALUES (?, ?, ?, ?, ?)`
 	qPartial        = `INSERT INTO partials(task, n, time, peer, peer_id, text, bytes, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qDeleteAttempts = "DELETE FROM attempts WHERE task = ?"
@@ -74,7 +74,7 @@ func jobRows(r *report.Report) ([][2]string, error) {
 	for _, kv := range []struct {
 		k string
 		v any
-	}{{"plugin", r.Plugin}, {"outputs", r.Outputs}, {"warnings", r.Warnings}, {"excluded", r.Excluded}, {"peers", r.Peers}} {
+	}{{"plugin", r.Plugin}, {"outputs", r.Outputs}, {"warnings", r.Warnings}, {"excluded", r.Excluded}, {"peers", r.Peers}, {"spot_checks", r.SpotChecks}} {
 		s, err := js(kv.v)
 		if err != nil {
 			return nil, fmt.Errorf("encode job %s: %w", kv.k, err)
@@ -143,7 +143,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	}
 	peer, peerID := split(t.Peer, t.PeerID)
 	if err := tx.exec(qTask,
-		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Verdict, t.Checkpoints, now()); err != nil {
+		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
 		return err
 	}
 	for _, q := range []string{qDeleteAttempts, qDeleteVotes, qDeletePartials} {
@@ -154,7 +154,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	for n, a := range t.Attempts {
 		peer, peerID := split(a.Peer, a.PeerID)
 		if err := tx.exec(qAttempt,
-			idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed); err != nil {
+			idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed, a.Check); err != nil {
 			return err
 		}
 	}
@@ -202,7 +202,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		return r, err
 	}
 	idx := map[int]int{}
-	rows, err := db.sql.QueryContext(ctx, `SELECT idx, id, params, state, peer, peer_id, digest, files, verdict, checkpoints FROM tasks ORDER BY idx`)
+	rows, err := db.sql.QueryContext(ctx, `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints FROM tasks ORDER BY idx`)
 	if err != nil {
 		return nil, db.wrap("read tasks", err)
 	}
@@ -211,7 +211,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		var i int
 		var params string
 		var files sql.NullString
-		if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Verdict, &t.Checkpoints); err != nil {
+		if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Error, &t.Verdict, &t.Checkpoints); err != nil {
 			rows.Close()
 			return r, db.wrap("read tasks", err)
 		}
@@ -238,11 +238,11 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 	if r.Summary.Total < len(r.Tasks) {
 		r.Summary.Total = len(r.Tasks)
 	}
-	if err := db.each(ctx, `SELECT task, peer, peer_id, start, end, outcome, error, resumed FROM attempts ORDER BY task, n`, func(rows *sql.Rows) error {
+	if err := db.each(ctx, `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted FROM attempts ORDER BY task, n`, func(rows *sql.Rows) error {
 		var i int
 		var a report.Attempt
 		var start, end string
-		if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed); err != nil {
+		if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed, &a.Check); err != nil {
 			return err
 		}
 		a.Start, a.End = parseTime(start), parseTime(end)
@@ -329,6 +329,8 @@ func (db *DB) LoadJob(ctx context.Context) (*report.Report, error) {
 			err = json.Unmarshal([]byte(v), &r.Excluded)
 		case "peers":
 			err = json.Unmarshal([]byte(v), &r.Peers)
+		case "spot_checks":
+			err = json.Unmarshal([]byte(v), &r.SpotChecks)
 		}
 		if err != nil {
 			return fmt.Errorf("job field %s: %w", k, err)

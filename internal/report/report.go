@@ -200,7 +200,7 @@ func Write(dir string, r *Report) error {
 // a million tasks is never in memory as one document. Like Write, it
 // names peers by name and ID (splitting "name@ID" keys).
 func Encode(w io.Writer, r *Report) error {
-	r.splitPeerIDs()
+	r.SplitPeerIDs()
 	if r.Tasks == nil {
 		data, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
@@ -335,10 +335,10 @@ func SplitPeer(key string) (name, id string) {
 	return key[:i], key[i+1:]
 }
 
-// splitPeerIDs moves the node IDs out of the peer fields into PeerID, so
+// SplitPeerIDs moves the node IDs out of the peer fields into PeerID, so
 // that report.json names a peer by its name beside its ID. It is
 // idempotent.
-func (r *Report) splitPeerIDs() {
+func (r *Report) SplitPeerIDs() {
 	split := func(peer, id *string) {
 		if n, i := SplitPeer(*peer); i != "" {
 			*peer, *id = n, i

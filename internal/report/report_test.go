@@ -185,8 +185,8 @@ func TestSplitPeer(t *testing.T) {
 		}
 	}
 	r := &Report{Tasks: []Task{{Peer: "p1@" + id, Attempts: []Attempt{{Peer: "p1@" + id}, {Peer: "local"}}, Votes: []Vote{{Peer: "p2@" + id}}}}}
-	r.splitPeerIDs()
-	r.splitPeerIDs() // idempotent
+	r.SplitPeerIDs()
+	r.SplitPeerIDs() // idempotent
 	tk := r.Tasks[0]
 	if tk.Peer != "p1" || tk.PeerID != id || tk.Attempts[0].PeerID != id || tk.Attempts[1].Peer != "local" || tk.Votes[0].Peer != "p2" {
 		t.Fatalf("%+v", tk)

@@ -44,7 +44,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -687,7 +686,7 @@ func (r *Running) Wait(ctx context.Context) (*Submission, error) {
 	if o.Mount != nil {
 		outDir = o.Mount.Path(o.Out)
 	}
-	rep, rerr := jobdb.ReadReport(context.Background(), outDir)
+	rep, rerr := ReadReport(outDir)
 	if rerr == nil {
 		sub.Report = rep
 	}

@@ -128,6 +128,9 @@ tasks:
 		t.Fatalf("victim job: exit %d %v\n%s", code, err, run.Stderr())
 	}
 	rep := readReport(t, vout)
+	if r := p2pc(t, "export", vout); r.code != 0 { // inline outputs as files
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
 	onShared := 0
 	for _, task := range rep.Tasks {
 		if task.Peer == "shared" {

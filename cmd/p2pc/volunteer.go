@@ -55,7 +55,7 @@ func (f *VolunteerFlags) volunteer() (node.Volunteer, error) {
 // are confined and capped on this machine.
 func confinementLine(n *node.Node, allowNetwork bool, v node.Volunteer) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tasks confined: %s cgroup=%s allow-network=%t", n.Confinement(), sandbox.Cgroups(), allowNetwork)
+	fmt.Fprintf(&b, "tasks confined: %s allow-network=%t", n.ConfinementLine(), allowNetwork)
 	if v.CPUs > 0 {
 		fmt.Fprintf(&b, " cpus=%g", v.CPUs)
 	}

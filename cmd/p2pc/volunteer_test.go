@@ -118,10 +118,10 @@ func TestJoinPauseWhenBusy(t *testing.T) {
 	}
 	spec := writeSpec(t, dir, "slow.yaml", `
 plugin: {{repo}}/plugins/echo
-params: {sleep_ms: 300}
+params: {sleep_ms: 500}
 tasks:
-  - range: {param: n, from: 0, to: 7}
-`)
+  - range: {param: n, from: 0, to: 15}
+`) // 8 s on one slot: still running when the pause comes (a job's pool ends with it)
 	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr}, harness.Options{Name: "run"})
 	if err != nil {
 		t.Fatal(err)

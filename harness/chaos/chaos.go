@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -210,7 +211,7 @@ func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool
 
 // progress reads the report of a job still running (nil if none yet).
 func progress(out string) *report.Report {
-	rep, err := jobdb.ReadReport(context.Background(), out)
+	rep, err := harness.ReadReport(out)
 	if err != nil {
 		return nil
 	}
@@ -259,6 +260,31 @@ func firstOKAfter(rep *report.Report, t time.Time, peer string) time.Time {
 	return first
 }
 
+// inlineOutputs names the outputs job.db keeps (tasks/<id>/<name>, as
+// the report lists them): they have no file until p2pc export.
+func inlineOutputs(outDir string) (map[string]bool, error) {
+	dir, done, err := harness.JobDBDir(outDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // an older run's folder: every output is a file
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	ctx := context.Background()
+	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(dir, jobdb.FileName))
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	names := map[string]bool{}
+	err = db.Outputs(ctx, func(o jobdb.Output) error {
+		names["tasks/"+o.TaskID+"/"+o.Name] = true
+		return nil
+	})
+	return names, err
+}
+
 // checkReport checks a report's consistency: the summary counts what the
 // tasks say; a done task has one accepted attempt (single runs: exactly
 // one ok attempt), a digest and its files; a complete job has every task
@@ -268,6 +294,10 @@ func checkReport(rep *report.Report, outDir string, want map[string]string, sing
 		return errors.New("no report")
 	}
 	var errs []error
+	inline, err := inlineOutputs(outDir)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	done, failed := 0, 0
 	for _, t := range rep.Tasks {
 		ok := 0
@@ -289,6 +319,9 @@ func checkReport(rep *report.Report, outDir string, want map[string]string, sing
 				errs = append(errs, fmt.Errorf("task %s: digest %.12s, a clean run's %.12s", t.ID, t.Digest, d))
 			}
 			for _, f := range t.Files {
+				if inline[f] {
+					continue // kept in job.db
+				}
 				if _, err := os.Stat(filepath.Join(outDir, filepath.FromSlash(f))); err != nil {
 					errs = append(errs, fmt.Errorf("task %s: output %s: %w", t.ID, f, err))
 				}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -57,7 +57,7 @@ func (e *Env) expect(ctx context.Context, body string) (map[string]string, error
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("clean run: %w\n%s", err, b)
 	}
-	rep, err := jobdb.ReadReport(context.Background(), out)
+	rep, err := harness.ReadReport(out)
 	if err != nil {
 		return nil, fmt.Errorf("clean run: %w", err)
 	}

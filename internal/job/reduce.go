@@ -3,7 +3,9 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,6 +42,9 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 	defer os.RemoveAll(inline)
 	// The outputs were written by this process: open them to the task user.
 	for _, dir := range []string{filepath.Join(r.p.OutDir, "tasks"), inline} {
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			continue // no output of that kind
+		}
 		if err := sandbox.GrantTree(dir, sandbox.Policy{User: r.opts.TaskUser}); err != nil {
 			return fmt.Errorf("reduce: %w", err)
 		}

@@ -89,7 +89,7 @@ type Node struct {
 	pools  map[poolKey]*pluginhost.Pool
 	jobs   map[string]*jobFiles // per job ID (workdir.go)
 	jobSeq uint64               // names jobs' work folders
-	// confinement is Confinement().String(), gossiped in the metadata.
+	// confinement is ConfinementLine(), gossiped in the metadata.
 	confinement string
 	stats       Stats
 
@@ -175,7 +175,7 @@ func New(cfg Config) (*Node, error) {
 	// package transfer) when both ends speak it; gRPC connections pass.
 	n.lis = blockSrv.Listener(lis, cfg.Creds.ServerTLS())
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
-	n.confinement = n.Confinement().String()
+	n.confinement = n.ConfinementLine()
 	return n, nil
 }
 
@@ -335,6 +335,12 @@ func (n *Node) pool(j *jobFiles, digest [32]byte, path string, network bool, mem
 
 // Confinement says how this peer confines tasks (package sandbox).
 func (n *Node) Confinement() sandbox.Status { return sandbox.Probe().WithUser(n.cfg.TaskUser) }
+
+// ConfinementLine is Confinement with the cgroups this machine gives
+// each plugin process: what p2pc join prints and the peer gossips.
+func (n *Node) ConfinementLine() string {
+	return fmt.Sprintf("%s cgroup=%s", n.Confinement(), sandbox.Cgroups())
+}
 
 // taskPolicy is what a task of job j on this peer may touch (package
 // sandbox): its job's inputs, read-only, and its job's work folders. Not

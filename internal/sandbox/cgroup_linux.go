@@ -538,6 +538,9 @@ func freezerAt(d string) *freezer {
 type freezer struct{ file, on, off, state, frozen string }
 
 // set freezes (and waits until the kernel says frozen) or thaws.
+// freezeWait bounds how long freezing a cgroup may take.
+const freezeWait = 5 * time.Second
+
 func (f *freezer) set(on bool) error {
 	if !on {
 		return writeFile(f.file, f.off)
@@ -545,15 +548,23 @@ func (f *freezer) set(on bool) error {
 	if err := writeFile(f.file, f.on); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	// A v1 freezer may stay FREEZING while a task is in a state it cannot
+	// be frozen in (mid-exec, in uninterruptible I/O); writing FROZEN
+	// again retries, so ask every 50 ms until it holds.
+	start := time.Now()
+	for n := 1; time.Since(start) < freezeWait; n++ {
 		b, _ := os.ReadFile(f.state)
 		if strings.Contains(string(b), f.frozen) {
 			return nil
 		}
 		time.Sleep(time.Millisecond)
+		if n%50 == 0 {
+			if err := writeFile(f.file, f.on); err != nil {
+				return err
+			}
+		}
 	}
-	return errors.New("cgroup not frozen within 1s")
+	return fmt.Errorf("cgroup not frozen within %s", freezeWait)
 }
 
 // killProcs SIGKILLs the processes in cgroup folder dir but keep (and

@@ -38,14 +38,18 @@ func (p *proc) limitHit() error {
 
 // endTask kills what the task left running in the warm process's cgroup:
 // every process but the plugin itself (double-forked daemons included).
-func (p *proc) endTask() {
+// It reports whether the task left any: only then (or when the task
+// failed) may a limit have been hit, so only then is it asked.
+func (p *proc) endTask() (left bool) {
 	cg := p.cgroup()
 	if cg == nil {
-		return
+		return false
 	}
-	if err := cg.KillOthers(p.pidValue()); err != nil {
+	left, err := cg.KillOthers(p.pidValue())
+	if err != nil {
 		p.pool.hostLog.Warn("kill what the task left running", "pid", p.pidValue(), "err", err)
 	}
+	return left
 }
 
 // limitError is the error of a task that failed with err after hitting

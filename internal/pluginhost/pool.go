@@ -239,20 +239,26 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 	// before this side's timer has fired, so ask the clock too.
 	callerDone, overrun := expired(ctx), timeout > 0 && expired(callCtx)
 	cancel()
-	limit := p.limitHit() // limits.go
 
 	var te *sdk.TaskError
 	switch {
 	case err == nil:
-		p.endTask()
+		// A task that succeeded and started no process hit no limit
+		// (a child killed for memory, a refused fork): the counters
+		// are read only when it did (limits.go).
+		if p.endTask() {
+			p.limitHit()
+		}
 		pl.release(p)
 		return res, nil
 	case errors.As(err, &te) && !callerDone && !overrun:
 		pl.stats.taskErrors.Add(1)
+		limit := p.limitHit()
 		p.endTask()
 		pl.release(p)
 		return nil, pl.limitError(op, taskID, p, limit, err)
 	}
+	limit := p.limitHit() // limits.go
 
 	// The process is lost: whatever it was doing, it is killed.
 	e := &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, PID: p.pidValue(), Err: err}

@@ -378,8 +378,32 @@ func (c *Cgroup) read(ctrl, file string) []byte {
 	if !ok {
 		return nil
 	}
-	b, _ := os.ReadFile(filepath.Join(d, file))
-	return b
+	return readSmall(filepath.Join(d, file))
+}
+
+// readSmall reads a small cgroup file with plain system calls: it runs
+// after every task, and os.ReadFile's poller registration and buffer
+// growth cost more than the read (nil on error).
+func readSmall(path string) []byte {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var buf [4096]byte
+	var out []byte
+	for {
+		n, err := unix.Read(fd, buf[:])
+		if n > 0 {
+			out = append(out, buf[:n]...)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return out
+		}
+	}
 }
 
 // Limits are the cgroup's limits.
@@ -476,7 +500,7 @@ func (c *Cgroup) Procs() []int {
 }
 
 func readProcs(dir string) []int {
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	b := readSmall(filepath.Join(dir, "cgroup.procs"))
 	var pids []int
 	for f := range strings.FieldsSeq(string(b)) {
 		if n, err := strconv.Atoi(f); err == nil {
@@ -488,9 +512,16 @@ func readProcs(dir string) []int {
 
 // KillOthers SIGKILLs every process of the cgroup but keep (the warm
 // plugin process, between tasks) and waits until they are gone: what a
-// task started does not outlive it.
-func (c *Cgroup) KillOthers(keep int) error {
-	return c.kill(keep)
+// task started does not outlive it. left says whether there were any.
+func (c *Cgroup) KillOthers(keep int) (left bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dir := folders(c.dirs)[0]
+	self := os.Getpid()
+	if len(slices.DeleteFunc(readProcs(dir), func(p int) bool { return p == keep || p == self })) == 0 {
+		return false, nil // the common case: one read, nothing to kill
+	}
+	return true, killProcs(dir, c.freezerFile(), keep)
 }
 
 // Kill SIGKILLs every process of the cgroup and waits until they are

@@ -37,7 +37,7 @@ func SetFileSize(int, Limits) error { return nil }
 
 func (c *Cgroup) Limits() Limits       { return Limits{} }
 func (c *Cgroup) Procs() []int         { return nil }
-func (c *Cgroup) KillOthers(int) error { return nil }
+func (c *Cgroup) KillOthers(int) (bool, error) { return false, nil }
 func (c *Cgroup) Kill() error          { return nil }
 func (c *Cgroup) Close() error         { return nil }
 func (c *Cgroup) Exceeded() error      { return nil }

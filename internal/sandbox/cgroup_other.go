@@ -35,15 +35,15 @@ func StartConfined(cmd *exec.Cmd, pol Policy, _ *Cgroup, _ Limits) (Status, erro
 // SetFileSize sets no limit outside Linux.
 func SetFileSize(int, Limits) error { return nil }
 
-func (c *Cgroup) Limits() Limits       { return Limits{} }
-func (c *Cgroup) Procs() []int         { return nil }
+func (c *Cgroup) Limits() Limits               { return Limits{} }
+func (c *Cgroup) Procs() []int                 { return nil }
 func (c *Cgroup) KillOthers(int) (bool, error) { return false, nil }
-func (c *Cgroup) Kill() error          { return nil }
-func (c *Cgroup) Close() error         { return nil }
-func (c *Cgroup) Exceeded() error      { return nil }
-func (c *Cgroup) Dir(string) string    { return "" }
-func SetShare(float64, int64) error    { return errNoCgroups }
-func Freeze(bool) error                { return errNoCgroups }
-func Frozen() bool                     { return false }
-func CPUUsage() (time.Duration, error) { return 0, errNoCgroups }
-func TreeDir(string) string            { return "" }
+func (c *Cgroup) Kill() error                  { return nil }
+func (c *Cgroup) Close() error                 { return nil }
+func (c *Cgroup) Exceeded() error              { return nil }
+func (c *Cgroup) Dir(string) string            { return "" }
+func SetShare(float64, int64) error            { return errNoCgroups }
+func Freeze(bool) error                        { return errNoCgroups }
+func Frozen() bool                             { return false }
+func CPUUsage() (time.Duration, error)         { return 0, errNoCgroups }
+func TreeDir(string) string                    { return "" }

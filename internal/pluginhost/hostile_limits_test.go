@@ -140,6 +140,7 @@ func TestHostileForkBomb(t *testing.T) {
 			t.Fatalf("fork bomb: got %v, want process limit 32 reached", err)
 		}
 		t.Logf("bounded: %v", err)
+		record(t, true, "bounded: "+err.Error())
 		stillServes(t, pl)
 	})
 	t.Run("unconfined", func(t *testing.T) {
@@ -147,6 +148,7 @@ func TestHostileForkBomb(t *testing.T) {
 		if _, err := runAttack(t, pl, "forkbomb", "200", 20*time.Second); err != nil {
 			t.Fatalf("fork bomb failed without confinement (not a real attack?): %v", err)
 		}
+		record(t, false, "succeeded")
 	})
 }
 
@@ -163,6 +165,7 @@ func TestHostileAllocate10xMemory(t *testing.T) {
 			t.Errorf("outcome %q, want task_error (not a crash)", c)
 		}
 		t.Logf("bounded: %v", err)
+		record(t, true, "bounded: "+err.Error())
 		stillServes(t, pl)
 	})
 	t.Run("unconfined", func(t *testing.T) {
@@ -170,6 +173,7 @@ func TestHostileAllocate10xMemory(t *testing.T) {
 		if _, err := runAttack(t, pl, "alloc", "640", 20*time.Second); err != nil {
 			t.Fatalf("alloc failed without confinement (not a real attack?): %v", err)
 		}
+		record(t, false, "succeeded")
 	})
 }
 
@@ -182,6 +186,7 @@ func TestHostileFillDisk(t *testing.T) {
 			t.Fatalf("fill: got %v, want file too large", err)
 		}
 		t.Logf("bounded: %v", err)
+		record(t, true, "bounded: "+err.Error())
 		stillServes(t, pl)
 	})
 	t.Run("unconfined", func(t *testing.T) {
@@ -189,6 +194,7 @@ func TestHostileFillDisk(t *testing.T) {
 		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err != nil {
 			t.Fatalf("fill failed without confinement (not a real attack?): %v", err)
 		}
+		record(t, false, "succeeded")
 	})
 }
 
@@ -212,6 +218,7 @@ func TestHostileDoubleForkedDaemon(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("daemon %d outlived its task", pid)
 		}
+		record(t, true, fmt.Sprintf("bounded: daemon %d killed when its task ended", pid))
 		stillServes(t, pl)
 	})
 	t.Run("unconfined", func(t *testing.T) {
@@ -222,6 +229,7 @@ func TestHostileDoubleForkedDaemon(t *testing.T) {
 		if !alive(pid) {
 			t.Fatalf("daemon %d is gone without confinement (not a real attack?)", pid)
 		}
+		record(t, false, "succeeded")
 	})
 }
 
@@ -249,6 +257,7 @@ func TestHostileHangIgnoringSIGTERM(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("the hung task's daemon %d outlived it", pid)
 		}
+		record(t, true, "bounded: killed at its 1s timeout, with what it started")
 		stillServes(t, pl)
 	})
 	t.Run("unconfined", func(t *testing.T) {
@@ -258,6 +267,7 @@ func TestHostileHangIgnoringSIGTERM(t *testing.T) {
 		if !alive(pid) {
 			t.Fatalf("daemon %d is gone without confinement (not a real attack?)", pid)
 		}
+		record(t, false, "succeeded")
 		stillServes(t, pl)
 	})
 }

@@ -160,8 +160,9 @@ type Lease struct {
 	// decided, the lease timed out, or the run ends: the worker should
 	// stop the attempt) and when it is settled (so that nothing waits on
 	// a finished lease).
-	revoked chan struct{}
-	settled bool
+	revoked    chan struct{}
+	revokeOnce sync.Once // revoked is closed by whoever comes first
+	settled    bool
 }
 
 // Revoked is closed when the lease is taken back or settled.
@@ -752,7 +753,7 @@ func (q *Queue) cleanVotes(task int) {
 func (q *Queue) revokeCopiesLocked(task int) {
 	for _, l := range q.running {
 		if l.Task == task {
-			close(l.revoked)
+			revoke(l)
 			delete(q.running, l.ID)
 			q.tasks[task].running--
 			l.settled = true
@@ -800,13 +801,10 @@ func (q *Queue) settlePeer(peer, outcome string, why error) int {
 	return len(ls)
 }
 
-func revoke(l *Lease) {
-	select {
-	case <-l.revoked:
-	default:
-		close(l.revoked)
-	}
-}
+// revoke closes l.revoked once, whoever calls it first: a peer's lost
+// session (without the queue's lock) and a replica's win that revokes
+// the task's other copies (with it) may both reach the same lease.
+func revoke(l *Lease) { l.revokeOnce.Do(func() { close(l.revoked) }) }
 
 // Expire revokes leases that have run longer than limit (the backstop for
 // a peer that hangs without its connection breaking), and decides

@@ -374,3 +374,33 @@ func TestVoting(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedLeaseOfDecidedTask: a peer's lost session revokes its leases
+// without the queue's lock before settling them; a replica's win in
+// between revokes the task's other copies too. The lease must be revoked
+// once (a double close panicked the coordinator under load) and settled
+// once.
+func TestRevokedLeaseOfDecidedTask(t *testing.T) {
+	f := newFixture(t, 1, Config{Verify: verify(3, 2, 3)})
+	for _, p := range []string{"a", "b", "c"} {
+		f.take(t, p)
+	}
+	lost := f.leases["c/t0"]
+	revoke(lost) // settlePeer's first step, for peer c
+	f.finish("a", "t0", report.OutcomeOK, "d1")
+	f.finish("b", "t0", report.OutcomeOK, "d1") // accepted: c's copy is revoked again
+	f.waitDone(t)
+	if f.q.Finish(lost, Result{Outcome: report.OutcomeLost, Err: errors.New("peer c went away")}) {
+		t.Error("the revoked copy's late loss was taken as a result")
+	}
+	f.expect(t, []string{report.TaskDone}, nil, nil, nil)
+	canceled := 0
+	for _, a := range f.rep.Tasks[0].Attempts {
+		if a.Outcome == report.OutcomeCanceled {
+			canceled++
+		}
+	}
+	if n := len(f.rep.Tasks[0].Attempts); n != 3 || canceled != 1 {
+		t.Errorf("%d attempts (%d canceled), want 3 with c's canceled once: %+v", n, canceled, f.rep.Tasks[0].Attempts)
+	}
+}

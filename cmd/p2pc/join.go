@@ -81,6 +81,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Creds:         creds,
 		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
+		JobLinger:     30 * time.Second, // a rerun of the job finds its plugin processes warm
 		AllowNetwork:  c.AllowNetwork,
 		Volunteer:     vol,
 		TaskUser:      taskUser,

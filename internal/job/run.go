@@ -429,11 +429,22 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 					fail(err)
 					return
 				}
+				// Pace the journal: changes meanwhile gather in touched,
+				// so that a task's lease, run and result are mostly one
+				// write (a kill loses at most this much, which reruns).
+				select {
+				case <-done:
+					return
+				case <-time.After(journalPace):
+				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
+
+// journalPace is the least time between two journal writes.
+const journalPace = 50 * time.Millisecond
 
 // end stops the journal, journals the last changes, closes the database
 // and writes report.json.

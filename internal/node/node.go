@@ -63,7 +63,11 @@ type Config struct {
 	// ShutdownGrace is how long running tasks may finish on shutdown
 	// (default 10s).
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
+	// JobLinger keeps a job's warm plugin processes and folders this
+	// long after its last session ends, for a rerun of the same job
+	// (same job ID: still one job per process); 0 closes them at once.
+	JobLinger time.Duration
+	Logger    *slog.Logger
 }
 
 // Node is a running p2pc peer.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/pluginhost"
@@ -114,7 +115,8 @@ type jobFiles struct {
 	base     string
 	dir      string
 	work     string
-	sessions int // guarded by Node.mu
+	sessions int         // guarded by Node.mu
+	linger   *time.Timer // closes the job when it fires; guarded by Node.mu
 }
 
 // openJob registers a session of job id, making its folders if it is the
@@ -137,6 +139,9 @@ func (n *Node) openJob(id string) (*jobFiles, error) {
 		n.jobs[id] = j
 	}
 	j.sessions++
+	if j.linger != nil && j.linger.Stop() {
+		j.linger = nil // a rerun while the job lingered: its warm pools serve it
+	}
 	for _, dir := range []string{j.dir, j.work} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return j, fmt.Errorf("make job folder: %w", err)
@@ -147,10 +152,28 @@ func (n *Node) openJob(id string) (*jobFiles, error) {
 
 // closeJob ends a session of job j: the last one closes the job's plugin
 // pools and removes its folders.
+// With Config.JobLinger, that waits so long for a rerun of the job.
 func (n *Node) closeJob(j *jobFiles) {
 	n.mu.Lock()
 	j.sessions--
 	if j.sessions > 0 {
+		n.mu.Unlock()
+		return
+	}
+	if d := n.cfg.JobLinger; d > 0 {
+		j.linger = time.AfterFunc(d, func() { n.endJob(j) })
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	n.endJob(j)
+}
+
+// endJob closes job j's plugin pools and removes its folders, unless a
+// session of it started again meanwhile.
+func (n *Node) endJob(j *jobFiles) {
+	n.mu.Lock()
+	if j.sessions > 0 || n.jobs[j.id] != j {
 		n.mu.Unlock()
 		return
 	}

@@ -121,3 +121,40 @@ func TestInputsImmutable(t *testing.T) {
 		}
 	}
 }
+
+// TestJobLinger: with Config.JobLinger a job's folders (and warm pools)
+// outlive its last session so long: a rerun of the same job within it
+// gets them back, and they are removed once it passes with no session.
+func TestJobLinger(t *testing.T) {
+	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds, JobLinger: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.removeWork()
+	a, err := n.openJob("aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.closeJob(a)
+	rerun, err := n.openJob("aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rerun != a {
+		t.Fatal("a rerun within the linger got other folders (cold plugin processes)")
+	}
+	n.closeJob(rerun)
+	deadline := time.Now().Add(5 * time.Second) // a bound on a failing test
+	for {
+		n.mu.Lock()
+		_, held := n.jobs["aaaa"]
+		n.mu.Unlock()
+		if _, err := os.Stat(a.dir); !held && errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job folder %s still there 5s after a linger of 200ms", a.dir)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

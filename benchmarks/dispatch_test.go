@@ -31,7 +31,8 @@ import (
 //
 // With P2PC_BENCH_CPUPROFILE=DIR each `p2pc run` writes a CPU profile
 // into DIR (run-<n>.pprof; read it with `go tool pprof -top BIN FILE`,
-// BIN being DIR/p2pc, kept there too).
+// BIN being DIR/p2pc, kept there too), and each peer one (peerNN.pprof)
+// covering its whole life.
 
 var (
 	buildOnce sync.Once
@@ -113,8 +114,12 @@ func swarm(b *testing.B, bin string, peers, slots int) []string {
 	var procs []*harness.Proc
 	for i := range peers {
 		name := fmt.Sprintf("peer%02d", i+1)
-		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, name), "join", "--name", name,
-			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"},
+		var prof []string // each peer's profile too, written when it stops
+		if pd := os.Getenv("P2PC_BENCH_CPUPROFILE"); pd != "" {
+			prof = []string{"--cpuprofile", filepath.Join(pd, name+".pprof")}
+		}
+		p, err := harness.Start(bin, append(prof, "--data", filepath.Join(dir, name), "join", "--name", name,
+			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"),
 			harness.Options{Name: name, Env: []string{"TMPDIR=" + dir}}) // plugin pools' folders go with dir
 		if err != nil {
 			b.Fatal(err)

@@ -82,6 +82,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Submitters:    submitters,
 		ShutdownGrace: c.ShutdownGrace,
 		JobLinger:     30 * time.Second, // a rerun of the job finds its plugin processes warm
+		KeepResults:   c.KeepResults,
 		AllowNetwork:  c.AllowNetwork,
 		Volunteer:     vol,
 		TaskUser:      taskUser,

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,13 +22,20 @@ import (
 // a task whose result reached the job database never runs again (its
 // record, accepted attempt and all, stays as it was), and the final
 // outputs are byte-identical to those of a run that was never killed.
+// Peers keep what they finished while the submitter was dead (and what
+// they sent just before it died) and hand it over to the next run: no
+// task runs to completion twice on the peers (they log every task they
+// ran), and every task has exactly one successful attempt in job.db.
 func TestSubmitterKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (about 30s); TestStatus covers a SIGKILLed run and its resume in -short")
 	}
 	const kills, tasks = 20, 2000
 	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2), startPeer(t, dir, "s3", 2)}
+	var peers []*peer
+	for _, name := range []string{"s1", "s2", "s3"} {
+		peers = append(peers, startPeer(t, dir, name, 2, "--log-level", "debug"))
+	}
 	spec := writeSpec(t, dir, "k.yaml", fmt.Sprintf(`
 plugin: {{repo}}/plugins/echo
 params: {sleep_ms: 20}
@@ -42,6 +51,11 @@ tasks:
 		t.Fatalf("undisturbed run: exit %d\n%s", r.code, r.stderr)
 	}
 	refTook := time.Since(start)
+	// What the peers logged of the undisturbed run (the same job).
+	logged := make([]int, len(peers))
+	for i, p := range peers {
+		logged[i] = len(p.proc.Stderr())
+	}
 
 	out := filepath.Join(dir, "out")
 	seed := uint64(time.Now().UnixNano())
@@ -73,14 +87,49 @@ tasks:
 	if rep.State != report.StateComplete || rep.Summary.Done != tasks {
 		t.Fatalf("after the kills: state %s, %d done", rep.State, rep.Summary.Done)
 	}
+	for _, task := range rep.Tasks {
+		ok := 0
+		for _, a := range task.Attempts {
+			if a.Outcome == report.OutcomeOK {
+				ok++
+			}
+		}
+		if ok != 1 {
+			t.Errorf("task %s has %d successful attempts in the job database, want 1: %+v", task.ID, ok, task.Attempts)
+		}
+	}
+	ran, offered := map[string]int{}, 0
+	for i, p := range peers {
+		for _, line := range strings.Split(p.proc.Stderr()[logged[i]:], "\n") {
+			if strings.Contains(line, "offered to its coordinator") {
+				offered++
+			}
+			if m := ranRe.FindStringSubmatch(line); m != nil {
+				ran[m[1]]++
+			}
+		}
+	}
+	twice := 0
+	for id, n := range ran {
+		if n > 1 {
+			twice++
+			t.Errorf("task %s ran to completion %d times on the peers", id, n)
+		}
+	}
+	if len(ran) != tasks || offered == 0 {
+		t.Errorf("the peers ran %d distinct tasks of %d; %d sessions were offered results of earlier ones (want some)", len(ran), tasks, offered)
+	}
 	want := p2pc(t, "export", ref, "--format", "jsonl")
 	got := p2pc(t, "export", out, "--format", "jsonl")
 	if want.code != 0 || got.code != 0 || want.stdout != got.stdout || len(got.stdout) == 0 {
 		t.Fatalf("outputs differ from the undisturbed run's (exit %d, %d; %d and %d bytes)", want.code, got.code, len(want.stdout), len(got.stdout))
 	}
-	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; undisturbed run %s, all %s (seed %d)",
-		kills, killed, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
+	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; %d sessions were offered results of earlier ones, %d tasks ran twice; undisturbed run %s, all %s (seed %d)",
+		kills, killed, offered, twice, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
 }
+
+// ranRe matches a peer's log line of a task it ran to completion.
+var ranRe = regexp.MustCompile(`msg="task ran" .*task=(\S+) .*outcome=ok`)
 
 // checkSettled reads the job database in out and fails if a task seen done
 // before is not done, or its record changed (it ran again); it adds the

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"gopkg.in/yaml.v3"
@@ -24,6 +25,7 @@ type VolunteerFlags struct {
 	Disk          string          `help:"Disk all tasks' work folders together may use (e.g. 20GiB): each task gets this divided by --slots. Default: 4 GiB per task." placeholder:"SIZE"`
 	Idle          bool            `help:"Run tasks at idle priority (SCHED_IDLE), so the owner's programs come first; --no-idle for normal priority." default:"true" negatable:""`
 	PauseWhenBusy float64         `name:"pause-when-busy" help:"Pause tasks (freeze them, take no new leases) while the machine's other programs use more than PCT % of its CPU for 3 s; resume when they use less for 3 s. Default: never pause." placeholder:"PCT"`
+	KeepResults   time.Duration   `name:"keep-results" help:"When a job's submitter goes away (killed, crashed, cut off), let its running tasks finish and keep their results, and those sent just before, this long; a rerun of the same job within it takes them over instead of running them again. 0: stop the tasks, drop the results." default:"10m" placeholder:"DURATION"`
 }
 
 // volunteer checks the flags and returns them as node.Volunteer.
@@ -31,6 +33,9 @@ func (f *VolunteerFlags) volunteer() (node.Volunteer, error) {
 	v := node.Volunteer{CPUs: f.CPUs, Idle: f.Idle, PauseWhenBusy: f.PauseWhenBusy}
 	if f.CPUs < 0 {
 		return v, fmt.Errorf("--cpus: must be at least 0, got %g", f.CPUs)
+	}
+	if f.KeepResults < 0 {
+		return v, fmt.Errorf("--keep-results: must be at least 0, got %s", f.KeepResults)
 	}
 	if f.PauseWhenBusy < 0 || f.PauseWhenBusy >= 100 {
 		return v, fmt.Errorf("--pause-when-busy: a percentage from 0 to 99, got %g", f.PauseWhenBusy)

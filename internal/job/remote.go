@@ -62,6 +62,11 @@ type Session struct {
 	// runDone is closed when the run's work ends (its tasks are over, or
 	// it was interrupted): sessions ending then are no peer's fault.
 	runDone <-chan struct{}
+	started time.Time
+
+	// handedOver counts the results peers handed over from earlier
+	// sessions of the job that the queue took.
+	handedOver atomic.Int64
 
 	once    sync.Once
 	hello   *peerpb.Hello
@@ -101,6 +106,7 @@ func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		Proto:           peerpb.ProtocolVersion,
 		JobId:           r.p.ID.String(),
 		JobName:         r.p.Spec.Name,
+		Run:             r.rep.Run,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
@@ -164,6 +170,16 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		}
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}
+	release := func() {}
+	if s.r.p.Previous != nil && time.Since(s.started) < handoverWindow {
+		// A resumed run that has just started: the peer may hand over
+		// results it finished while the job's coordinator was gone. No
+		// task is leased to anyone until it has (or could not within
+		// handoverHold).
+		release = s.q.Hold()
+		defer release()
+		defer time.AfterFunc(handoverHold, release).Stop()
+	}
 	stream, err := client.Work(ctx)
 	if err != nil {
 		return failed(err)
@@ -194,7 +210,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		s.q.Refused(peer.Name, m.Refuse.Reason)
 		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
-		log.Info("peer enrolled", "slots", m.Welcome.Slots)
+		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
 		s.q.Enrol(peer.Name)
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:
@@ -202,7 +218,11 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	}
 
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
-		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64)}
+		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64),
+		handovers: int(first.GetWelcome().GetHandovers()), release: release}
+	if w.handovers == 0 {
+		release()
+	}
 	err = w.run(ctx, cancel)
 	s.r.opts.Live.sessionDown(peer.Name, plain.Error(err), outer.Err() != nil)
 	if s.ending() {
@@ -247,7 +267,22 @@ type remoteWorker struct {
 	outbox  chan *peerpb.ToPeer
 	credits chan int
 	calls   atomic.Int64
+
+	// handovers the peer announced in Welcome are still to come (the
+	// receive loop's own count); release ends the session's hold on the
+	// job's leases once they came.
+	handovers int
+	release   func()
 }
+
+// handoverHold bounds how long a peer enrolling in a resumed run holds
+// back every lease while it hands results over.
+const handoverHold = 2 * time.Second
+
+// handoverWindow: peers that enrol this soon after a resumed run starts
+// hold leases back while they hand over (later ones are peers that were
+// not there when the run was resumed).
+const handoverWindow = 10 * time.Second
 
 // maxCallsInFlight bounds a peer's concurrent host calls (Recv waits).
 const maxCallsInFlight = 4096
@@ -372,6 +407,22 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 				return context.Cause(ctx)
 			}
 		}
+	case *peerpb.FromPeer_Handovers:
+		if len(m.Handovers.Handovers) > peerpb.MaxBatch {
+			return fmt.Errorf("peer %s handed over %d results in one message, at most %d", w.peer.Name, len(m.Handovers.Handovers), peerpb.MaxBatch)
+		}
+		for _, h := range m.Handovers.Handovers {
+			if res := w.adopt(h); res != nil {
+				select {
+				case results <- res:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			}
+		}
+		if w.handovers -= len(m.Handovers.Handovers); w.handovers <= 0 {
+			w.release() // every task it finished is taken: lease the rest
+		}
 	case *peerpb.FromPeer_Progress:
 		if l := w.get(m.Progress.LeaseId); l != nil {
 			w.s.r.opts.Events.TaskProgress(l.TaskID, m.Progress.Fraction, m.Progress.Note)
@@ -397,6 +448,41 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 		}(m.Call)
 	}
 	return nil
+}
+
+// adopt takes a result the peer finished in an earlier session of the
+// job (a hand-over): if the queue wants it, it gets a lease of its own
+// and returns as a result of that lease, settled like a live one (staged,
+// checked against its digest, voted on; a malformed one is the peer's
+// strike). nil: dropped (the task is decided, or needs no more replicas).
+func (w *remoteWorker) adopt(h *peerpb.Handover) *peerpb.Result {
+	res := h.GetResult()
+	if res == nil || res.Outcome != report.OutcomeOK {
+		return nil // only finished work is handed over
+	}
+	var start time.Time
+	if res.StartedUnixNano > 0 {
+		start = time.Unix(0, res.StartedUnixNano)
+	}
+	l := w.s.q.Adopt(w.peer.Name, h.TaskId, start)
+	if l == nil {
+		return nil
+	}
+	w.s.r.log.Debug("result handed over", "task", l.TaskID, "peer", w.peer.Name, "attempt", l.Attempt)
+	w.mu.Lock()
+	w.leases[l.ID] = l
+	w.mu.Unlock()
+	w.s.handedOver.Add(1)
+	res.LeaseId = l.ID
+	return res
+}
+
+// takenOver is how many handed-over results the job took (nil: none).
+func (s *Session) takenOver() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.handedOver.Load()
 }
 
 func (w *remoteWorker) get(id uint64) *sched.Lease {

@@ -3,6 +3,8 @@ package job
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -287,6 +289,17 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	return r.rep, r.end(stopJournal)
 }
 
+// newRunID is the run's name (report.Report.Run): the earlier run's, if
+// this one resumes it, else a new random one.
+func newRunID(prev *report.Report) string {
+	if prev != nil && prev.Run != "" {
+		return prev.Run
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 	job := r.p.Spec
 	rep := &report.Report{
@@ -296,6 +309,7 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 		Spec:    job.File,
 		State:   report.StateRunning,
 		Started: time.Now().UTC(),
+		Run:     newRunID(r.p.Previous),
 		Node:    r.opts.Node,
 		Plugin: report.Plugin{
 			Path:    r.p.Plugin.Path,

@@ -54,8 +54,9 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 			r.localWorker(wctx, q, workRoot, true)
 		}()
 	}
+	var sess *Session
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
-		sess := &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done()}
+		sess = &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done(), started: time.Now()}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -101,6 +102,9 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	q.Close()
 	stop()
 	wg.Wait()
+	if n := sess.takenOver(); n > 0 {
+		r.log.Info("results of an earlier run taken over from peers that finished them meanwhile", "tasks", n)
+	}
 	q.SaveTrust()
 	if q.Verifying() {
 		peers := q.PeerReport()

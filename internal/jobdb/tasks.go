@@ -69,6 +69,7 @@ func jobRows(r *report.Report) ([][2]string, error) {
 		{"started", fmtTime(r.Started)},
 		{"finished", fmtTime(r.Finished)},
 		{"node", r.Node},
+		{"run", r.Run},
 		{"total", strconv.Itoa(r.Summary.Total)},
 	}
 	for _, kv := range []struct {
@@ -317,6 +318,8 @@ func (db *DB) LoadJob(ctx context.Context) (*report.Report, error) {
 			r.Finished = parseTime(v)
 		case "node":
 			r.Node = v
+		case "run":
+			r.Run = v
 		case "total":
 			r.Summary.Total, err = strconv.Atoi(v)
 		case "plugin":

@@ -67,7 +67,13 @@ type Config struct {
 	// long after its last session ends, for a rerun of the same job
 	// (same job ID: still one job per process); 0 closes them at once.
 	JobLinger time.Duration
-	Logger    *slog.Logger
+	// KeepResults is how long the node keeps the finished results of a
+	// job whose coordinator went away (its session broke), to hand them
+	// over when a session of the same job starts again (keep.go); its
+	// running tasks of that job finish meanwhile. 0: results of a broken
+	// session are dropped and its running tasks stopped.
+	KeepResults time.Duration
+	Logger      *slog.Logger
 }
 
 // Node is a running p2pc peer.
@@ -80,6 +86,12 @@ type Node struct {
 	addr  string
 	grpc  *grpc.Server
 	sched *sched
+	// keep holds results for coordinators that went away (keep.go).
+	keep *keeper
+	// life ends when the node stops serving: tasks of broken sessions,
+	// which no stream's context ends, stop then.
+	life    context.Context
+	endLife context.CancelFunc
 
 	// Work folders (workdir.go): slotMade[i], the folder slot i made
 	// last ("" if none), is touched by slot i's runner only.
@@ -109,6 +121,8 @@ type Stats struct {
 	Refused  int `json:"refused"`
 	Leases   int `json:"leases"`
 	Handed   int `json:"handed_back"`
+	// Offered: results of lost sessions offered to a job's next session.
+	Offered int `json:"handed_over"`
 }
 
 // MaxMsgSize bounds every gRPC message a node accepts or sends.
@@ -163,7 +177,9 @@ func New(cfg Config) (*Node, error) {
 		slotMade: make([]string, cfg.Slots),
 		pools:    map[poolKey]*pluginhost.Pool{},
 		jobs:     map[string]*jobFiles{},
+		keep:     newKeeper(cfg.KeepResults),
 	}
+	n.life, n.endLife = context.WithCancel(context.Background())
 	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
 	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(cfg.Creds.ServerTLS(), cfg.Logger),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
@@ -260,6 +276,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	case err = <-serveErr:
 	}
 	n.shutdown()
+	n.endLife()
 	for _, h := range n.stopHooks {
 		h()
 	}

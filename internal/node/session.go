@@ -99,10 +99,23 @@ type session struct {
 	credited int
 	ready    bool
 
+	// base is the parent of the leases' contexts: not the stream's, so
+	// that running tasks may outlive a broken session (keep.go); stop
+	// ends it. gone is closed when the session's stream has ended.
+	base context.Context
+	stop context.CancelFunc
+	gone chan struct{}
+
 	mu       sync.Mutex
 	active   map[uint64]*queued
 	pending  map[uint64]chan *peerpb.HostReply // host calls awaiting the coordinator
 	nextCall uint64
+	// recent are the results finished lately (keep.go), while the
+	// session lives; orphaned: the stream has ended, results finished
+	// now go to the node's keeper; idle is signalled when active empties.
+	recent   recentList
+	orphaned bool
+	idle     *sync.Cond
 }
 
 func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
@@ -157,19 +170,27 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		kick:    make(chan struct{}, 1),
 		active:  map[uint64]*queued{},
 		pending: map[uint64]chan *peerpb.HostReply{},
+		gone:    make(chan struct{}),
 	}
+	sess.idle = sync.NewCond(&sess.mu)
+	sess.base, sess.stop = context.WithCancel(n.life)
+	defer sess.stop()
 	err = sess.prepare(ctx)
 	defer sess.cleanup()
 	if err != nil {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
-	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots)}}}); err != nil {
+	handovers, count := n.keep.offer(keepKey(hello))
+	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count)}}}); err != nil {
 		return err
 	}
 	n.mu.Lock()
 	n.stats.Sessions++
 	n.mu.Unlock()
 	sess.log.Info("job session started")
+	if err := sess.handOver(stream, handovers); err != nil {
+		return err
+	}
 
 	sendErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -182,16 +203,10 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	n.sched.setReady(sess)
 	err = sess.receive(ctx, stream, sendErr)
 	cancel()
-	for _, it := range n.sched.remove(sess) {
-		it.cancel()
-	}
-	sess.mu.Lock()
-	for _, it := range sess.active {
-		it.cancel()
-	}
-	sess.mu.Unlock()
+	sess.end(n.sched.remove(sess))
 	wg.Wait()
 	sess.log.Info("job session ended", "err", err)
+	sess.waitOrphans()
 	return err
 }
 
@@ -401,6 +416,7 @@ func (s *session) send(ctx context.Context, m *peerpb.FromPeer) {
 	select {
 	case s.outbox <- m:
 	case <-ctx.Done():
+	case <-s.gone:
 	}
 }
 
@@ -472,7 +488,7 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 		s.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
 	}
-	lctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := context.WithCancel(s.base)
 	it := &queued{lease: l, ctx: lctx, cancel: cancel}
 	s.active[l.LeaseId] = it
 	s.mu.Unlock()
@@ -505,17 +521,114 @@ func (s *session) handBack(it *queued, why string) {
 }
 
 func (s *session) finish(it *queued, res *peerpb.Result) {
-	s.mu.Lock()
-	delete(s.active, it.lease.LeaseId)
-	s.mu.Unlock()
+	gone := s.keepResult(it, res)
 	it.cancel()
+	if gone {
+		return // kept for the job's next session, if worth it
+	}
 	// Not the lease's context: it may be canceled already, and the result
 	// must still go out. The sender drains the outbox while the session
 	// lives; give up after a while if it does not.
 	select {
 	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}:
+	case <-s.gone:
 	case <-time.After(5 * time.Second):
 	}
+}
+
+// errCoordinatorGone: a task's host call cannot reach the coordinator
+// any more (its session broke while the task ran).
+var errCoordinatorGone = errors.New("the job's coordinator is gone")
+
+// keepResult notes that a lease is finished: it leaves the session's
+// active leases, and a successful result joins the session's recent
+// results, or, once the session is gone, the node's keeper (keep.go). It
+// reports whether the session is gone (nobody to send the result to).
+func (s *session) keepResult(it *queued, res *peerpb.Result) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, it.lease.LeaseId)
+	if len(s.active) == 0 {
+		s.idle.Broadcast()
+	}
+	if s.n.keep.grace > 0 && keepable(res) {
+		k := newKept(it.lease, res, time.Now())
+		if s.orphaned {
+			s.n.keep.put(keepKey(s.hello), k)
+		} else {
+			s.recent.add(k)
+		}
+	}
+	return s.orphaned
+}
+
+// end is called when the session's stream has ended, with its leases
+// that had not started: they are dropped (the coordinator leases them
+// again). With Config.KeepResults the running tasks finish, and their
+// results, with the ones the session finished lately (sent, but maybe
+// not journaled yet), are kept for the job's next session; without it
+// (or when the node stops) they are stopped.
+func (s *session) end(unstarted []*queued) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range unstarted {
+		it.cancel()
+		delete(s.active, it.lease.LeaseId)
+	}
+	s.orphaned = true
+	close(s.gone)
+	if s.n.keep.grace > 0 && s.n.life.Err() == nil {
+		s.n.keep.put(keepKey(s.hello), s.recent.items...)
+		if len(s.active) > 0 || len(s.recent.items) > 0 {
+			s.log.Info("session lost: running tasks finish, results are kept for the job's next session",
+				"running", len(s.active), "kept", len(s.recent.items), "for", s.n.keep.grace)
+		}
+	} else {
+		for _, it := range s.active {
+			it.cancel()
+		}
+	}
+	s.recent = recentList{}
+	if len(s.active) == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+// waitOrphans waits until the running tasks of a lost session are over
+// (each within its timeout), or the node stops: the job's plugin
+// processes and folders stay until then.
+func (s *session) waitOrphans() {
+	stop := context.AfterFunc(s.n.life, func() {
+		s.mu.Lock()
+		s.idle.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.active) > 0 && s.n.life.Err() == nil {
+		s.idle.Wait()
+	}
+}
+
+// handOver offers the new session the results kept of the job's earlier
+// sessions, before the first Pull: the coordinator takes them before it
+// leases their tasks to anyone.
+func (s *session) handOver(stream peerpb.Peer_WorkServer, msgs []*peerpb.Handovers) error {
+	n := 0
+	for _, m := range msgs {
+		if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Handovers{Handovers: m}}); err != nil {
+			return fmt.Errorf("hand over results: %w", err)
+		}
+		n += len(m.Handovers)
+	}
+	if n > 0 {
+		s.n.mu.Lock()
+		s.n.stats.Offered += n
+		s.n.mu.Unlock()
+		s.log.Info("results of the job's earlier sessions offered to its coordinator", "results", n)
+	}
+	return nil
 }
 
 // exec runs one lease in a slot (called by the scheduler, one call at a
@@ -568,6 +681,9 @@ func (s *session) exec(it *queued, slot int) {
 		res.Outputs = nil
 	}
 	s.n.malform(res)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("task ran", "task", l.TaskId, "attempt", l.Attempt, "outcome", res.Outcome)
+	}
 }
 
 // collect fills res with the output's digest and files: small files
@@ -646,12 +762,16 @@ func (h *tunnelHost) call(ctx context.Context, c *peerpb.HostCall) (*peerpb.Host
 	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Call{Call: c}}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.gone:
+		return nil, errCoordinatorGone
 	}
 	select {
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.gone:
+		return nil, errCoordinatorGone
 	}
 }
 

@@ -285,10 +285,14 @@ type Hello struct {
 	// cannot have that much (its --memory, its --cpus or CPUs) or that is
 	// another os/arch refuses the job, saying why. Zero or empty: no
 	// requirement.
-	Memory        int64   `protobuf:"varint,13,opt,name=memory,proto3" json:"memory,omitempty"` // bytes
-	Cpus          float64 `protobuf:"fixed64,14,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	Os            string  `protobuf:"bytes,15,opt,name=os,proto3" json:"os,omitempty"`
-	Arch          string  `protobuf:"bytes,16,opt,name=arch,proto3" json:"arch,omitempty"`
+	Memory int64   `protobuf:"varint,13,opt,name=memory,proto3" json:"memory,omitempty"` // bytes
+	Cpus   float64 `protobuf:"fixed64,14,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Os     string  `protobuf:"bytes,15,opt,name=os,proto3" json:"os,omitempty"`
+	Arch   string  `protobuf:"bytes,16,opt,name=arch,proto3" json:"arch,omitempty"`
+	// The run of the job (report's run): constant across the reruns that
+	// resume one output folder. A peer hands results over (Handovers) only
+	// to a session of the same job and run.
+	Run           string `protobuf:"bytes,17,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +435,13 @@ func (x *Hello) GetOs() string {
 func (x *Hello) GetArch() string {
 	if x != nil {
 		return x.Arch
+	}
+	return ""
+}
+
+func (x *Hello) GetRun() string {
+	if x != nil {
+		return x.Run
 	}
 	return ""
 }
@@ -935,9 +946,12 @@ func (x *HostReply) GetUnsupported() bool {
 }
 
 type Welcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Slots         uint32                 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Slots uint32                 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	// How many results of earlier sessions of the job the peer hands over
+	// (Handovers) right after this message, before its first Pull.
+	Handovers     uint32 `protobuf:"varint,3,opt,name=handovers,proto3" json:"handovers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -982,6 +996,13 @@ func (x *Welcome) GetName() string {
 func (x *Welcome) GetSlots() uint32 {
 	if x != nil {
 		return x.Slots
+	}
+	return 0
+}
+
+func (x *Welcome) GetHandovers() uint32 {
+	if x != nil {
+		return x.Handovers
 	}
 	return 0
 }
@@ -1370,6 +1391,7 @@ type FromPeer struct {
 	//	*FromPeer_Partial
 	//	*FromPeer_Call
 	//	*FromPeer_Results
+	//	*FromPeer_Handovers
 	Msg           isFromPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1484,6 +1506,15 @@ func (x *FromPeer) GetResults() *Results {
 	return nil
 }
 
+func (x *FromPeer) GetHandovers() *Handovers {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPeer_Handovers); ok {
+			return x.Handovers
+		}
+	}
+	return nil
+}
+
 type isFromPeer_Msg interface {
 	isFromPeer_Msg()
 }
@@ -1520,6 +1551,10 @@ type FromPeer_Results struct {
 	Results *Results `protobuf:"bytes,8,opt,name=results,proto3,oneof"`
 }
 
+type FromPeer_Handovers struct {
+	Handovers *Handovers `protobuf:"bytes,9,opt,name=handovers,proto3,oneof"`
+}
+
 func (*FromPeer_Welcome) isFromPeer_Msg() {}
 
 func (*FromPeer_Refuse) isFromPeer_Msg() {}
@@ -1535,6 +1570,8 @@ func (*FromPeer_Partial) isFromPeer_Msg() {}
 func (*FromPeer_Call) isFromPeer_Msg() {}
 
 func (*FromPeer_Results) isFromPeer_Msg() {}
+
+func (*FromPeer_Handovers) isFromPeer_Msg() {}
 
 // Results carries several results at once (protocol 2): a peer sends the
 // results that are ready together in one message.
@@ -1582,6 +1619,124 @@ func (x *Results) GetResults() []*Result {
 	return nil
 }
 
+// Handover offers a finished result of an earlier session of the same job
+// (same job ID): the peer finished the task while the job's coordinator
+// was gone (or sent the result just before it went, maybe too late to be
+// journaled), kept the result for its grace time (p2pc join
+// --keep-results), and offers it to the coordinator of the job's next
+// session, right after Welcome and before it asks for leases. The
+// coordinator takes it as an attempt of this peer for a task not yet
+// decided, and ignores the rest. result.lease_id is 0; result.outcome is
+// ok; started/ended are the attempt's real times; outputs that are not
+// inline are blocks in the peer's store.
+type Handover struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The attempt number the earlier coordinator gave the lease.
+	Attempt       uint32  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Result        *Result `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handover) Reset() {
+	*x = Handover{}
+	mi := &file_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handover) ProtoMessage() {}
+
+func (x *Handover) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handover.ProtoReflect.Descriptor instead.
+func (*Handover) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Handover) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Handover) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Handover) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Handovers carries a peer's kept results of the job, at most MaxBatch
+// (and MaxBatchBytes) per message. A coordinator that does not know the
+// message (an older build) ignores it: the work is done again.
+type Handovers struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handovers     []*Handover            `protobuf:"bytes,1,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handovers) Reset() {
+	*x = Handovers{}
+	mi := &file_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handovers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handovers) ProtoMessage() {}
+
+func (x *Handovers) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handovers.ProtoReflect.Descriptor instead.
+func (*Handovers) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Handovers) GetHandovers() []*Handover {
+	if x != nil {
+		return x.Handovers
+	}
+	return nil
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
@@ -1608,7 +1763,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xdb\x03\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xed\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -1628,7 +1783,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x06memory\x18\r \x01(\x03R\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x0e \x01(\x01R\x04cpus\x12\x0e\n" +
 	"\x02os\x18\x0f \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\x10 \x01(\tR\x04arch\"\x8e\x01\n" +
+	"\x04arch\x18\x10 \x01(\tR\x04arch\x12\x10\n" +
+	"\x03run\x18\x11 \x01(\tR\x03run\"\x8e\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1663,10 +1819,11 @@ const file_peer_proto_rawDesc = "" +
 	"\x02ok\x18\x05 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04from\x18\x06 \x01(\tR\x04from\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x12 \n" +
-	"\vunsupported\x18\b \x01(\bR\vunsupported\"3\n" +
+	"\vunsupported\x18\b \x01(\bR\vunsupported\"Q\n" +
 	"\aWelcome\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05slots\x18\x02 \x01(\rR\x05slots\" \n" +
+	"\x05slots\x18\x02 \x01(\rR\x05slots\x12\x1c\n" +
+	"\thandovers\x18\x03 \x01(\rR\thandovers\" \n" +
 	"\x06Refuse\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
 	"\x04Pull\x12\f\n" +
@@ -1691,7 +1848,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"8\n" +
 	"\aPartial\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x03\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xd1\x03\n" +
 	"\bFromPeer\x121\n" +
 	"\awelcome\x18\x01 \x01(\v2\x15.p2pc.peer.v1.WelcomeH\x00R\awelcome\x12.\n" +
 	"\x06refuse\x18\x02 \x01(\v2\x14.p2pc.peer.v1.RefuseH\x00R\x06refuse\x12(\n" +
@@ -1700,10 +1857,17 @@ const file_peer_proto_rawDesc = "" +
 	"\bprogress\x18\x05 \x01(\v2\x16.p2pc.peer.v1.ProgressH\x00R\bprogress\x121\n" +
 	"\apartial\x18\x06 \x01(\v2\x15.p2pc.peer.v1.PartialH\x00R\apartial\x12,\n" +
 	"\x04call\x18\a \x01(\v2\x16.p2pc.peer.v1.HostCallH\x00R\x04call\x121\n" +
-	"\aresults\x18\b \x01(\v2\x15.p2pc.peer.v1.ResultsH\x00R\aresultsB\x05\n" +
+	"\aresults\x18\b \x01(\v2\x15.p2pc.peer.v1.ResultsH\x00R\aresults\x127\n" +
+	"\thandovers\x18\t \x01(\v2\x17.p2pc.peer.v1.HandoversH\x00R\thandoversB\x05\n" +
 	"\x03msg\"9\n" +
 	"\aResults\x12.\n" +
-	"\aresults\x18\x01 \x03(\v2\x14.p2pc.peer.v1.ResultR\aresults2\x7f\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.p2pc.peer.v1.ResultR\aresults\"k\n" +
+	"\bHandover\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12,\n" +
+	"\x06result\x18\x03 \x01(\v2\x14.p2pc.peer.v1.ResultR\x06result\"A\n" +
+	"\tHandovers\x124\n" +
+	"\thandovers\x18\x01 \x03(\v2\x16.p2pc.peer.v1.HandoverR\thandovers2\x7f\n" +
 	"\x04Peer\x12=\n" +
 	"\x04Info\x12\x19.p2pc.peer.v1.InfoRequest\x1a\x1a.p2pc.peer.v1.InfoResponse\x128\n" +
 	"\x04Work\x12\x14.p2pc.peer.v1.ToPeer\x1a\x16.p2pc.peer.v1.FromPeer(\x010\x01B&Z$github.com/p2pc/p2pc/internal/peerpbb\x06proto3"
@@ -1720,7 +1884,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
@@ -1741,6 +1905,8 @@ var file_peer_proto_goTypes = []any{
 	(*Partial)(nil),      // 16: p2pc.peer.v1.Partial
 	(*FromPeer)(nil),     // 17: p2pc.peer.v1.FromPeer
 	(*Results)(nil),      // 18: p2pc.peer.v1.Results
+	(*Handover)(nil),     // 19: p2pc.peer.v1.Handover
+	(*Handovers)(nil),    // 20: p2pc.peer.v1.Handovers
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
@@ -1760,16 +1926,19 @@ var file_peer_proto_depIdxs = []int32{
 	16, // 14: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
 	8,  // 15: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
 	18, // 16: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
-	14, // 17: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
-	0,  // 18: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	7,  // 19: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 20: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	17, // 21: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	20, // [20:22] is the sub-list for method output_type
-	18, // [18:20] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	20, // 17: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
+	14, // 18: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	14, // 19: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
+	19, // 20: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
+	0,  // 21: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	7,  // 22: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 23: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	17, // 24: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	23, // [23:25] is the sub-list for method output_type
+	21, // [21:23] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1793,6 +1962,7 @@ func file_peer_proto_init() {
 		(*FromPeer_Partial)(nil),
 		(*FromPeer_Call)(nil),
 		(*FromPeer_Results)(nil),
+		(*FromPeer_Handovers)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1800,7 +1970,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,10 @@ type Report struct {
 	Error    string    `json:"error,omitempty"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished,omitzero"`
+	// Run names the run of the job in its output folder: random when the
+	// folder's first run starts, kept by every rerun that resumes it.
+	// Peers hand results over only to a rerun of the same run.
+	Run string `json:"run,omitempty"`
 	Node     string    `json:"node"`
 	Plugin   Plugin    `json:"plugin"`
 	Summary  Summary   `json:"summary"`

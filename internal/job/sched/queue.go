@@ -261,6 +261,10 @@ type Queue struct {
 	// caught a wrong result.
 	checks []int
 	caught bool
+	// byID finds a task by ID (Adopt), built on first use.
+	byID map[string]int
+	// holds: leases are held back while this is above 0 (Hold).
+	holds int
 }
 
 // New returns a queue over cfg.Pending.
@@ -378,12 +382,12 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			return nil, ErrExcluded
 		}
 		var l *Lease
-		if peer == q.self && q.self != "" {
+		if peer == q.self && q.self != "" && q.holds == 0 {
 			l = q.takeCheckLocked(checkOnly)
 		}
 		if !checkOnly {
 			q.workers[peer] = q.now()
-			if l == nil {
+			if l == nil && q.holds == 0 {
 				l = q.takeLocked(peer)
 			}
 		}
@@ -412,7 +416,7 @@ func (q *Queue) TryNext(peer string) *Lease {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.drainedLocked() || q.trustOf(peer).excluded {
+	if q.drainedLocked() || q.trustOf(peer).excluded || q.holds > 0 {
 		return nil
 	}
 	return q.takeLocked(peer)

@@ -1,0 +1,84 @@
+package sched
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Adopt takes a result that peer finished for task taskID in an earlier
+// session of the job (a hand-over, after the submitter came back): it
+// returns a lease of the task to peer, started at start, to be settled
+// with Finish like any other, so that the result counts as one attempt
+// (one replica, one vote) of that peer under the same rules as a live
+// one. It returns nil, and the result is to be dropped, when the task is
+// unknown, not part of this run (decided before), decided, already run
+// or voted on by peer, when peer is excluded, or when the job needs no
+// more replicas of it (verified jobs); in a job without verification a
+// task running elsewhere takes the result as a backup copy (the first
+// valid result wins, the other copy is revoked).
+func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.drainedLocked() || q.trustOf(peer).excluded {
+		return nil
+	}
+	t, ok := q.taskIndexLocked(taskID)
+	if !ok {
+		return nil
+	}
+	ts := &q.tasks[t]
+	if ts.quorum == 0 || ts.settled || ts.check || q.involvedLocked(peer, t) {
+		return nil // not in this run, decided, or peer's vote is in
+	}
+	digestOnly := false
+	switch {
+	case ts.need > 0:
+		digestOnly = ts.started > 0 && q.Verifying()
+		ts.need--
+		if ts.need == 0 {
+			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+		}
+	case q.Verifying():
+		return nil // every replica it needs is running
+	}
+	l := q.leaseLocked(t, peer, digestOnly)
+	if !start.IsZero() && start.Before(l.Start) {
+		l.Start = start.UTC()
+	}
+	return l
+}
+
+// taskIndexLocked finds a task by ID (the index is built on first use).
+func (q *Queue) taskIndexLocked(id string) (int, bool) {
+	if q.byID == nil {
+		q.repMu.Lock()
+		q.byID = make(map[string]int, len(q.rep.Tasks))
+		for i := range q.rep.Tasks {
+			q.byID[q.rep.Tasks[i].ID] = i
+		}
+		q.repMu.Unlock()
+	}
+	t, ok := q.byID[id]
+	return t, ok
+}
+
+// Hold holds every lease back (Next waits, TryNext gives none) until the
+// returned release is called (the first call counts, later ones do
+// nothing): while a peer that may hand results over enrols in a resumed
+// run, the tasks it finished are not leased to others first. The caller
+// bounds the hold.
+func (q *Queue) Hold() (release func()) {
+	q.mu.Lock()
+	q.holds++
+	q.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			q.mu.Lock()
+			q.holds--
+			q.signal()
+			q.mu.Unlock()
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// Results kept for a coordinator that went away (hand-over).
+//
+// A session records every successful result it finishes in its recent
+// list (the last recentWindow of them: sent, or queued to be sent, maybe
+// not yet journaled by the coordinator). When the session breaks, those
+// and the results of its tasks that finish afterwards go to the node's
+// keeper, per job ID, for Config.KeepResults. A new session of the same
+// job offers them all (Handovers, right after Welcome, before the first
+// Pull); the coordinator takes those of tasks it has not decided. They
+// are offered to every new session until they expire: the coordinator
+// may die again before it journals them.
+//
+// Inline output data is held in memory (the keeper's bytes are bounded by
+// maxKeptBytes, the oldest results go first); outputs stored as blocks
+// stay in the store, pinned by the job's pin like every output.
+
+const (
+	// recentWindow: how long a session remembers a result it finished;
+	// the coordinator journals a result well within it.
+	recentWindow = 10 * time.Second
+	// maxRecent bounds a session's recent list.
+	maxRecent = 8192
+	// maxKeptBytes bounds the kept results of all jobs together.
+	maxKeptBytes = 64 << 20
+)
+
+// kept is a finished result of a task of a job.
+type kept struct {
+	taskID  string
+	attempt uint32
+	res     *peerpb.Result
+	size    int
+	at      time.Time // finished (recent) or kept until (keeper)
+}
+
+func newKept(l *peerpb.Lease, res *peerpb.Result, now time.Time) kept {
+	return kept{taskID: l.TaskId, attempt: l.Attempt, res: res, size: proto.Size(res) + len(l.TaskId), at: now}
+}
+
+// keepable: only finished work is worth handing over.
+func keepable(res *peerpb.Result) bool { return res.Outcome == report.OutcomeOK }
+
+// recentList is a session's recent results, oldest first.
+type recentList struct {
+	items []kept
+	bytes int
+}
+
+// add appends k and forgets what is older than recentWindow or beyond
+// the list's bounds.
+func (r *recentList) add(k kept) {
+	r.items = append(r.items, k)
+	r.bytes += k.size
+	drop := 0
+	for drop < len(r.items)-1 && (k.at.Sub(r.items[drop].at) > recentWindow || len(r.items)-drop > maxRecent || r.bytes > maxKeptBytes) {
+		r.bytes -= r.items[drop].size
+		drop++
+	}
+	if drop > 0 {
+		r.items = append(r.items[:0:0], r.items[drop:]...)
+	}
+}
+
+// keeper holds the results of lost sessions, per job ID, for a grace time.
+type keeper struct {
+	grace time.Duration
+	max   int // bytes
+
+	mu    sync.Mutex
+	jobs  map[string]map[string]kept // job ID -> task ID -> result
+	fifo  []keptRef                  // in the order they expire
+	bytes int
+	now   func() time.Time
+}
+
+// keptRef names a kept result in the keeper's fifo; a ref whose result was
+// replaced or dropped since is skipped.
+type keptRef struct {
+	job, task string
+	at        time.Time
+}
+
+func newKeeper(grace time.Duration) *keeper {
+	return &keeper{grace: grace, max: maxKeptBytes, jobs: map[string]map[string]kept{}, now: time.Now}
+}
+
+// put keeps results of job until the grace time from now; the newest
+// result of a task replaces an older one. Over the byte bound the
+// results that expire first go.
+func (k *keeper) put(job string, rs ...kept) {
+	if k == nil || k.grace <= 0 || len(rs) == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	k.expireLocked(now)
+	m := k.jobs[job]
+	if m == nil {
+		m = map[string]kept{}
+		k.jobs[job] = m
+	}
+	for _, r := range rs {
+		if old, ok := m[r.taskID]; ok {
+			k.bytes -= old.size
+		}
+		r.at = now.Add(k.grace)
+		m[r.taskID] = r
+		k.fifo = append(k.fifo, keptRef{job: job, task: r.taskID, at: r.at})
+		k.bytes += r.size
+	}
+	for k.bytes > k.max && k.popLocked() {
+	}
+}
+
+// offer returns job's kept results as Handovers messages within the
+// protocol's batch bounds, and how many there are. It keeps them: they go
+// to every new session until they expire.
+func (k *keeper) offer(job string) ([]*peerpb.Handovers, int) {
+	if k == nil {
+		return nil, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.expireLocked(k.now())
+	var out []*peerpb.Handovers
+	var cur *peerpb.Handovers
+	size := 0
+	for _, r := range k.jobs[job] {
+		if cur == nil || len(cur.Handovers) >= peerpb.MaxBatch || size+r.size > peerpb.MaxBatchBytes {
+			cur = &peerpb.Handovers{}
+			out = append(out, cur)
+			size = 0
+		}
+		res := proto.Clone(r.res).(*peerpb.Result)
+		res.LeaseId = 0
+		cur.Handovers = append(cur.Handovers, &peerpb.Handover{TaskId: r.taskID, Attempt: r.attempt, Result: res})
+		size += r.size
+	}
+	return out, len(k.jobs[job])
+}
+
+// count is the number of results kept for job.
+func (k *keeper) count(job string) int {
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.expireLocked(k.now())
+	return len(k.jobs[job])
+}
+
+// expireLocked forgets the results whose grace time is over.
+func (k *keeper) expireLocked(now time.Time) {
+	for len(k.fifo) > 0 && !now.Before(k.fifo[0].at) {
+		k.popLocked()
+	}
+}
+
+// popLocked forgets the result that expires first; false if none is left.
+func (k *keeper) popLocked() bool {
+	for len(k.fifo) > 0 {
+		ref := k.fifo[0]
+		k.fifo = k.fifo[1:]
+		m := k.jobs[ref.job]
+		r, ok := m[ref.task]
+		if !ok || !r.at.Equal(ref.at) {
+			continue // replaced or dropped since
+		}
+		k.bytes -= r.size
+		delete(m, ref.task)
+		if len(m) == 0 {
+			delete(k.jobs, ref.job)
+		}
+		return true
+	}
+	return false
+}
+
+// keepKey names the run a session belongs to: results are handed over
+// only to a session of the same job and run (a rerun that resumes the
+// same output folder), never to a fresh run of the same job elsewhere.
+func keepKey(h *peerpb.Hello) string { return h.JobId + "/" + h.Run }

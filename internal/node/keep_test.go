@@ -1,0 +1,104 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+func keptOf(task string, data int, at time.Time) kept {
+	l := &peerpb.Lease{LeaseId: 7, TaskId: task, Attempt: 1}
+	res := &peerpb.Result{LeaseId: 7, Outcome: report.OutcomeOK, Outputs: []*peerpb.Output{{Name: "data", Data: make([]byte, data), Size: int64(data)}}}
+	return newKept(l, res, at)
+}
+
+func TestKeeper(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := newKeeper(time.Minute)
+	k.now = func() time.Time { return now }
+
+	k.put("j1", keptOf("a", 10, now), keptOf("b", 10, now))
+	k.put("j2", keptOf("a", 10, now))
+	if k.count("j1") != 2 || k.count("j2") != 1 {
+		t.Fatalf("kept %d and %d, want 2 and 1", k.count("j1"), k.count("j2"))
+	}
+	// Offered, and still kept for the next session; the lease ID is not
+	// the new session's.
+	for range 2 {
+		msgs, _ := k.offer("j1")
+		if len(msgs) != 1 || len(msgs[0].Handovers) != 2 {
+			t.Fatalf("offer: %v", msgs)
+		}
+		for _, h := range msgs[0].Handovers {
+			if h.Result.LeaseId != 0 || h.Attempt != 1 || (h.TaskId != "a" && h.TaskId != "b") {
+				t.Fatalf("handover %+v", h)
+			}
+		}
+	}
+	// A newer result of a task replaces the older and lives longer.
+	now = now.Add(30 * time.Second)
+	k.put("j1", keptOf("a", 20, now))
+	now = now.Add(40 * time.Second) // j1/b and j2/a expire
+	if k.count("j1") != 1 || k.count("j2") != 0 {
+		t.Fatalf("after 70s: kept %d and %d, want 1 and 0", k.count("j1"), k.count("j2"))
+	}
+	if msgs, _ := k.offer("j1"); msgs[0].Handovers[0].Result.Outputs[0].Size != 20 {
+		t.Fatalf("kept the older result of a")
+	}
+	now = now.Add(time.Minute)
+	if k.count("j1") != 0 || k.bytes != 0 || len(k.jobs) != 0 {
+		t.Fatalf("after expiry: %d kept, %d bytes, %d jobs", k.count("j1"), k.bytes, len(k.jobs))
+	}
+
+	// Over the byte bound the oldest go; offers respect the batch bounds.
+	k.max = 100 << 10
+	for i := range 300 {
+		k.put("j", keptOf(fmt.Sprint(i), 1000, now))
+		now = now.Add(time.Millisecond)
+	}
+	if n := k.count("j"); n >= 300 || n < 50 || k.bytes > k.max {
+		t.Fatalf("bounded: %d kept, %d bytes (max %d)", n, k.bytes, k.max)
+	}
+	if _, ok := k.jobs["j"]["0"]; ok {
+		t.Fatal("the oldest result survived the bound")
+	}
+	k.max = maxKeptBytes
+	for i := range 600 {
+		k.put("big", keptOf(fmt.Sprint(i), 10, now))
+	}
+	total := 0
+	msgs, n := k.offer("big")
+	if n != 600 {
+		t.Fatalf("offer counts %d", n)
+	}
+	for _, m := range msgs {
+		if len(m.Handovers) > peerpb.MaxBatch {
+			t.Fatalf("%d handovers in one message", len(m.Handovers))
+		}
+		total += len(m.Handovers)
+	}
+	if total != 600 {
+		t.Fatalf("offered %d of 600", total)
+	}
+	// Off: nothing is kept.
+	off := newKeeper(0)
+	off.put("j", keptOf("a", 1, now))
+	if off.count("j") != 0 {
+		t.Fatal("kept with KeepResults 0")
+	}
+}
+
+func TestRecentList(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var r recentList
+	for i := range 5 {
+		r.add(keptOf(fmt.Sprint(i), 1, now.Add(time.Duration(i)*4*time.Second)))
+	}
+	// At 16s the results of 0s and 4s are older than the window.
+	if len(r.items) != 3 || r.items[0].taskID != "2" {
+		t.Fatalf("recent: %d items, first %s", len(r.items), r.items[0].taskID)
+	}
+}

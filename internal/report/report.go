@@ -59,10 +59,10 @@ type Report struct {
 	// Run names the run of the job in its output folder: random when the
 	// folder's first run starts, kept by every rerun that resumes it.
 	// Peers hand results over only to a rerun of the same run.
-	Run string `json:"run,omitempty"`
-	Node     string    `json:"node"`
-	Plugin   Plugin    `json:"plugin"`
-	Summary  Summary   `json:"summary"`
+	Run     string  `json:"run,omitempty"`
+	Node    string  `json:"node"`
+	Plugin  Plugin  `json:"plugin"`
+	Summary Summary `json:"summary"`
 	// Outputs are the job's final artifacts (from the reduce step),
 	// relative to the output folder.
 	Outputs []string `json:"outputs,omitempty"`

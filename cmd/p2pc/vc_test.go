@@ -211,3 +211,89 @@ func runningPeer(t *testing.T, run *harness.Proc, out string, peers []*peer, n i
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The shared state survives the submitter: `p2pc run` is SIGKILLed while
+// tasks increment a global and checkpoint, and the rerun has the global's
+// value, the op logs and the checkpoints back from the job database.
+// Every value 1..N is produced exactly once over both runs (without the
+// kept state the rerun would count from 0 again).
+func TestSharedStateSurvivesSubmitterKill(t *testing.T) {
+	dir := t.TempDir()
+	const tasks, each = 6, 40
+	spec := writeSpec(t, dir, "s.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/vcprobe
+params: {increments: %d, checkpoint_every: 10, increment_ms: 10}
+tasks:
+  - range: {param: index, from: 0, to: %d}
+`, each, tasks-1))
+	out := filepath.Join(dir, "out")
+	args := []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "2", "--no-progress"}
+	run, err := harness.Start(p2pcBin, args, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once a task is done and another has checkpointed.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && rep.Summary.Done >= 1 && rep.Summary.Done < tasks {
+			if vcs := readVC(t, out); vcs != nil && len(vcs.Checkpoints) > rep.Summary.Done {
+				break
+			}
+		}
+		select {
+		case <-run.Done():
+			t.Fatalf("the run ended before it was killed\n%s", run.Stderr())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no task done and another checkpointed within a minute")
+		}
+	}
+	run.Kill()
+	if _, err := run.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kept := readVC(t, out)
+	if g := kept.Globals["counter"]; g.Version < each {
+		t.Fatalf("after the kill the database holds counter version %d, want at least %d", g.Version, each)
+	}
+	if r := p2pc(t, args[2:]...); r.code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	var all []uint64
+	resumed := 0
+	for _, task := range rep.Tasks {
+		o := probeOutput(t, out, task.ID)
+		all = append(all, o.Increments...)
+		if o.ResumedAt > 0 {
+			resumed++
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	for i, v := range all {
+		if v != uint64(i+1) {
+			t.Fatalf("values are not exactly 1..%d (the rerun lost the shared state): position %d holds %d; all: %v", tasks*each, i, v, all)
+		}
+	}
+	if len(all) != tasks*each {
+		t.Fatalf("%d values, want %d", len(all), tasks*each)
+	}
+	t.Logf("killed with counter at %d and %d checkpoints kept; %d tasks resumed from a checkpoint in the rerun", kept.Globals["counter"].Version, len(kept.Checkpoints), resumed)
+}
+
+// readVC reads the shared state kept in out's job database (nil if it
+// cannot be read yet).
+func readVC(t *testing.T, out string) *jobdb.VCState {
+	t.Helper()
+	db, err := jobdb.OpenReadOnly(context.Background(), filepath.Join(out, jobdb.FileName))
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	s, err := db.ReadVC(context.Background())
+	if err != nil {
+		return nil
+	}
+	return s
+}

@@ -200,11 +200,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	for i, t := range job.Tasks {
 		ids[i] = t.ID
 	}
-	var keep func(ctx context.Context, data []byte) error
+	var keep func(ctx context.Context, data []byte) (string, error)
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
-		keep = func(ctx context.Context, data []byte) error {
-			_, _, err := blocks.PutFile(ctx, ro.Store, bytes.NewReader(data), 0)
-			return err
+		keep = func(ctx context.Context, data []byte) (string, error) {
+			_, id, err := blocks.PutFile(ctx, ro.Store, bytes.NewReader(data), 0)
+			return id.String(), err
 		}
 	}
 	r.vc = vc.New(ids, keep, r.log)
@@ -213,6 +213,10 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return nil, bad(err)
 	}
 	reused := r.reuse(ctx)
+	if err := r.restoreVC(ctx); err != nil {
+		r.db.Close()
+		return nil, bad(fmt.Errorf("read the shared state of the earlier run: %w", err))
+	}
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))
 	r.mu.Lock()

@@ -22,7 +22,11 @@ import (
 const FileName = "job.db"
 
 // SchemaVersion is the newest schema this package reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
+
+// schemaTarget is the version Open migrates to: SchemaVersion, lower only
+// in tests that make a database of an older schema.
+var schemaTarget = SchemaVersion
 
 // Errors a caller tells apart.
 var (
@@ -102,6 +106,40 @@ var migrations = [][]string{
 			name TEXT NOT NULL,
 			data BLOB NOT NULL
 		)`,
+	},
+	{ // 1 -> 2: the virtual computer's state (package vc), so that a
+		// resumed job has its globals, messages and checkpoints back.
+		`CREATE TABLE vc_globals (
+			key     TEXT PRIMARY KEY,
+			version INTEGER NOT NULL,
+			value   BLOB NOT NULL
+		) WITHOUT ROWID`,
+		`CREATE TABLE vc_messages (
+			task   TEXT NOT NULL,
+			seq    INTEGER NOT NULL,
+			sender TEXT NOT NULL,
+			data   BLOB NOT NULL,
+			PRIMARY KEY (task, seq)
+		) WITHOUT ROWID`,
+		`CREATE TABLE vc_checkpoints (
+			task  TEXT PRIMARY KEY,
+			seq   INTEGER NOT NULL,
+			pos   INTEGER NOT NULL,
+			time  TEXT NOT NULL,
+			block TEXT NOT NULL DEFAULT '',
+			state BLOB NOT NULL
+		) WITHOUT ROWID`,
+		`CREATE TABLE vc_ops (
+			task    TEXT NOT NULL,
+			n       INTEGER NOT NULL,
+			op      TEXT NOT NULL,
+			key     TEXT NOT NULL,
+			ok      INTEGER NOT NULL DEFAULT 0,
+			version INTEGER NOT NULL DEFAULT 0,
+			value   BLOB,
+			error   TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (task, n)
+		) WITHOUT ROWID`,
 	},
 }
 
@@ -265,7 +303,7 @@ func (db *DB) prepare(ctx context.Context, existed bool, version string) error {
 	if err := db.sql.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
 		return db.wrap("journal mode", err)
 	}
-	for ; v < SchemaVersion; v++ {
+	for ; v < schemaTarget; v++ {
 		if err := db.migrate(ctx, v, version); err != nil {
 			return err
 		}

@@ -34,8 +34,9 @@ type State struct {
 	mail    map[string]*mailbox
 	ckpt    map[string]checkpoint
 	ops     map[string][]opRecord
-	store   func(ctx context.Context, data []byte) error
+	store   func(ctx context.Context, data []byte) (string, error)
 	log     *slog.Logger
+	journal Journal // nil: nothing is kept
 }
 
 // Cursor is one attempt's position in its task's shared state: the
@@ -68,6 +69,7 @@ type checkpoint struct {
 	seq   uint64 // messages consumed when it was taken
 	pos   int    // length of the task's op log when it was taken
 	at    time.Time
+	block string // where the store keeps it ("" if nowhere)
 }
 
 // opRecord is one shared-state operation a task made, with its result.
@@ -91,8 +93,9 @@ type opRecord struct {
 
 // New returns the empty shared state of a job with the given task IDs
 // (messages can be sent to these only). store, if not nil, keeps each
-// checkpoint durably (as blocks) before it counts; log may be nil.
-func New(taskIDs []string, store func(ctx context.Context, data []byte) error, log *slog.Logger) *State {
+// checkpoint durably (as blocks) before it counts and names where (a
+// block ID); log may be nil.
+func New(taskIDs []string, store func(ctx context.Context, data []byte) (string, error), log *slog.Logger) *State {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -134,12 +137,18 @@ func (v *State) do(c *Cursor, op, key string, apply func() opRecord) opRecord {
 		}
 		v.log.Warn("task diverged from its earlier attempt; replay stops", "task", c.task, "at", c.pos, "want", log[c.pos].op+" "+log[c.pos].key, "got", op+" "+key)
 		v.ops[c.task] = log[:c.pos:c.pos]
+		if v.journal != nil {
+			v.journal.TruncateOps(c.task, c.pos)
+		}
 	}
 	r := apply()
 	r.op, r.key = op, key
-	if len(v.ops[c.task]) < MaxOpLog {
+	if n := len(v.ops[c.task]); n < MaxOpLog {
 		v.ops[c.task] = append(v.ops[c.task], r)
 		c.pos++
+		if v.journal != nil {
+			v.journal.Op(c.task, n, r.export())
+		}
 	}
 	return r
 }
@@ -177,7 +186,11 @@ func (v *State) deliverLocked(from, to string, data []byte) error {
 	if len(b.msgs) >= MaxQueued {
 		return fmt.Errorf("send to %s: %d messages already queued", to, MaxQueued)
 	}
-	b.msgs = append(b.msgs, sdk.Message{From: from, Data: append([]byte(nil), data...), Seq: uint64(len(b.msgs) + 1)})
+	m := sdk.Message{From: from, Data: append([]byte(nil), data...), Seq: uint64(len(b.msgs) + 1)}
+	b.msgs = append(b.msgs, m)
+	if v.journal != nil {
+		v.journal.Message(to, m)
+	}
 	close(b.notify)
 	b.notify = make(chan struct{})
 	return nil
@@ -257,6 +270,9 @@ func (v *State) casLocked(key string, version uint64, value []byte, force bool) 
 	}
 	next := sdk.Global{Version: cur.Version + 1, Value: append([]byte(nil), value...)}
 	v.globals[key] = next
+	if v.journal != nil {
+		v.journal.Global(key, next)
+	}
 	return true, next, nil
 }
 
@@ -275,8 +291,10 @@ func (v *State) Checkpoint(ctx context.Context, c *Cursor, state []byte) error {
 		return fmt.Errorf("checkpoint: %d bytes over the %d limit", len(state), sdk.MaxCheckpointSize)
 	}
 	state = append([]byte(nil), state...)
+	var block string
 	if v.store != nil {
-		if err := v.store(ctx, state); err != nil {
+		var err error
+		if block, err = v.store(ctx, state); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
@@ -287,7 +305,11 @@ func (v *State) Checkpoint(ctx context.Context, c *Cursor, state []byte) error {
 		return errors.New("checkpoint: lease revoked")
 	default:
 	}
-	v.ckpt[c.task] = checkpoint{state: state, seq: c.consumed, pos: c.pos, at: time.Now()}
+	ck := checkpoint{state: state, seq: c.consumed, pos: c.pos, at: time.Now(), block: block}
+	v.ckpt[c.task] = ck
+	if v.journal != nil {
+		v.journal.Checkpoint(c.task, ck.export())
+	}
 	return nil
 }
 

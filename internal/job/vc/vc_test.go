@@ -12,7 +12,11 @@ import (
 
 func newState(t *testing.T, store func(context.Context, []byte) error) *State {
 	t.Helper()
-	return New([]string{"a", "b"}, store, nil)
+	var keep func(context.Context, []byte) (string, error)
+	if store != nil {
+		keep = func(ctx context.Context, data []byte) (string, error) { return "block", store(ctx, data) }
+	}
+	return New([]string{"a", "b"}, keep, nil)
 }
 
 func cursor(task string) (*Cursor, func()) {

@@ -79,7 +79,7 @@ func writeVC(t *testing.T, db *DB) {
 		db.PutVCOp("a", 0, VCOp{Op: "store", Key: "counter", OK: true, Version: 1, Value: []byte{1}}),
 		db.PutVCOp("a", 1, VCOp{Op: "cas", Key: "counter", Version: 1, Value: []byte{1}}),
 		db.PutVCOp("a", 2, VCOp{Op: "send", Key: "b", Error: "full"}),
-		db.TruncateVCOps("a", 1), // an attempt diverged at entry 1 ...
+		db.TruncateVCOps("a", 1),                                                           // an attempt diverged at entry 1 ...
 		db.PutVCOp("a", 1, VCOp{Op: "load", Key: "counter", Version: 2, Value: []byte{2}}), // ... and went on live
 		db.PutVCCheckpoint("a", VCCheckpoint{Seq: 0, Pos: 1, Time: t0, Block: "blk", State: []byte("s1")}),
 		db.PutVCCheckpoint("a", VCCheckpoint{Seq: 0, Pos: 2, Time: t0, Block: "blk2", State: []byte("s2")}),

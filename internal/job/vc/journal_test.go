@@ -16,9 +16,11 @@ func newMemJournal() *memJournal {
 		Checkpoints: map[string]Saved{}, Ops: map[string]map[int]Op{}}}
 }
 
-func (j *memJournal) Global(key string, g sdk.Global)  { j.s.Globals[key] = g }
-func (j *memJournal) Message(to string, m sdk.Message) { j.s.Messages[to] = append(j.s.Messages[to], m) }
-func (j *memJournal) Checkpoint(task string, c Saved)  { j.s.Checkpoints[task] = c }
+func (j *memJournal) Global(key string, g sdk.Global) { j.s.Globals[key] = g }
+func (j *memJournal) Message(to string, m sdk.Message) {
+	j.s.Messages[to] = append(j.s.Messages[to], m)
+}
+func (j *memJournal) Checkpoint(task string, c Saved) { j.s.Checkpoints[task] = c }
 func (j *memJournal) Op(task string, n int, o Op) {
 	if j.s.Ops[task] == nil {
 		j.s.Ops[task] = map[int]Op{}

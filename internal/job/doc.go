@@ -28,7 +28,13 @@
 // run again. Every change to a task's record is marked (sched's
 // Env.Touched) and handed to the database's writer by one journal
 // goroutine; a failure of the database (a full disk) ends the run with
-// that error, and what was committed stays for the rerun.
+// that error, and what was committed stays for the rerun. The shared
+// state (vc) is journaled there too (vcjournal.go) and restored by the
+// rerun. Peers that finished tasks of the run while its coordinator was
+// gone hand those results over when the rerun enrols them (remote.go
+// adopt, sched's Queue.Adopt): each is settled like a live result, as an
+// attempt of that peer, and the task is not scheduled again; while they
+// hand over, early in a resumed run, no task is leased (Queue.Hold).
 //
 // The decisions are made by plain data structures in subpackages: sched
 // (the lease queue, the vote, trust) and vc (the state tasks share). This

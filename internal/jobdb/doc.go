@@ -16,7 +16,7 @@
 // silently. Errors of the writer (a full disk: ErrFull) are sticky: every
 // later call reports them, and the run stops.
 //
-// Tables (version 1):
+// Tables (version 2; version 1 lacked the vc_ tables):
 //
 //	schema_version(version, p2pc, applied)
 //	job(key, value)                        job metadata, one row per field
@@ -27,6 +27,12 @@
 //	votes(task, n, peer, peer_id, digest)
 //	partials(task, n, time, peer, peer_id, text, bytes, truncated)
 //	outputs(task, name, data)              inline task outputs
+//	vc_globals(key, version, value)        the virtual computer's state
+//	vc_messages(task, seq, sender, data)   (package vc), journaled in the
+//	vc_checkpoints(task, seq, pos, time,   order it changes, through the
+//	               block, state)           same group commit (keyless
+//	vc_ops(task, n, op, key, ok, version,  changes: none replaces another)
+//	       value, error)
 //
 // Times are UTC text of a fixed width ("2006-01-02T15:04:05.000000000Z"),
 // so they sort as text and SQLite's date functions read them.

@@ -10,6 +10,8 @@
 // position), so an operation that raced with a peer's death is applied
 // exactly once and a resumed task sees the results the attempt it
 // replaces saw. A State is a plain data structure: no process, no clock
-// but the checkpoint's time stamp, no network; the only side effect is the
-// optional Store that keeps checkpoints as blocks.
+// but the checkpoint's time stamp, no network; the only side effects are
+// the optional Store that keeps checkpoints as blocks and the optional
+// Journal (the job database) that is told every change in order, from
+// which Restore rebuilds the State when a job resumes.
 package vc

@@ -205,7 +205,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	cancel()
 	sess.end(n.sched.remove(sess))
 	wg.Wait()
-	sess.log.Info("job session ended", "err", err)
+	sess.log.Info("job session ended", "err", plain.Error(err))
 	sess.waitOrphans()
 	return err
 }

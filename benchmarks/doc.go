@@ -14,6 +14,12 @@
 //
 //	go test ./benchmarks -run '^$' -bench 'DispatchLatency|TinyTaskThroughput' -benchtime 5x
 //
+// resume_test.go measures a resume after SIGKILL (issue 15): the time
+// from the rerun's start to its first new lease, and the tasks run twice,
+// of a 100,000-task job killed at 50 %:
+//
+//	go test ./benchmarks -run '^$' -bench ResumeAfterKill -benchtime 3x -timeout 1h
+//
 // The other benchmarks run with `just bench`, or:
 //
 //	go test ./benchmarks -run '^$' -bench Echo -benchtime 2000x -count 3

@@ -26,14 +26,17 @@ import (
 //   - first-new-ms: from the rerun's start to the first lease it issued
 //     (the earliest attempt that starts after the rerun started: attempts
 //     handed over by peers keep their real, earlier start);
+//
 //   - twice: tasks the peers ran to completion more than once (each peer
 //     logs every task it ran, --log-level debug);
+//
 //   - handed-over: tasks not done in job.db at the kill whose accepted
 //     attempt started before the rerun (peers finished them while the
 //     submitter was dead, or sent them just before, and handed them over);
+//
 //   - done-at-kill: tasks job.db had as done when the rerun started.
 //
-//	go test ./benchmarks -run '^$' -bench ResumeAfterKill -benchtime 3x -timeout 1h
+//     go test ./benchmarks -run '^$' -bench ResumeAfterKill -benchtime 3x -timeout 1h
 func BenchmarkResumeAfterKill(b *testing.B) {
 	heavy(b)
 	bin, echo := binaries(b)

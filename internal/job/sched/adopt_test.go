@@ -74,3 +74,54 @@ func TestAdopt(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptedLeaseIsNotOld: a handed-over attempt that started long ago
+// is not expired, nor copied as a straggler, for the time it ran before.
+func TestAdoptedLeaseIsNotOld(t *testing.T) {
+	f := newFixture(t, 2, Config{})
+	l := f.q.Adopt("a", "t0", f.clock.Now().Add(-time.Hour))
+	if l == nil {
+		t.Fatal("not adopted")
+	}
+	f.q.Expire(time.Minute)
+	if closed(l.Revoked()) {
+		t.Fatal("the adopted lease expired at once")
+	}
+	f.q.mu.Lock()
+	f.q.durations = []time.Duration{time.Millisecond}
+	_, backup := f.q.backupCandidateLocked("b")
+	f.q.mu.Unlock()
+	if backup {
+		t.Fatal("the adopted lease is a straggler to copy at once")
+	}
+	f.clock.advance(2 * time.Minute)
+	f.q.Expire(time.Minute)
+	if !closed(l.Revoked()) {
+		t.Fatal("the adopted lease never expires")
+	}
+}
+
+// TestHold: no lease goes out while a hold lasts.
+func TestHold(t *testing.T) {
+	f := newFixture(t, 2, Config{})
+	release := f.q.Hold()
+	if l := f.q.TryNext("a"); l != nil {
+		t.Fatalf("leased %s during a hold", l.TaskID)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, _ := f.q.Next(t.Context(), "a")
+		got <- l
+	}()
+	release()
+	release() // a second call does nothing
+	if l := <-got; l == nil || l.TaskID != "t0" {
+		t.Fatalf("after the hold: %v", l)
+	}
+	f.q.mu.Lock()
+	holds := f.q.holds
+	f.q.mu.Unlock()
+	if holds != 0 {
+		t.Fatalf("holds %d after release", holds)
+	}
+}

@@ -163,6 +163,10 @@ type Lease struct {
 	revoked    chan struct{}
 	revokeOnce sync.Once // revoked is closed by whoever comes first
 	settled    bool
+	// leased is when this queue handed the lease out: Start, except for
+	// a result handed over (Adopt), whose Start is the attempt's real,
+	// earlier one. Expiry and backup copies go by it.
+	leased time.Time
 }
 
 // Revoked is closed when the lease is taken back or settled.
@@ -495,10 +499,10 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	now := q.now()
 	var best *Lease
 	for _, l := range q.running {
-		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.Start) < threshold {
+		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.leased) < threshold {
 			continue
 		}
-		if best == nil || l.Start.Before(best.Start) {
+		if best == nil || l.leased.Before(best.leased) {
 			best = l
 		}
 	}
@@ -528,6 +532,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 		DigestOnly: digestOnly,
 		revoked:    make(chan struct{}),
 	}
+	l.leased = l.Start
 	l.VC = vc.NewCursor(id, l.revoked)
 	q.running[l.ID] = l
 	q.moved = q.now()
@@ -818,7 +823,7 @@ func (q *Queue) Expire(limit time.Duration) {
 	now := q.now()
 	var ls []*Lease
 	for _, l := range q.running {
-		if now.Sub(l.Start) > limit {
+		if now.Sub(l.leased) > limit {
 			ls = append(ls, l)
 		}
 	}

@@ -32,8 +32,10 @@ const (
 	recentWindow = 10 * time.Second
 	// maxRecent bounds a session's recent list.
 	maxRecent = 8192
-	// maxKeptBytes bounds the kept results of all jobs together.
-	maxKeptBytes = 64 << 20
+	// maxRecentBytes bounds a session's recent list, maxKeptBytes the
+	// kept results of all jobs together.
+	maxRecentBytes = 16 << 20
+	maxKeptBytes   = 64 << 20
 )
 
 // kept is a finished result of a task of a job.
@@ -52,9 +54,10 @@ func newKept(l *peerpb.Lease, res *peerpb.Result, now time.Time) kept {
 // keepable: only finished work is worth handing over.
 func keepable(res *peerpb.Result) bool { return res.Outcome == report.OutcomeOK }
 
-// recentList is a session's recent results, oldest first.
+// recentList is a session's recent results, oldest first: items[head:].
 type recentList struct {
 	items []kept
+	head  int
 	bytes int
 }
 
@@ -63,15 +66,19 @@ type recentList struct {
 func (r *recentList) add(k kept) {
 	r.items = append(r.items, k)
 	r.bytes += k.size
-	drop := 0
-	for drop < len(r.items)-1 && (k.at.Sub(r.items[drop].at) > recentWindow || len(r.items)-drop > maxRecent || r.bytes > maxKeptBytes) {
-		r.bytes -= r.items[drop].size
-		drop++
+	for r.head < len(r.items)-1 && (k.at.Sub(r.items[r.head].at) > recentWindow || len(r.items)-r.head > maxRecent || r.bytes > maxRecentBytes) {
+		r.bytes -= r.items[r.head].size
+		r.items[r.head] = kept{}
+		r.head++
 	}
-	if drop > 0 {
-		r.items = append(r.items[:0:0], r.items[drop:]...)
+	if r.head > len(r.items)/2 && r.head > 64 { // compact now and then, not on every add
+		r.items = append(r.items[:0], r.items[r.head:]...)
+		r.head = 0
 	}
 }
+
+// list returns the results, oldest first.
+func (r *recentList) list() []kept { return r.items[r.head:] }
 
 // keeper holds the results of lost sessions, per job ID, for a grace time.
 type keeper struct {

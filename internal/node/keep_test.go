@@ -98,7 +98,15 @@ func TestRecentList(t *testing.T) {
 		r.add(keptOf(fmt.Sprint(i), 1, now.Add(time.Duration(i)*4*time.Second)))
 	}
 	// At 16s the results of 0s and 4s are older than the window.
-	if len(r.items) != 3 || r.items[0].taskID != "2" {
-		t.Fatalf("recent: %d items, first %s", len(r.items), r.items[0].taskID)
+	if l := r.list(); len(l) != 3 || l[0].taskID != "2" {
+		t.Fatalf("recent: %d items, first %s", len(l), l[0].taskID)
+	}
+	// Bounded by count, cheaply: the list does not grow past its bound.
+	var big recentList
+	for i := range 3 * maxRecent {
+		big.add(keptOf(fmt.Sprint(i), 1, now))
+	}
+	if l := big.list(); len(l) != maxRecent || l[0].taskID != fmt.Sprint(2*maxRecent) || cap(big.items) > 4*maxRecent {
+		t.Fatalf("recent: %d items (cap %d), first %s", len(l), cap(big.items), l[0].taskID)
 	}
 }

@@ -578,10 +578,10 @@ func (s *session) end(unstarted []*queued) {
 	s.orphaned = true
 	close(s.gone)
 	if s.n.keep.grace > 0 && s.n.life.Err() == nil {
-		s.n.keep.put(keepKey(s.hello), s.recent.items...)
-		if len(s.active) > 0 || len(s.recent.items) > 0 {
+		s.n.keep.put(keepKey(s.hello), s.recent.list()...)
+		if len(s.active) > 0 || len(s.recent.list()) > 0 {
 			s.log.Info("session lost: running tasks finish, results are kept for the job's next session",
-				"running", len(s.active), "kept", len(s.recent.items), "for", s.n.keep.grace)
+				"running", len(s.active), "kept", len(s.recent.list()), "for", s.n.keep.grace)
 		}
 	} else {
 		for _, it := range s.active {

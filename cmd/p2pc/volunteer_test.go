@@ -277,3 +277,22 @@ func TestJoinConfigFileStrict(t *testing.T) {
 		t.Fatalf("exit %d, want %d and the unknown key named\n%s", r.code, exitBadInput, r.stderr)
 	}
 }
+
+// TestJoinKeepResultsChecked: keep-results from a --config file is read
+// as a duration and checked.
+func TestJoinKeepResultsChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ value, want string }{
+		{"-5m", "--keep-results: must be at least 0"},
+		{"forever", "keep-results"},
+	} {
+		cfg := filepath.Join(dir, "join.yaml")
+		if err := os.WriteFile(cfg, []byte("keep-results: "+c.value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := p2pc(t, "join", "--config", cfg, "--no-mdns", "--listen", "127.0.0.1:0")
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("keep-results: %s: exit %d, want an error naming %q\n%s", c.value, r.code, c.want, r.stderr)
+		}
+	}
+}

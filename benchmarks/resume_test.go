@@ -21,7 +21,9 @@ import (
 // echo tasks (default 100,000; P2PC_BENCH_RESUME_SLEEP_MS each, default 0)
 // runs on 3 peers of 2 slots; `p2pc run` is SIGKILLed once job.db says
 // half of them are done, and the same command runs again to the end.
-// Each iteration is a fresh swarm and output folder. It reports:
+// Each iteration is a fresh swarm and output folder; the peers keep
+// results for P2PC_BENCH_RESUME_KEEP (their --keep-results, default 10m;
+// 0 shows what a resume costs without the hand-over). It reports:
 //
 //   - first-new-ms: from the rerun's start to the first lease it issued
 //     (the earliest attempt that starts after the rerun started: attempts
@@ -42,11 +44,15 @@ func BenchmarkResumeAfterKill(b *testing.B) {
 	bin, echo := binaries(b)
 	tasks := envInt(b, "P2PC_BENCH_RESUME_TASKS", 100000)
 	sleep := envInt(b, "P2PC_BENCH_RESUME_SLEEP_MS", 0)
+	keep := os.Getenv("P2PC_BENCH_RESUME_KEEP")
+	if keep == "" {
+		keep = "10m"
+	}
 	var firstNew, twice, handed, doneAtKill []float64
 	for range b.N {
 		b.StopTimer()
 		dir := b.TempDir()
-		peers, addrs := debugSwarm(b, bin, dir, 3, 2)
+		peers, addrs := debugSwarm(b, bin, dir, 3, 2, keep)
 		spec := echoSpec(b, echo, tasks, sleep)
 		out := filepath.Join(dir, "out")
 		args := []string{"--data", filepath.Join(dir, "submitter"), "run", spec, "--out", out, "--local-slots", "0",
@@ -124,14 +130,15 @@ func median(xs []float64) float64 {
 }
 
 // debugSwarm starts peers `p2pc join` processes of slots slots that log
-// every task they run (--log-level debug), for this iteration only.
-func debugSwarm(b *testing.B, bin, dir string, peers, slots int) ([]*harness.Proc, []string) {
+// every task they run (--log-level debug) and keep results for keep, for
+// this iteration only.
+func debugSwarm(b *testing.B, bin, dir string, peers, slots int, keep string) ([]*harness.Proc, []string) {
 	b.Helper()
 	var procs []*harness.Proc
 	for i := range peers {
 		name := fmt.Sprintf("peer%02d", i+1)
 		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, name), "--log-level", "debug", "join", "--name", name,
-			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"},
+			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns", "--keep-results", keep},
 			harness.Options{Name: name, Env: []string{"TMPDIR=" + dir}})
 		if err != nil {
 			b.Fatal(err)

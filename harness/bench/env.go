@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -62,6 +63,7 @@ type Env struct {
 type shared struct {
 	mode       harness.Mode
 	submitData string // one --data for every submitter: plugins built once
+	seq        atomic.Int64 // numbers the fresh jobs (freshJob)
 
 	mu       sync.Mutex
 	fellBack bool

@@ -62,7 +62,7 @@ type Env struct {
 // shared is state every suite of a run shares.
 type shared struct {
 	mode       harness.Mode
-	submitData string // one --data for every submitter: plugins built once
+	submitData string       // one --data for every submitter: plugins built once
 	seq        atomic.Int64 // numbers the fresh jobs (freshJob)
 
 	mu       sync.Mutex

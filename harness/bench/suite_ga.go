@@ -31,15 +31,15 @@ type gaConfig struct {
 	// peers of any setup, so that fast peers take more islands and the
 	// last islands, which run while faster peers may already be idle,
 	// are a small part of the job (see gaTailBound).
-	Islands         int     `yaml:"islands"`
+	Islands     int `yaml:"islands"`
 	Generations int `yaml:"generations"`
 	// GenerationsAt overrides Generations for some sizes, so that every
 	// size's job is about as long (a small instance's generation is cheap).
 	GenerationsAt   map[int]int `yaml:"generations_at"`
-	Population      int     `yaml:"population"`
-	MigrateEvery    int     `yaml:"migrate_every"`
-	Migrants        int     `yaml:"migrants"`
-	CheckpointEvery float64 `yaml:"checkpoint_every"`
+	Population      int         `yaml:"population"`
+	MigrateEvery    int         `yaml:"migrate_every"`
+	Migrants        int         `yaml:"migrants"`
+	CheckpointEvery float64     `yaml:"checkpoint_every"`
 	// Rounds of solo and together runs (rotated; see Workload): each gives
 	// an efficiency; 5 or more for a confidence interval.
 	Rounds int `yaml:"rounds"`

@@ -2,33 +2,10 @@ package bench
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
-
-// TestBenchQuickGA: `p2pc bench --quick --suite ga` on one setup, as root;
-// it checks the files the suite must write.
-func TestBenchQuickGA(t *testing.T) {
-	out, _ := quickBench(t, "ga", 4*time.Minute)
-	for _, f := range []string{"ga/ga.json", "ga/ga.csv", "ga/speedup.svg", "ga/efficiency.svg", "ga/summary.md", "ga/rows.json", "ga/ga-30.yaml"} {
-		fi, err := os.Stat(filepath.Join(out, f))
-		if err != nil || fi.Size() == 0 {
-			t.Errorf("%s: %v (size %v)", f, err, fi)
-		}
-	}
-	for _, f := range []string{"ga/speedup.svg", "ga/efficiency.svg"} {
-		svg, _ := os.ReadFile(filepath.Join(out, f))
-		wellFormed(t, string(svg))
-	}
-	md, _ := os.ReadFile(filepath.Join(out, "ga", "summary.md"))
-	if !strings.Contains(string(md), "tail bound") {
-		t.Errorf("summary.md without the tail bound:\n%s", md)
-	}
-}
 
 func TestGATailBound(t *testing.T) {
 	for _, tc := range []struct {

@@ -227,7 +227,7 @@ func TestBenchQuick(t *testing.T) {
 		"tracker/tracker.json", "tracker/busy.svg", "tracker/throughput.svg",
 		"latency/latency.json", "latency/latency.svg",
 		"scale/scale.json", "scale/scale.csv", "scale/membership.svg", "scale/enrol.svg", "scale/throughput.svg", "scale/coordinator.svg"}
-	for _, s := range []string{"mandelbrot", "ga", "tracker", "latency", "transfer", "scale"} {
+	for _, s := range []string{"mandelbrot", "ga", "tracker", "latency", "file-transfer", "scale"} {
 		files = append(files, s+"/summary.md", s+"/rows.json")
 	}
 	for _, f := range files {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -88,6 +89,29 @@ type Interval struct {
 	// Samples are the measurements it was computed from, in the order
 	// they were taken.
 	Samples []float64 `json:"samples,omitempty"`
+}
+
+// MarshalJSON writes NaN bounds (no samples) as null: JSON has no NaN.
+func (iv Interval) MarshalJSON() ([]byte, error) {
+	type plain struct {
+		N       int       `json:"n"`
+		Median  Float     `json:"median"`
+		Lo      Float     `json:"lo"`
+		Hi      Float     `json:"hi"`
+		Samples []float64 `json:"samples,omitempty"`
+	}
+	return json.Marshal(plain{N: iv.N, Median: Float(iv.Median), Lo: Float(iv.Lo), Hi: Float(iv.Hi), Samples: iv.Samples})
+}
+
+// Float is a float64 that marshals NaN and infinities as JSON null.
+type Float float64
+
+// MarshalJSON implements json.Marshaler.
+func (f Float) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
 }
 
 // bootstrapResamples is how many resamples MedianCI draws: enough that

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 )
@@ -79,5 +80,20 @@ func TestIntervalFormat(t *testing.T) {
 		if got := c.iv.Above(1); got != c.want {
 			t.Errorf("%+v above 1: %v, want %v", c.iv, got, c.want)
 		}
+	}
+}
+
+func TestIntervalJSON(t *testing.T) {
+	b, err := json.Marshal(MedianCI(nil))
+	if err != nil || string(b) != `{"n":0,"median":null,"lo":null,"hi":null}` {
+		t.Errorf("empty interval: %s %v", b, err)
+	}
+	b, err = json.Marshal(struct{ X Float }{Float(math.Inf(1))})
+	if err != nil || string(b) != `{"X":null}` {
+		t.Errorf("infinity: %s %v", b, err)
+	}
+	b, err = json.Marshal(Interval{N: 1, Median: 2, Lo: 2, Hi: 2, Samples: []float64{2}})
+	if err != nil || string(b) != `{"n":1,"median":2,"lo":2,"hi":2,"samples":[2]}` {
+		t.Errorf("one sample: %s %v", b, err)
 	}
 }

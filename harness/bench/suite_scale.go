@@ -49,22 +49,24 @@ type scaleConfig struct {
 // scaleRound is one round's measurements at one swarm size.
 type scaleRound struct {
 	// MembershipS: the peers' processes started to every peer having
-	// logged every other as a member.
-	MembershipS float64 `json:"membership_s"`
+	// logged every other as a member; UpToMembershipS: from the moment
+	// every peer listened (the processes' own start-up left out).
+	MembershipS     Float `json:"membership_s"`
+	UpToMembershipS Float `json:"up_to_membership_s"`
 	// EnrolS: the busy job's p2pc run start to every peer holding a
 	// lease; Leased how many peers got one (all, unless NaN).
-	EnrolS float64 `json:"enrol_s"`
-	Leased int     `json:"peers_leased"`
+	EnrolS Float `json:"enrol_s"`
+	Leased int   `json:"peers_leased"`
 	// Rate is the busy job's tasks per second over its makespan, WallRate
 	// over the whole command.
-	Rate     float64 `json:"tasks_per_s"`
-	WallRate float64 `json:"tasks_per_s_wall"`
+	Rate     Float `json:"tasks_per_s"`
+	WallRate Float `json:"tasks_per_s_wall"`
 	// IdleCPU and BusyCPU are the coordinator's (the p2pc run process's)
 	// CPU seconds per peer per second: while every peer holds a long
 	// task of the idle job (nothing to dispatch), and over the busy job's
 	// makespan.
-	IdleCPU float64 `json:"coordinator_cpu_idle"`
-	BusyCPU float64 `json:"coordinator_cpu_busy"`
+	IdleCPU Float `json:"coordinator_cpu_idle"`
+	BusyCPU Float `json:"coordinator_cpu_busy"`
 }
 
 // scalePoint is one swarm size.
@@ -73,6 +75,7 @@ type scalePoint struct {
 	Rounds []scaleRound `json:"rounds"`
 	// The rounds' medians with 95% intervals.
 	Membership Interval `json:"membership_s"`
+	UpToMember Interval `json:"up_to_membership_s"`
 	Enrol      Interval `json:"enrol_s"`
 	Rate       Interval `json:"tasks_per_s"`
 	WallRate   Interval `json:"tasks_per_s_wall"`
@@ -142,8 +145,9 @@ func (scaleSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 }
 
 // memberJoinedRe matches a peer's log line for a member that joined its
-// membership (discovery: "member joined", at log level info).
-var memberJoinedRe = regexp.MustCompile(`member joined.*? member=(\S+)`)
+// membership (discovery: "member joined", at log level info, slog's text
+// format): the line's time and the member.
+var memberJoinedRe = regexp.MustCompile(`(?m)^time=(\S+) .*member joined.*? member=(\S+)`)
 
 // scaleSize measures one swarm size.
 func (e *Env) scaleSize(ctx context.Context, n int, cfg scaleConfig, idle, busy string, memTimeout, timeout time.Duration, phase Phase) (scalePoint, error) {
@@ -169,11 +173,13 @@ func (e *Env) scaleSize(ctx context.Context, n int, cfg scaleConfig, idle, busy 
 			}
 		}
 		var round scaleRound
-		mem, err := waitMembership(ctx, lab, memTimeout)
+		up := time.Now() // NewLab and RestartPeers return once every peer listens
+		full, err := waitMembership(ctx, lab, memTimeout)
 		if err != nil {
 			return pt, err
 		}
-		round.MembershipS = mem.Seconds()
+		round.MembershipS = Float(full.Sub(lab.Started()).Seconds())
+		round.UpToMembershipS = Float(math.Max(0, full.Sub(up).Seconds()))
 		// The submitter joins the first peer and finds the rest through
 		// the membership, as a user's does.
 		first := []string{lab.Peers()[0].Addr}
@@ -182,34 +188,37 @@ func (e *Env) scaleSize(ctx context.Context, n int, cfg scaleConfig, idle, busy 
 		if err != nil {
 			return pt, fmt.Errorf("idle job: %w", err)
 		}
-		round.IdleCPU = idleCPU(sub, n)
+		round.IdleCPU = Float(idleCPU(sub, n))
 		sub, err = e.Submit(ctx, lab, busy, harness.SubmitOptions{Join: first, Timeout: timeout, SampleCPU: sample})
 		if err != nil {
 			return pt, fmt.Errorf("busy job: %w", err)
 		}
 		span := SpanOf(sub.Report)
-		round.Rate = span.Rate()
+		round.Rate = Float(span.Rate())
 		if sub.Wall > 0 {
-			round.WallRate = float64(span.Tasks) / sub.Wall.Seconds()
+			round.WallRate = Float(float64(span.Tasks) / sub.Wall.Seconds())
 		}
-		round.EnrolS, round.Leased = enrolTime(sub.Report, sub.Started, n)
-		round.BusyCPU = cpuPerPeer(sub, span.First, span.Last, n)
+		enrol, leased := enrolTime(sub.Report, sub.Started, n)
+		round.EnrolS, round.Leased = Float(enrol), leased
+		round.BusyCPU = Float(cpuPerPeer(sub, span.First, span.Last, n))
 		pt.Rounds = append(pt.Rounds, round)
-		phase.Step(fmt.Sprintf("%d peers, round %d: membership %.2f s, all leased after %.2f s, %.0f tasks/s", n, r+1, round.MembershipS, round.EnrolS, round.Rate))
+		phase.Step(fmt.Sprintf("%d peers, round %d: membership %.2f s, all leased after %.2f s, %.0f tasks/s, coordinator %.3f / %.3f ms per peer per s idle / busy",
+			n, r+1, round.MembershipS, round.EnrolS, round.Rate, 1000*round.IdleCPU, 1000*round.BusyCPU))
 	}
-	pick := func(f func(scaleRound) float64) Interval {
+	pick := func(f func(scaleRound) Float) Interval {
 		var xs []float64
 		for _, r := range pt.Rounds {
-			xs = append(xs, f(r))
+			xs = append(xs, float64(f(r)))
 		}
 		return MedianCI(xs)
 	}
-	pt.Membership = pick(func(r scaleRound) float64 { return r.MembershipS })
-	pt.Enrol = pick(func(r scaleRound) float64 { return r.EnrolS })
-	pt.Rate = pick(func(r scaleRound) float64 { return r.Rate })
-	pt.WallRate = pick(func(r scaleRound) float64 { return r.WallRate })
-	pt.IdleCPU = pick(func(r scaleRound) float64 { return r.IdleCPU })
-	pt.BusyCPU = pick(func(r scaleRound) float64 { return r.BusyCPU })
+	pt.Membership = pick(func(r scaleRound) Float { return r.MembershipS })
+	pt.UpToMember = pick(func(r scaleRound) Float { return r.UpToMembershipS })
+	pt.Enrol = pick(func(r scaleRound) Float { return r.EnrolS })
+	pt.Rate = pick(func(r scaleRound) Float { return r.Rate })
+	pt.WallRate = pick(func(r scaleRound) Float { return r.WallRate })
+	pt.IdleCPU = pick(func(r scaleRound) Float { return r.IdleCPU })
+	pt.BusyCPU = pick(func(r scaleRound) Float { return r.BusyCPU })
 	if err := lab.CheckLogs(); err != nil {
 		return pt, err
 	}
@@ -217,8 +226,9 @@ func (e *Env) scaleSize(ctx context.Context, n int, cfg scaleConfig, idle, busy 
 }
 
 // waitMembership waits until every peer of the lab has logged every other
-// peer as a member, and returns the time since the peers were started.
-func waitMembership(ctx context.Context, lab *harness.Lab, timeout time.Duration) (time.Duration, error) {
+// peer as a member, and returns when that was: the time of the last log
+// line that completed a peer's membership.
+func waitMembership(ctx context.Context, lab *harness.Lab, timeout time.Duration) (time.Time, error) {
 	peers := lab.Peers()
 	names := map[string]bool{}
 	for _, p := range peers {
@@ -228,31 +238,48 @@ func waitMembership(ctx context.Context, lab *harness.Lab, timeout time.Duration
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		var last time.Time
 		full, worst := 0, len(peers)
 		for _, p := range peers {
-			seen := map[string]bool{}
-			for _, m := range memberJoinedRe.FindAllStringSubmatch(p.Proc.Stderr(), -1) {
-				if name := strings.Trim(m[1], `"`); name != p.Name && names[name] {
-					seen[name] = true
+			seen, at := membersSeen(p.Proc.Stderr(), p.Name, names)
+			if seen == len(peers)-1 {
+				full++
+				if at.After(last) {
+					last = at
 				}
 			}
-			if len(seen) == len(peers)-1 {
-				full++
-			}
-			worst = min(worst, len(seen))
+			worst = min(worst, seen)
 		}
 		if full == len(peers) {
-			return time.Since(lab.Started()), nil
+			return last, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("membership: after %s, %d of %d peers know all others (the worst knows %d)", timeout, full, len(peers), worst)
+			return time.Time{}, fmt.Errorf("membership: after %s, %d of %d peers know all others (the worst knows %d)", timeout, full, len(peers), worst)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return time.Time{}, ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// membersSeen reads a peer's log: how many of the other peers (names, but
+// self) it logged as members, and when the last of them first joined.
+func membersSeen(log, self string, names map[string]bool) (int, time.Time) {
+	seen := map[string]bool{}
+	var last time.Time
+	for _, m := range memberJoinedRe.FindAllStringSubmatch(log, -1) {
+		name := strings.Trim(m[2], `"`)
+		if name == self || !names[name] || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil && at.After(last) {
+			last = at
+		}
+	}
+	return len(seen), last
 }
 
 // enrolTime is the time from the submitter's start to the moment every
@@ -336,7 +363,7 @@ func idleCPU(sub *harness.Submission, peers int) float64 {
 func scaleRows(res *Result, points []scalePoint) {
 	for _, p := range points {
 		who := fmt.Sprintf("%d peers x 1 slot", p.Peers)
-		res.Add(who, "all in the membership after the peers started (s), median [95% CI]", p.Membership.Format(f2), "")
+		res.Add(who, "all in the membership (s) after the peers started / after all listened, median [95% CI]", p.Membership.Format(f2)+" / "+p.UpToMember.Format(f2), "")
 		res.Add(who, "p2pc run start to every peer holding a lease (s) [95% CI]", p.Enrol.Format(f2), "")
 		res.Add(who, "tasks/s over the makespan / over the whole command [95% CI]", p.Rate.Format(f0)+" / "+p.WallRate.Format(f0), "")
 		res.Add(who, "coordinator CPU per peer per second, idle / busy (ms/s) [95% CI]", p.IdleCPU.Scale(1000).Format(f2)+" / "+p.BusyCPU.Scale(1000).Format(f2), "")
@@ -356,6 +383,7 @@ func scaleGrowth(points []scalePoint) []string {
 	}
 	metrics := []metric{
 		{"time to a full membership", func(p scalePoint) float64 { return p.Membership.Median }, false},
+		{"time to a full membership once every peer listened", func(p scalePoint) float64 { return p.UpToMember.Median }, false},
 		{"time until every peer holds a lease", func(p scalePoint) float64 { return p.Enrol.Median }, false},
 		{"coordinator CPU while idle (total)", func(p scalePoint) float64 { return p.IdleCPU.Median }, true},
 		{"coordinator CPU while busy (total)", func(p scalePoint) float64 { return p.BusyCPU.Median }, true},
@@ -394,7 +422,8 @@ func scaleWrite(env *Env, cfg scaleConfig, points []scalePoint, growth []string)
 	if err := env.WriteJSON("scale.json", map[string]any{
 		"machine": env.Machine, "config": cfg, "quick": env.Quick, "points": points,
 		"definitions": map[string]string{
-			"membership_s":         "the peers' processes started (after the lab's network was built) until every peer has logged every other as a member",
+			"membership_s":         "the peers' processes started (after the lab's network was built) until every peer has logged every other as a member (the log line's time)",
+			"up_to_membership_s":   "the same from the moment every peer listened (0 if the membership was complete by then)",
 			"enrol_s":              "the busy job's p2pc run process start until every peer holds a lease (its first attempt's start, report.json)",
 			"tasks_per_s":          "busy job: tasks / makespan (first lease to last result)",
 			"tasks_per_s_wall":     "busy job: tasks / the p2pc run process's start to exit",
@@ -407,11 +436,11 @@ func scaleWrite(env *Env, cfg scaleConfig, points []scalePoint, growth []string)
 	var rows [][]string
 	for _, p := range points {
 		for i, r := range p.Rounds {
-			rows = append(rows, []string{fmt.Sprint(p.Peers), fmt.Sprint(i + 1), f3(r.MembershipS), f3(r.EnrolS), fmt.Sprint(r.Leased),
-				f1(r.Rate), f1(r.WallRate), fmt.Sprintf("%.5f", r.IdleCPU), fmt.Sprintf("%.5f", r.BusyCPU)})
+			rows = append(rows, []string{fmt.Sprint(p.Peers), fmt.Sprint(i + 1), f3(float64(r.MembershipS)), f3(float64(r.UpToMembershipS)), f3(float64(r.EnrolS)), fmt.Sprint(r.Leased),
+				f1(float64(r.Rate)), f1(float64(r.WallRate)), fmt.Sprintf("%.5f", float64(r.IdleCPU)), fmt.Sprintf("%.5f", float64(r.BusyCPU))})
 		}
 	}
-	if err := env.WriteCSV("scale.csv", []string{"peers", "round", "membership_s", "enrol_s", "peers_leased", "tasks_per_s", "tasks_per_s_wall", "coordinator_cpu_idle_per_peer", "coordinator_cpu_busy_per_peer"}, rows); err != nil {
+	if err := env.WriteCSV("scale.csv", []string{"peers", "round", "membership_s", "up_to_membership_s", "enrol_s", "peers_leased", "tasks_per_s", "tasks_per_s_wall", "coordinator_cpu_idle_per_peer", "coordinator_cpu_busy_per_peer"}, rows); err != nil {
 		return err
 	}
 	xs := make([]float64, len(points))
@@ -432,7 +461,10 @@ func scaleWrite(env *Env, cfg scaleConfig, points []scalePoint, growth []string)
 		p    *Plot
 	}{
 		{"membership.svg", &Plot{Title: "Time until every peer knows every other", XLabel: "peers", YLabel: "seconds since the peers started", XInt: true, XZero: true, YZero: true, XPad: 0.03, Note: note,
-			Series: []Series{series("full membership", Palette[0], func(p scalePoint) Interval { return p.Membership }, 1)}}},
+			Series: []Series{
+				series("since the peers started", Palette[0], func(p scalePoint) Interval { return p.Membership }, 1),
+				series("since every peer listened", Palette[1], func(p scalePoint) Interval { return p.UpToMember }, 1),
+			}}},
 		{"enrol.svg", &Plot{Title: "Time until every peer holds a lease", XLabel: "peers", YLabel: "seconds since p2pc run started", XInt: true, XZero: true, YZero: true, XPad: 0.03, Note: note,
 			Series: []Series{series("every peer leased", Palette[1], func(p scalePoint) Interval { return p.Enrol }, 1)}}},
 		{"throughput.svg", &Plot{Title: fmt.Sprintf("Throughput of %d tasks of %d ms", cfg.Tasks, cfg.TaskMS), XLabel: "peers", YLabel: "tasks per second", XInt: true, XZero: true, YZero: true, XPad: 0.03, Note: note,
@@ -455,13 +487,13 @@ func scaleWrite(env *Env, cfg scaleConfig, points []scalePoint, growth []string)
 	md.P("# Scale-out: membership, enrolment and the coordinator")
 	md.P("%s", quickBanner(env))
 	md.P("**Setup.** For each swarm size, a lab of that many `p2pc join` peers, 1 slot each, each in its own network namespace on the lab's bridge (lab mode %s), no CPU quota: every peer, its plugin processes and the coordinator share this machine's %d cores, so the figures show how the software's costs grow, not what a LAN of machines would reach. The first peer starts alone; the others are started with `--join` its address and find the rest through the membership's gossip (no mDNS). The submitter (`p2pc run --local-slots 0 --join <first peer>`) runs in a namespace of its own. %d rounds per size; between rounds every peer is restarted (its plugin cache kept).", env.Mode(), env.Machine.Cores, cfg.Rounds)
-	md.P("**Figures.** *Membership*: from the start of the peers' processes until every peer has logged every other as a member (log level info, \"member joined\"). *Enrolment*: from the busy job's `p2pc run` start until every peer holds a lease (report.json). *Throughput*: %d echo tasks of %d ms, over the makespan (first lease to last result) and over the whole command (process start to exit). *Coordinator CPU* (the `p2pc run` process, sampled every 100 ms from /proc) per peer per second: idle is an idle job's quiet window, from its last lease to its first result while every peer runs one %d ms task; busy is the busy job's makespan. Medians of the rounds with 95%% bootstrap intervals.", cfg.Tasks, cfg.TaskMS, cfg.IdleMS)
+	md.P("**Figures.** *Membership*: from the start of the peers' processes (the first alone, then the others one after another) until every peer has logged every other as a member (log level info, \"member joined\", the time of the line that completed the last peer's membership), and the same from the moment every peer listened (the processes' own start-up left out). *Enrolment*: from the busy job's `p2pc run` start until every peer holds a lease (report.json). *Throughput*: %d echo tasks of %d ms, over the makespan (first lease to last result) and over the whole command (process start to exit). *Coordinator CPU* (the `p2pc run` process, sampled every 100 ms from /proc) per peer per second: idle is an idle job's quiet window, from its last lease to its first result while every peer runs one %d ms task; busy is the busy job's makespan. Medians of the rounds with 95%% bootstrap intervals.", cfg.Tasks, cfg.TaskMS, cfg.IdleMS)
 	var tab [][]string
 	for _, p := range points {
-		tab = append(tab, []string{fmt.Sprint(p.Peers), p.Membership.Format(f2), p.Enrol.Format(f2), p.Rate.Format(f0), p.WallRate.Format(f0),
+		tab = append(tab, []string{fmt.Sprint(p.Peers), p.Membership.Format(f2), p.UpToMember.Format(f2), p.Enrol.Format(f2), p.Rate.Format(f0), p.WallRate.Format(f0),
 			p.IdleCPU.Scale(1000).Format(f2), p.BusyCPU.Scale(1000).Format(f2)})
 	}
-	md.Table([]string{"peers", "membership (s)", "enrolment (s)", "tasks/s (makespan)", "tasks/s (whole command)", "coordinator CPU idle (ms per peer per s)", "busy (ms per peer per s)"}, tab)
+	md.Table([]string{"peers", "membership (s)", "after all listened (s)", "enrolment (s)", "tasks/s (makespan)", "tasks/s (whole command)", "coordinator CPU idle (ms per peer per s)", "busy (ms per peer per s)"}, tab)
 	md.P("**Where growth is not linear.** Times against the number of peers, and the coordinator's total CPU (per peer times peers): \"faster than linear\" when a step's factor exceeds the peers' factor by more than a quarter.")
 	for _, g := range growth {
 		md.WriteString("- " + g + "\n")

@@ -53,7 +53,7 @@ type transferSingle struct {
 		Storage       string               `json:"storage"`
 		Seconds       map[string][]float64 `json:"seconds"`
 		MedianSeconds map[string]float64   `json:"median_seconds"`
-		MedianMiBps   map[string]float64 `json:"median_mib_per_s"`
+		MedianMiBps   map[string]float64   `json:"median_mib_per_s"`
 	} `json:"variants"`
 }
 
@@ -69,9 +69,9 @@ type transferMulti struct {
 		Sources       int       `json:"sources"`
 		Seconds       []float64 `json:"seconds"`
 		MedianSeconds float64   `json:"median_seconds"`
-		MiBps         float64 `json:"mib_per_s"`
-		Speedup       float64 `json:"speedup_vs_1"`
-		PerSource     string  `json:"blocks_per_source"`
+		MiBps         float64   `json:"mib_per_s"`
+		Speedup       float64   `json:"speedup_vs_1"`
+		PerSource     string    `json:"blocks_per_source"`
 	} `json:"p2pc"`
 }
 

@@ -313,6 +313,12 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	case Bridge:
+		// Big labs outgrow the kernel's shared ARP table.
+		if changed, err := raiseNeighbourLimits(len(l.cfg.Peers)); err != nil {
+			return err
+		} else if changed != "" {
+			l.log.Info("raised the ARP table's limits for a big lab", "peers", len(l.cfg.Peers), "changed", changed)
+		}
 		hub := l.name + "-hub"
 		if err := l.net.addNetns(ctx, hub); err != nil {
 			return err

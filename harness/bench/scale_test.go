@@ -100,3 +100,18 @@ func TestScaleGrowth(t *testing.T) {
 		}
 	}
 }
+
+func TestQuietWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ok, lost := report.OutcomeOK, report.OutcomeLost
+	rep := &report.Report{Tasks: []report.Task{
+		{Attempts: []report.Attempt{{Start: at(0), End: at(3000), Outcome: ok}}},
+		{Attempts: []report.Attempt{{Start: at(200), End: at(900), Outcome: lost}, {Start: at(3500), End: at(6500), Outcome: ok}}},
+		{Attempts: []report.Attempt{{Start: at(400), End: at(3400), Outcome: ok}}},
+	}}
+	from, to := quietWindow(rep)
+	if !from.Equal(at(400)) || !to.Equal(at(3000)) {
+		t.Errorf("window %v to %v, want 400 ms to 3000 ms (a lost attempt's end and a later lease left out)", from.Sub(t0), to.Sub(t0))
+	}
+}

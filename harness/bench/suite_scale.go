@@ -239,22 +239,25 @@ func waitMembership(ctx context.Context, lab *harness.Lab, timeout time.Duration
 	defer tick.Stop()
 	for {
 		var last time.Time
-		full, worst := 0, len(peers)
+		full, worst, worstLog := 0, len(peers), ""
 		for _, p := range peers {
-			seen, at := membersSeen(p.Proc.Stderr(), p.Name, names)
+			log := p.Proc.Stderr()
+			seen, at := membersSeen(log, p.Name, names)
 			if seen == len(peers)-1 {
 				full++
 				if at.After(last) {
 					last = at
 				}
 			}
-			worst = min(worst, seen)
+			if seen < worst {
+				worst, worstLog = seen, log
+			}
 		}
 		if full == len(peers) {
 			return last, nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("membership: after %s, %d of %d peers know all others (the worst knows %d)", timeout, full, len(peers), worst)
+			return time.Time{}, fmt.Errorf("membership: after %s, %d of %d peers know all others (the worst knows %d); its log ends:\n%s", timeout, full, len(peers), worst, tail(worstLog, 1500))
 		}
 		select {
 		case <-ctx.Done():
@@ -342,21 +345,34 @@ func cpuPerPeer(sub *harness.Submission, from, to time.Time, peers int) float64 
 }
 
 // idleCPU is cpuPerPeer over the idle job's quiet window: from the last
-// lease issued to the first task's end, while every peer runs its long
-// task and the coordinator has nothing to dispatch.
+// lease issued before the first result to that result, while the peers
+// run their long tasks and the coordinator has nothing to dispatch (a
+// lease handed on later, to a peer that had none, falls after it).
 func idleCPU(sub *harness.Submission, peers int) float64 {
-	var lastLease, firstEnd time.Time
-	for _, t := range sub.Report.Tasks {
+	from, to := quietWindow(sub.Report)
+	if to.IsZero() {
+		return math.NaN()
+	}
+	return cpuPerPeer(sub, from, to, peers)
+}
+
+// quietWindow is the idle job's quiet window (zero times if none).
+func quietWindow(rep *report.Report) (from, to time.Time) {
+	for _, t := range rep.Tasks {
 		for _, a := range t.Attempts {
-			if a.Start.After(lastLease) {
-				lastLease = a.Start
-			}
-			if !a.End.IsZero() && (firstEnd.IsZero() || a.End.Before(firstEnd)) {
-				firstEnd = a.End
+			if a.Outcome == report.OutcomeOK && (to.IsZero() || a.End.Before(to)) {
+				to = a.End
 			}
 		}
 	}
-	return cpuPerPeer(sub, lastLease, firstEnd, peers)
+	for _, t := range rep.Tasks {
+		for _, a := range t.Attempts {
+			if a.Start.Before(to) && a.Start.After(from) {
+				from = a.Start
+			}
+		}
+	}
+	return from, to
 }
 
 // scaleRows adds the headline rows: every figure at every size.

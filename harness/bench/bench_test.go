@@ -177,6 +177,18 @@ func TestSVG(t *testing.T) {
 		Marks:  []BarGroup{{Name: "m", Values: []float64{math.NaN(), 2}}}}
 	wellFormed(t, b.SVG())
 	wellFormed(t, (&Plot{}).SVG())
+	// Error bars: one per point or bar that has an interval.
+	eb := (&Plot{Series: []Series{{X: []float64{8, 32, 96}, Y: []float64{1, 2, 5}, Lo: []float64{0.8, math.NaN(), 4}, Hi: []float64{1.3, math.NaN(), 6.5}, Kind: LinePoints}}}).SVG()
+	wellFormed(t, eb)
+	if n := strings.Count(eb, `stroke="#222"`); n != 2 {
+		t.Errorf("plot: %d error bars, want 2", n)
+	}
+	eb = (&Bars{Categories: []string{"a", "b"}, YMax: 110,
+		Groups: []BarGroup{{Values: []float64{95, 101}, Lo: []float64{92, 99}, Hi: []float64{97, 112}}, {Values: []float64{50, 60}}}}).SVG()
+	wellFormed(t, eb)
+	if n := strings.Count(eb, `stroke="#222"`); n != 2 {
+		t.Errorf("bars: %d error bars, want 2", n)
+	}
 	if ticks := niceTicks(0, 97, 6); ticks[0] != 0 || ticks[len(ticks)-1] < 97 {
 		t.Errorf("ticks %v", ticks)
 	}

@@ -239,20 +239,31 @@ func (d *transferData) writePlots(env *Env) error {
 	cats, p2p, rs := d.singleBars()
 	theo := nan(len(cats))
 	theo[0] = preonTheoretic
+	// Error bars: the runs' 95% intervals (the Preon row has none).
+	pLo, pHi, rLo, rHi := nan(len(cats)), nan(len(cats)), nan(len(cats)), nan(len(cats))
+	if d.single != nil {
+		off := len(cats) - len(d.single.Variants)
+		for i, v := range d.single.Variants {
+			a, b := mibpsCI(d.single.FileMiB, v.Seconds["p2pc_get_output"]), mibpsCI(d.single.FileMiB, v.Seconds["rsync"])
+			pLo[off+i], pHi[off+i], rLo[off+i], rHi[off+i] = a.Lo, a.Hi, b.Lo, b.Hi
+		}
+	}
 	if err := env.WriteSVG("transfer.svg", (&Bars{
 		Title: "Single-source transfer: p2pc (Preon) vs rsync", YLabel: "MiB/s",
 		Categories: cats,
-		Groups:     []BarGroup{{Name: "p2pc blocks get -o (Preon in the paper)", Values: p2p}, {Name: "rsync", Values: rs}},
+		Groups:     []BarGroup{{Name: "p2pc blocks get -o (Preon in the paper)", Values: p2p, Lo: pLo, Hi: pHi}, {Name: "rsync", Values: rs, Lo: rLo, Hi: rHi}},
 		Marks:      []BarGroup{{Name: "DAS-5 link: 125 MiB/s", Values: theo, Color: "#444"}},
 		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
-		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh; " + quickNote(env),
+		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh's runs, bars: 95% CI; " + quickNote(env),
 	}).SVG()); err != nil {
 		return err
 	}
 	if d.multi != nil && len(d.multi.P2PC) > 0 {
-		var xs, ys, ideal []float64
+		var xs, ys, lo, hi, ideal []float64
 		for _, m := range d.multi.P2PC {
+			iv := mibpsCI(d.multi.FileMiB, m.Seconds)
 			xs, ys = append(xs, float64(m.Sources)), append(ys, m.MiBps)
+			lo, hi = append(lo, iv.Lo), append(hi, iv.Hi)
 		}
 		for _, m := range d.multi.P2PC {
 			ideal = append(ideal, float64(m.Sources)*d.multi.P2PC[0].MiBps/float64(max(d.multi.P2PC[0].Sources, 1)))
@@ -261,7 +272,7 @@ func (d *transferData) writePlots(env *Env) error {
 			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", d.multi.Cap),
 			XLabel: "sources", YLabel: "MiB/s",
 			Series: []Series{
-				{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4},
+				{Name: "p2pc blocks get (median, 95% CI)", X: xs, Y: ys, Lo: lo, Hi: hi, Kind: LinePoints, Radius: 4},
 				{Name: "linear: sources x the first", X: xs, Y: ideal, Kind: Line, Color: "#999", Dashed: true},
 			},
 			XInt: true, XPad: 0.05,

@@ -126,6 +126,11 @@ type LabConfig struct {
 	// in a cgroup of the highest CPU weight, so that other work on a shared
 	// machine disturbs a measurement less. Quotas still cap the peers.
 	Priority bool
+	// JoinFirst starts the first peer alone and every other peer with
+	// --join <the first peer's address> once it listens, so that the peers
+	// form one membership without mDNS, as static seeds do on a routed
+	// network (also after RestartPeers).
+	JoinFirst bool
 	// StopGrace is how long Close lets a peer shut down after SIGTERM
 	// before it kills the peer's process group (default 5s).
 	StopGrace time.Duration
@@ -157,6 +162,9 @@ type Lab struct {
 	subIP  string
 	peers  []*LabPeer
 	ownDir bool
+	// started is when the peers' processes were last started (NewLab,
+	// RestartPeers), after the network was built.
+	started time.Time
 
 	stopAfter func() bool
 	closeOnce sync.Once
@@ -305,6 +313,12 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	case Bridge:
+		// Big labs outgrow the kernel's shared ARP table.
+		if changed, err := raiseNeighbourLimits(len(l.cfg.Peers)); err != nil {
+			return err
+		} else if changed != "" {
+			l.log.Info("raised the ARP table's limits for a big lab", "peers", len(l.cfg.Peers), "changed", changed)
+		}
 		hub := l.name + "-hub"
 		if err := l.net.addNetns(ctx, hub); err != nil {
 			return err
@@ -345,23 +359,57 @@ func (l *Lab) build(ctx context.Context) error {
 		}
 		l.peers = append(l.peers, p)
 	}
-	for _, p := range l.peers {
-		if err := l.startPeer(p); err != nil {
-			return err
-		}
-	}
-	if err := l.waitListening(ctx); err != nil {
+	if err := l.startPeers(ctx); err != nil {
 		return err
 	}
 	l.log.Info("lab up", "mode", l.cfg.Mode.String(), "peers", len(l.peers))
 	return nil
 }
 
-// waitListening waits until every peer printed its address.
-func (l *Lab) waitListening(ctx context.Context) error {
+// startPeers starts every peer (JoinFirst: the first one first) and
+// waits until each listens.
+func (l *Lab) startPeers(ctx context.Context) error {
+	l.procMu.Lock()
+	l.started = time.Now()
+	l.procMu.Unlock()
+	rest := l.peers
+	if l.cfg.JoinFirst && len(l.peers) > 1 {
+		first := l.peers[0]
+		if err := l.startPeer(first, nil); err != nil {
+			return err
+		}
+		if err := l.waitListening(ctx, l.peers[:1]); err != nil {
+			return err
+		}
+		rest = l.peers[1:]
+		for _, p := range rest {
+			if err := l.startPeer(p, []string{"--join", first.Addr}); err != nil {
+				return err
+			}
+		}
+		return l.waitListening(ctx, rest)
+	}
+	for _, p := range rest {
+		if err := l.startPeer(p, nil); err != nil {
+			return err
+		}
+	}
+	return l.waitListening(ctx, rest)
+}
+
+// Started is when the peers' processes were last started (NewLab,
+// RestartPeers), after the lab's network was built.
+func (l *Lab) Started() time.Time {
+	l.procMu.Lock()
+	defer l.procMu.Unlock()
+	return l.started
+}
+
+// waitListening waits until every peer of peers printed its address.
+func (l *Lab) waitListening(ctx context.Context, peers []*LabPeer) error {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)
 	defer cancel()
-	for _, p := range l.peers {
+	for _, p := range peers {
 		m, err := p.Proc.WaitOutput(wctx, listenLineRe)
 		if err != nil {
 			return fmt.Errorf("peer %s: %w", p.Name, err)
@@ -397,17 +445,15 @@ func (l *Lab) RestartPeers(ctx context.Context) error {
 			return fmt.Errorf("restart peers: %w", err)
 		}
 		p.Proc, p.Addr, p.port = nil, "", ""
-		if err := l.startPeer(p); err != nil {
-			return fmt.Errorf("restart peers: %w", err)
-		}
 	}
-	if err := l.waitListening(ctx); err != nil {
+	if err := l.startPeers(ctx); err != nil {
 		return fmt.Errorf("restart peers: %w", err)
 	}
 	return nil
 }
 
-func (l *Lab) startPeer(p *LabPeer) error {
+// startPeer starts peer p's process with extra `p2pc join` flags.
+func (l *Lab) startPeer(p *LabPeer, extra []string) error {
 	s := p.Spec
 	port := p.port
 	if port == "" {
@@ -418,7 +464,7 @@ func (l *Lab) startPeer(p *LabPeer) error {
 	if !l.cfg.MDNS {
 		args = append(args, "--no-mdns")
 	}
-	args = append(args, s.Args...)
+	args = append(append(args, s.Args...), extra...)
 	if s.NoFile > 0 {
 		args = append([]string{"/bin/sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(s.NoFile)}, args...)
 	}

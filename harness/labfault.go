@@ -46,7 +46,11 @@ func (l *Lab) RestartPeer(ctx context.Context, p *LabPeer) error {
 			return fmt.Errorf("restart peer %s: %w", p.Name, err)
 		}
 	}
-	if err := l.startPeer(p); err != nil {
+	var extra []string
+	if first := l.peers[0]; l.cfg.JoinFirst && p != first && first.Addr != "" {
+		extra = []string{"--join", first.Addr}
+	}
+	if err := l.startPeer(p, extra); err != nil {
 		return fmt.Errorf("restart peer %s: %w", p.Name, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)

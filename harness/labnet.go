@@ -305,3 +305,41 @@ func (o *netOps) setLink(ctx context.Context, hub, link string, up bool) error {
 	}
 	return o.run(ctx, "-n", hub, "link", "set", link, state)
 }
+
+// neighPath is where the kernel's IPv4 neighbour (ARP) table limits live.
+// The table is shared by every network namespace (the limits can be set
+// only from the machine's own namespace), so a lab of n peers that all
+// talk to each other -- gossip is a full mesh -- holds about n² entries:
+// 48 peers already pass the default hard limit of 1024, and new entries
+// then fail ("neighbor table overflow", EHOSTUNREACH).
+const neighPath = "/proc/sys/net/ipv4/neigh/default/"
+
+// raiseNeighbourLimits raises the shared ARP table's limits (gc_thresh2,
+// the soft one, and gc_thresh3, the hard one) so that a lab of peers
+// namespaces fits beside what else runs: never lowers them. It returns
+// what it changed ("" if nothing).
+func raiseNeighbourLimits(peers int) (string, error) {
+	need := (peers + 2) * (peers + 1) // every namespace of the lab knows every other
+	var changed []string
+	for _, t := range []struct {
+		name string
+		want int
+	}{{"gc_thresh2", 2 * need}, {"gc_thresh3", 4 * need}} {
+		b, err := os.ReadFile(neighPath + t.name)
+		if err != nil {
+			return "", fmt.Errorf("raise the ARP table's limits: %w", err)
+		}
+		cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return "", fmt.Errorf("raise the ARP table's limits: %s: %w", t.name, err)
+		}
+		if cur >= t.want {
+			continue
+		}
+		if err := os.WriteFile(neighPath+t.name, []byte(strconv.Itoa(t.want)), 0o644); err != nil {
+			return "", fmt.Errorf("raise the ARP table's limits: %w", err)
+		}
+		changed = append(changed, fmt.Sprintf("%s %d -> %d", t.name, cur, t.want))
+	}
+	return strings.Join(changed, ", "), nil
+}

@@ -20,9 +20,9 @@ import (
 // real p2pc processes in network namespaces under CPU quotas.
 type BenchCmd struct {
 	Setups []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N"`
-	Suite  []string `help:"Suites to run (mandelbrot, tracker, latency, transfer, ..., chaos), or all (every paper's suite; chaos runs only when named)." default:"all" sep:"," placeholder:"NAME"`
+	Suite  []string `help:"Suites to run (mandelbrot, ga, tracker, latency, transfer, scale, chaos), or all (every suite but chaos, which runs only when named)." default:"all" sep:"," placeholder:"NAME"`
 	Runs   int      `help:"How many times the chaos suite runs each scenario (default: the config's, 10; 1 with --quick)." placeholder:"N"`
-	Quick  bool     `help:"Tiny problem sizes: a smoke check of about a minute."`
+	Quick  bool     `help:"Tiny problem sizes, one round: a smoke check of every suite in under 3 minutes (figures mean nothing)."`
 	Out    string   `help:"Results folder (default: results/ of the repository)." type:"path" placeholder:"DIR"`
 	Config string   `help:"Bench configuration (default: benchmarks/bench.yaml of the repository)." type:"path" placeholder:"FILE"`
 	Mode   string   `help:"Lab mode: bridge (a namespace per peer on a bridge) or loopback (one namespace on 127.0.0.1); default from the config." enum:",bridge,loopback" default:""`
@@ -75,6 +75,19 @@ func (c *BenchCmd) Run(g *Globals) error {
 }
 
 func printBenchTable(out *bench.Outcome) {
+	if len(out.Took) > 0 {
+		fmt.Println("time per suite:")
+		var total time.Duration
+		for _, t := range out.Took {
+			state := ""
+			if t.Err != nil {
+				state = " (failed)"
+			}
+			fmt.Printf("  %-12s %s%s\n", t.Suite, t.Took.Round(time.Second), state)
+			total += t.Took
+		}
+		fmt.Printf("  %-12s %s\n", "total", total.Round(time.Second))
+	}
 	if len(out.Results) == 0 {
 		return
 	}

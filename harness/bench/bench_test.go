@@ -177,6 +177,18 @@ func TestSVG(t *testing.T) {
 		Marks:  []BarGroup{{Name: "m", Values: []float64{math.NaN(), 2}}}}
 	wellFormed(t, b.SVG())
 	wellFormed(t, (&Plot{}).SVG())
+	// Error bars: one per point or bar that has an interval.
+	eb := (&Plot{Series: []Series{{X: []float64{8, 32, 96}, Y: []float64{1, 2, 5}, Lo: []float64{0.8, math.NaN(), 4}, Hi: []float64{1.3, math.NaN(), 6.5}, Kind: LinePoints}}}).SVG()
+	wellFormed(t, eb)
+	if n := strings.Count(eb, `stroke="#222"`); n != 2 {
+		t.Errorf("plot: %d error bars, want 2", n)
+	}
+	eb = (&Bars{Categories: []string{"a", "b"}, YMax: 110,
+		Groups: []BarGroup{{Values: []float64{95, 101}, Lo: []float64{92, 99}, Hi: []float64{97, 112}}, {Values: []float64{50, 60}}}}).SVG()
+	wellFormed(t, eb)
+	if n := strings.Count(eb, `stroke="#222"`); n != 2 {
+		t.Errorf("bars: %d error bars, want 2", n)
+	}
 	if ticks := niceTicks(0, 97, 6); ticks[0] != 0 || ticks[len(ticks)-1] < 97 {
 		t.Errorf("ticks %v", ticks)
 	}
@@ -213,16 +225,31 @@ func quickBench(t *testing.T, suite string, timeout time.Duration) (out string, 
 	return out, b
 }
 
-// TestBenchQuick is the CI smoke test: `p2pc bench --quick` with one suite
-// and one setup, as root; it checks the files it must write.
+// TestBenchQuick is the CI smoke test: `p2pc bench --quick --suite all`
+// on one setup, as root, within the 3 minutes --quick promises; it checks
+// the files every suite must write (not the figures: the machine is
+// shared).
 func TestBenchQuick(t *testing.T) {
-	out, b := quickBench(t, "mandelbrot", 3*time.Minute)
-	for _, f := range []string{"machine.json", "machine.md", "summary.md",
-		"mandelbrot/mandelbrot.json", "mandelbrot/mandelbrot.csv", "mandelbrot/time.svg", "mandelbrot/efficiency.svg",
-		"mandelbrot/summary.md", "mandelbrot/rows.json", "mandelbrot/job.yaml"} {
+	start := time.Now()
+	out, b := quickBench(t, "all", 3*time.Minute)
+	t.Logf("p2pc bench --quick --suite all --setups 2 took %s", time.Since(start).Round(time.Second))
+	files := []string{"machine.json", "machine.md", "summary.md", "report.html",
+		"mandelbrot/mandelbrot.json", "mandelbrot/mandelbrot.csv", "mandelbrot/time.svg", "mandelbrot/efficiency.svg", "mandelbrot/job.yaml",
+		"ga/ga.json", "ga/ga.csv", "ga/speedup.svg", "ga/efficiency.svg", "ga/ga-30.yaml",
+		"tracker/tracker.json", "tracker/busy.svg", "tracker/throughput.svg",
+		"latency/latency.json", "latency/latency.svg",
+		"scale/scale.json", "scale/scale.csv", "scale/membership.svg", "scale/enrol.svg", "scale/throughput.svg", "scale/coordinator.svg"}
+	for _, s := range []string{"mandelbrot", "ga", "tracker", "latency", "file-transfer", "scale"} {
+		files = append(files, s+"/summary.md", s+"/rows.json")
+	}
+	for _, f := range files {
 		fi, err := os.Stat(filepath.Join(out, f))
 		if err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v (size %v)", f, err, fi)
+		}
+		if strings.HasSuffix(f, ".svg") {
+			svg, _ := os.ReadFile(filepath.Join(out, f))
+			wellFormed(t, string(svg))
 		}
 	}
 	var res Result
@@ -233,10 +260,20 @@ func TestBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(rb, &res); err != nil || !res.Quick || len(res.Rows) == 0 {
 		t.Errorf("rows.json: %v %+v", err, res)
 	}
-	svg, _ := os.ReadFile(filepath.Join(out, "mandelbrot", "efficiency.svg"))
-	wellFormed(t, string(svg))
-	if !strings.Contains(string(b), "efficiency") {
-		t.Errorf("no table printed:\n%s", b)
+	md, _ := os.ReadFile(filepath.Join(out, "ga", "summary.md"))
+	if !strings.Contains(string(md), "tail bound") {
+		t.Errorf("ga's summary.md without the tail bound:\n%s", md)
+	}
+	sum, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+	for _, want := range []string{"95% CI", "whole command", "## scale"} {
+		if !strings.Contains(string(sum), want) {
+			t.Errorf("summary.md does not say %q", want)
+		}
+	}
+	for _, want := range []string{"efficiency", "time per suite"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("p2pc bench did not print %q:\n%s", want, b)
+		}
 	}
 }
 

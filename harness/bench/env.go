@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -61,7 +62,8 @@ type Env struct {
 // shared is state every suite of a run shares.
 type shared struct {
 	mode       harness.Mode
-	submitData string // one --data for every submitter: plugins built once
+	submitData string       // one --data for every submitter: plugins built once
+	seq        atomic.Int64 // numbers the fresh jobs (freshJob)
 
 	mu       sync.Mutex
 	fellBack bool
@@ -105,9 +107,17 @@ func (e *Env) Benchmarks(rel string) string { return filepath.Join(e.Root, "benc
 // built it falls back to Loopback mode once, says so, and builds every
 // later lab that way.
 func (e *Env) NewLab(ctx context.Context, peers []harness.PeerSpec) (*harness.Lab, error) {
+	return e.newLab(ctx, peers, nil)
+}
+
+// newLab is NewLab with the lab's configuration adjusted by with (if set).
+func (e *Env) newLab(ctx context.Context, peers []harness.PeerSpec, with func(*harness.LabConfig)) (*harness.Lab, error) {
 	// Labs are torn down often: a short grace after SIGTERM, then kill.
 	// Priority: the machine may be shared; the lab's processes come first.
 	cfg := harness.LabConfig{Bin: e.Bin, Peers: peers, Mode: e.Mode(), Logger: e.Log, StopGrace: time.Second, Priority: true}
+	if with != nil {
+		with(&cfg)
+	}
 	dir, err := os.MkdirTemp(e.WorkDir, "lab-")
 	if err != nil {
 		return nil, fmt.Errorf("new lab: %w", err)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/p2pc/p2pc/harness"
 )
@@ -55,13 +59,11 @@ type Workload struct {
 	Slots func(cpu float64) int
 	// Timeout bounds each run (default 30 minutes).
 	Timeout time.Duration
-	// Rounds is 1 (default: every peer alone, then the setup together),
-	// 2 (ABBA: then the setup together again and every peer alone again,
-	// in reverse order; each rate is the mean of its two measurements, so
-	// a drift of the machine's speed during the setup cancels out) or
-	// more: rounds alternate A and B (ABBA ABBA ...) and each figure is
-	// the median of its rounds, so that one disturbed measurement does
-	// not count.
+	// Rounds is how many times every peer is measured alone and the
+	// setup together (default 1), in rotated orders (see heteroPlan).
+	// Every round gives an efficiency of its own; the headline figures are
+	// the rounds' medians with 95 % bootstrap intervals (MedianCI), so
+	// the suites measure at least 5 rounds.
 	Rounds int
 	// KeepCoresBusy runs an idle-priority spinner on every core while the
 	// setup is measured (see coreFiller), so that a throttled peer's core
@@ -112,7 +114,32 @@ type HeteroResult struct {
 	Setup    Setup     `json:"setup"`
 	Solo     []Measure `json:"solo"` // per peer, in the setup's order
 	Together Measure   `json:"together"`
-	Speedup  Speedup   `json:"speedup"`
+	// Speedup is computed from the median rates.
+	Speedup Speedup `json:"speedup"`
+	// Rounds are each round's figures, from that round's own solo and
+	// together runs; Efficiency, SH and RH their medians with 95 %
+	// intervals: the headline figures.
+	Rounds     []Speedup `json:"rounds,omitempty"`
+	Efficiency Interval  `json:"efficiency_ci"`
+	SH         Interval  `json:"s_h_ci"`
+	RH         Interval  `json:"r_h_ci"`
+	// MakespanCI is the together runs' makespans, WallCI their whole
+	// commands (p2pc run start to exit).
+	MakespanCI Interval `json:"makespan_ci"`
+	WallCI     Interval `json:"wall_ci"`
+}
+
+// Suspect says whether the efficiency's whole interval lies above 100 %:
+// not a result but a measurement problem.
+func (h HeteroResult) Suspect() bool { return h.Efficiency.Above(1) }
+
+// EfficiencyText is the efficiency "median [lo, hi]", flagged when its
+// interval lies above 100 %.
+func (h HeteroResult) EfficiencyText() string {
+	if h.Suspect() {
+		return h.Efficiency.Pct() + " ⚠ above 100%: measurement problem"
+	}
+	return h.Efficiency.Pct()
 }
 
 // Heterogeneous measures w as Fenech & Vella did: every peer alone
@@ -282,6 +309,13 @@ func (e *Env) setup(ctx context.Context, w Workload, specs []string, s Setup, st
 		}
 		hr.Together = medianMeasure(all[j])
 		hr.Speedup = Fenech(rates, hr.Together.Rate)
+		hr.Rounds = roundSpeedups(solo[j], all[j])
+		hr.Efficiency, hr.SH, hr.RH = speedupCIs(hr.Rounds)
+		var mk, wall []float64
+		for _, m := range all[j] {
+			mk, wall = append(mk, m.MakespanS), append(wall, m.WallS)
+		}
+		hr.MakespanCI, hr.WallCI = MedianCI(mk), MedianCI(wall)
 		out[j] = hr
 	}
 	if err := lab.CheckLogs(); err != nil {
@@ -298,13 +332,16 @@ type planStep struct {
 }
 
 // heteroPlan orders a setup's measurements of jobs jobs on peers peers,
-// one job after the other. For a job, round A measures each peer alone,
-// then the peers together; round B is A backwards; rounds alternate A,
-// B, A, ... (two rounds: ABBA, a palindrome, so that a linear drift of
-// the machine cancels out, and the job's rounds lie close together in
-// time). Whenever a solo run would follow a together run, the peers are
-// restarted first (a restart is no measurement): the together run
-// introduced them to each other.
+// one job after the other. For a job, every round measures each peer
+// alone and the peers together once, so that a round's solo rates and its
+// swarm rate are taken close together in time under the same conditions
+// and give that round's efficiency. Round r is the order "peer 1 ... peer
+// n, together" rotated left by r: over n+1 rounds every measurement takes
+// every place of a round once, so that a drift of the shared machine or a
+// state left by the previous run (a warm cache, a busy coordinator) falls
+// on solo and swarm runs alike. Whenever a solo run would follow a
+// together run, the peers are restarted first (a restart is no
+// measurement): the together run introduced them to each other.
 func heteroPlan(rounds, peers, jobs int) []planStep {
 	var plan []planStep
 	introduced := false
@@ -325,17 +362,39 @@ func heteroPlan(rounds, peers, jobs int) []planStep {
 		}
 		a = append(a, planStep{peer: -1, job: j})
 		for r := range max(rounds, 1) {
-			round := a
-			if r%2 == 1 {
-				round = slices.Clone(a)
-				slices.Reverse(round)
-			}
-			for _, st := range round {
+			k := r % len(a)
+			for _, st := range slices.Concat(a[k:], a[:k]) {
 				add(st)
 			}
 		}
 	}
 	return plan
+}
+
+// roundSpeedups computes each round's Fenech figures from that round's own
+// runs: solo[peer][round] and together[round].
+func roundSpeedups(solo [][]Measure, together []Measure) []Speedup {
+	var out []Speedup
+	for r := range together {
+		rates := make([]float64, len(solo))
+		for i := range solo {
+			if r >= len(solo[i]) {
+				return out
+			}
+			rates[i] = solo[i][r].Rate
+		}
+		out = append(out, Fenech(rates, together[r].Rate))
+	}
+	return out
+}
+
+// speedupCIs are the medians and 95 % intervals of the rounds' figures.
+func speedupCIs(rounds []Speedup) (eff, sh, rh Interval) {
+	var e, s, r []float64
+	for _, x := range rounds {
+		e, s, r = append(e, x.Efficiency), append(s, x.SH), append(r, x.RH)
+	}
+	return MedianCI(e), MedianCI(s), MedianCI(r)
 }
 
 // medianMeasure folds several measurements of one thing into their
@@ -368,6 +427,18 @@ const pinLimit = 0.95
 // measure runs spec once on the lab's peers at join (nil: all of them).
 func (e *Env) measure(ctx context.Context, lab *harness.Lab, w Workload, spec string, cpus []float64, join []string, label string) (Measure, error) {
 	before := lab.Throttled()
+	// Every measurement is a job of its own (the spec's name with a
+	// sequence number): peers keep a finished job's plugin processes warm
+	// for a while (p2pc join's job linger), so a rerun of the same job
+	// would find them warm after some runs and cold after others (after a
+	// restart, or a long solo run elsewhere) -- the solo and swarm rates
+	// would then count the plugin start on one side and not on the other.
+	// As its own job every run starts its plugin processes cold, solo and
+	// together alike, as a user's new job does.
+	spec, err := e.freshJob(spec)
+	if err != nil {
+		return Measure{}, fmt.Errorf("%s: %w", label, err)
+	}
 	sub, err := e.Submit(ctx, lab, spec, harness.SubmitOptions{Timeout: w.Timeout, Join: join})
 	if err != nil {
 		return Measure{}, fmt.Errorf("%s: %w", label, err)
@@ -395,4 +466,29 @@ func (e *Env) measure(ctx context.Context, lab *harness.Lab, w Workload, spec st
 	}
 	e.Log.Info("measured", "component", "bench", "what", label, "tasks", m.Tasks, "makespan_s", m.MakespanS, "rate", m.Rate, "shares", m.Shares)
 	return m, nil
+}
+
+// freshJob writes a copy of the spec at path whose job name carries a
+// new sequence number, so that it is a job of its own (a new job ID) with
+// the same work, and returns its path.
+func (e *Env) freshJob(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("fresh job: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("fresh job %s: %w", path, err)
+	}
+	n := e.shared.seq.Add(1)
+	m["name"] = fmt.Sprintf("%v-m%d", m["name"], n)
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("fresh job %s: %w", path, err)
+	}
+	fresh := strings.TrimSuffix(path, ".yaml") + fmt.Sprintf("-m%d.yaml", n)
+	if err := os.WriteFile(fresh, out, 0o644); err != nil {
+		return "", fmt.Errorf("fresh job: %w", err)
+	}
+	return fresh, nil
 }

@@ -53,6 +53,15 @@ type Outcome struct {
 	// Failed maps a suite that failed to its error.
 	Failed map[string]error
 	Out    string
+	// Took is how long each suite ran (failed ones too), in run order.
+	Took []SuiteTime
+}
+
+// SuiteTime is how long one suite ran.
+type SuiteTime struct {
+	Suite string
+	Took  time.Duration
+	Err   error
 }
 
 // Run runs the selected suites and writes their results, machine.json,
@@ -159,7 +168,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			shared:   sh,
 		}
 		o.Progress.Printf("== %s: %s (%s)", info.Name, info.Title, info.Paper)
+		start := time.Now()
 		res, err := runSuite(ctx, s, env)
+		took := time.Since(start)
+		out.Took = append(out.Took, SuiteTime{Suite: info.Name, Took: took, Err: err})
+		o.Progress.Printf("== %s took %s", info.Name, took.Round(time.Second))
 		if err != nil {
 			out.Failed[info.Name] = err
 			o.Progress.Printf("%s failed: %v", info.Name, err)

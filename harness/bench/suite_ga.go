@@ -31,13 +31,17 @@ type gaConfig struct {
 	// peers of any setup, so that fast peers take more islands and the
 	// last islands, which run while faster peers may already be idle,
 	// are a small part of the job (see gaTailBound).
-	Islands         int     `yaml:"islands"`
-	Generations     int     `yaml:"generations"`
-	Population      int     `yaml:"population"`
-	MigrateEvery    int     `yaml:"migrate_every"`
-	Migrants        int     `yaml:"migrants"`
-	CheckpointEvery float64 `yaml:"checkpoint_every"`
-	// Rounds: 1, 2 (ABBA) or more (ABBA ABBA ..., medians); see Workload.
+	Islands     int `yaml:"islands"`
+	Generations int `yaml:"generations"`
+	// GenerationsAt overrides Generations for some sizes, so that every
+	// size's job is about as long (a small instance's generation is cheap).
+	GenerationsAt   map[int]int `yaml:"generations_at"`
+	Population      int         `yaml:"population"`
+	MigrateEvery    int         `yaml:"migrate_every"`
+	Migrants        int         `yaml:"migrants"`
+	CheckpointEvery float64     `yaml:"checkpoint_every"`
+	// Rounds of solo and together runs (rotated; see Workload): each gives
+	// an efficiency; 5 or more for a confidence interval.
 	Rounds int `yaml:"rounds"`
 	// KeepCoresBusy: an idle-priority spinner on every core during the
 	// measurements (Workload.KeepCoresBusy).
@@ -45,16 +49,24 @@ type gaConfig struct {
 	Timeout       string `yaml:"timeout"`
 }
 
-// gaDefaults are benchmarks/bench.yaml's: the full run measures 120
-// islands of 100 generations (the island-generations of the 24 x 500 the
-// suite first ran, in smaller islands: see gaTailBound) at five sizes,
-// ABBA; a 400-city job is about 12 core-seconds of work. quick is a smoke
-// check.
+// gaDefaults are benchmarks/bench.yaml's: the full run measures 48
+// islands at two sizes, 30 cities at 160 generations and 400 at 40, each
+// job about 2.5 core-seconds of work, in 5 rounds (until issue 19: 120
+// islands of 100 generations at five sizes, a 400-city job 15
+// core-seconds, 2 rounds: 27 minutes). quick is a smoke check.
 func gaDefaults(quick bool) gaConfig {
 	if quick {
-		return gaConfig{Sizes: []int{30, 100}, Islands: 8, Generations: 60, Population: 32, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Rounds: 1, KeepCoresBusy: true, Timeout: "5m"}
+		return gaConfig{Sizes: []int{30}, Islands: 8, Generations: 60, Population: 32, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Rounds: 1, KeepCoresBusy: true, Timeout: "5m"}
 	}
-	return gaConfig{Sizes: []int{30, 52, 100, 200, 400}, Islands: 120, Generations: 100, Population: 64, MigrateEvery: 20, Migrants: 2, CheckpointEvery: 2, Rounds: 2, KeepCoresBusy: true, Timeout: "20m"}
+	return gaConfig{Sizes: []int{30, 400}, Islands: 48, Generations: 40, GenerationsAt: map[int]int{30: 160}, Population: 64, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Rounds: 5, KeepCoresBusy: true, Timeout: "20m"}
+}
+
+// gens is the generations of the job of n cities.
+func (c gaConfig) gens(n int) int {
+	if g, ok := c.GenerationsAt[n]; ok && g > 0 {
+		return g
+	}
+	return c.Generations
 }
 
 func (c *gaConfig) validate() error {
@@ -69,8 +81,8 @@ func (c *gaConfig) validate() error {
 		return fmt.Errorf("ga: migrate_every %d, migrants %d: need migrate_every >= 1 and 0 <= migrants < population", c.MigrateEvery, c.Migrants)
 	case c.CheckpointEvery < 0:
 		return fmt.Errorf("ga: checkpoint_every %v must not be negative", c.CheckpointEvery)
-	case c.Rounds < 1 || c.Rounds > 8:
-		return fmt.Errorf("ga: rounds %d: want 1 (A), 2 (ABBA) up to 8", c.Rounds)
+	case c.Rounds < 1 || c.Rounds > 20:
+		return fmt.Errorf("ga: rounds %d: want 1 to 20 (5 or more for a confidence interval)", c.Rounds)
 	}
 	return nil
 }
@@ -129,7 +141,7 @@ func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 			Name: "bench-" + name, Plugin: plugin,
 			Params: map[string]any{
 				"instance": "random", "cities": n, "city_seed": 1,
-				"islands": cfg.Islands, "population": cfg.Population, "generations": cfg.Generations,
+				"islands": cfg.Islands, "population": cfg.Population, "generations": cfg.gens(n),
 				"migrate_every": cfg.MigrateEvery, "migrants": cfg.Migrants, "topology": "ring",
 				"checkpoint_every": cfg.CheckpointEvery, "seed": 1,
 			},
@@ -146,9 +158,8 @@ func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if env.Quick {
 		warm = "" // a smoke check: no warm-up runs
 	}
-	// Every size in one lab per setup, one size after the other, each
-	// ABBA (see heteroPlan): a size's solo and together runs lie about the
-	// same middle, so a drift of the shared machine cancels out of each.
+	// Every size in one lab per setup, one size after the other, each in
+	// rotated rounds (see heteroPlan).
 	w := Workload{Warmup: warm, Timeout: timeout, Rounds: cfg.Rounds, KeepCoresBusy: cfg.KeepCoresBusy}
 	phase := env.Progress.Phase("ga", w.StepsOf(env.Setups, len(specs)))
 	runs, err := env.HeterogeneousJobs(ctx, w, specs, phase)
@@ -184,15 +195,26 @@ func gaReport(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) (*Result, 
 		return nil, err
 	}
 	gaRows(res, sizes)
-	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %d generations of %d tours, peers of 0.3-0.9 cores of quota", cfg.Islands, cfg.Sizes, cfg.Generations, cfg.Population)
+	for _, sz := range sizes {
+		for _, r := range sz.Setups {
+			if r.Suspect() {
+				res.Note("⚠ setup %d at %d cities: the efficiency's whole interval lies above 100%% (%s): a measurement problem, not a result", r.Setup.Name, sz.Cities, r.Efficiency.Pct())
+			}
+		}
+	}
+	sized := ""
+	if !env.Quick {
+		sized = fmt.Sprintf(". Until issue 19: 120 islands of 100 generations at sizes 30, 52, 100, 200, 400 in 2 rounds (27 minutes); sized down so that %d rounds fit the 30-minute run, each job about 2.5 core-seconds (a together run over a second)", cfg.Rounds)
+	}
+	res.Note("Fenech & Vella's GA ran one island per .NET peer at undisclosed sizes; here %d islands per job on sizes %v cities, %s of %d tours, peers of 0.3-0.9 cores of quota; figures are medians of %d rounds [95%% bootstrap CI]; every run a job of its own, its plugin start counted alone and together alike%s", cfg.Islands, cfg.Sizes, gaGensNote(cfg), cfg.Population, cfg.Rounds, sized)
 	return res, nil
 }
 
 // gaWriteData writes ga.csv and ga.json.
 func gaWriteData(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) error {
-	gens := float64(cfg.Generations)
 	var csvRows [][]string
 	for _, sz := range sizes {
+		gens := float64(cfg.gens(sz.Cities))
 		for _, r := range sz.Setups {
 			for i, s := range r.Solo {
 				csvRows = append(csvRows, []string{"alone", fmt.Sprint(sz.Cities), fmt.Sprint(r.Setup.Name), fmt.Sprintf("peer%d", i+1), cpuList(s.CPU),
@@ -219,7 +241,7 @@ func gaWriteData(env *Env, cfg gaConfig, sizes []gaSize, load [2]string) error {
 			"s_h_max":    "sum(R_Mi) / R_M1",
 			"efficiency": "S_H / S_H,max",
 			"tail_bound": "the efficiency that pulling `islands` equal tasks onto peers of the measured solo rates reaches if only the tail (peers idle at the end) is lost",
-			"rounds":     "with rounds > 1 every figure is the median of its rounds (ABBA...: the mean of two)",
+			"rounds":     "every round measures each peer alone and the setup together once (rotated order); s_h_ci, efficiency_ci: medians of the rounds' own figures with 95% bootstrap intervals",
 		},
 	}); err != nil {
 		return err
@@ -256,7 +278,7 @@ func gaWritePlots(env *Env, cfg gaConfig, sizes []gaSize) error {
 		}
 		return ys
 	}
-	note := fmt.Sprintf("%d islands x %d generations of %d tours per job; %s", cfg.Islands, cfg.Generations, cfg.Population, quickNote(env))
+	note := fmt.Sprintf("%d islands x %s of %d tours per job; medians of %d rounds, bars: 95%% CI; %s", cfg.Islands, gaGensNote(cfg), cfg.Population, cfg.Rounds, quickNote(env))
 	speed := &Plot{
 		Title: "Island GA: speedup S_H vs problem size (after Fenech & Vella, Figure 4)", XLabel: "problem size (cities)", YLabel: "speedup S_H = R_H / R_M1",
 		YZero:  true,
@@ -271,10 +293,12 @@ func gaWritePlots(env *Env, cfg gaConfig, sizes []gaSize) error {
 		color := Palette[si%len(Palette)]
 		shmax := at(si, func(r HeteroResult) float64 { return r.Speedup.SHMax })
 		speed.Series = append(speed.Series,
-			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return r.Speedup.SH }), Kind: LinePoints, Color: color},
+			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return r.SH.Median }), Kind: LinePoints, Color: color,
+				Lo: at(si, func(r HeteroResult) float64 { return r.SH.Lo }), Hi: at(si, func(r HeteroResult) float64 { return r.SH.Hi })},
 			Series{Name: fmt.Sprintf("%d peers: S_H,max (%s)", len(s.CPU), f2(mean(shmax))), X: xs, Y: shmax, Kind: Line, Color: color, Dashed: true})
 		eff.Series = append(eff.Series,
-			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * r.Speedup.Efficiency }), Kind: LinePoints, Color: color},
+			Series{Name: s.Label(), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * r.Efficiency.Median }), Kind: LinePoints, Color: color,
+				Lo: at(si, func(r HeteroResult) float64 { return 100 * r.Efficiency.Lo }), Hi: at(si, func(r HeteroResult) float64 { return 100 * r.Efficiency.Hi })},
 			Series{Name: fmt.Sprintf("%d peers: tail bound (dots)", len(s.CPU)), X: xs, Y: at(si, func(r HeteroResult) float64 { return 100 * gaTail(r, cfg.Islands) }), Kind: Points, Color: color, Radius: 1.8})
 		if e, ok := fenechEfficiency[len(s.CPU)]; ok {
 			eff.HLines = append(eff.HLines, HLine{Y: 100 * e, Label: fmt.Sprintf("Fenech & Vella, %d machines, largest size: %s", len(s.CPU), pct(e)), Color: color, Dashed: true})
@@ -292,13 +316,12 @@ func gaWritePlots(env *Env, cfg gaConfig, sizes []gaSize) error {
 // gaWriteSummary writes summary.md, adding to res a note on disturbed
 // measurements.
 func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res *Result) error {
-	gens := float64(cfg.Generations)
 	setups := gaSetups(sizes)
 	var md Markdown
 	md.P("# Island GA for the TSP on heterogeneous setups (Fenech & Vella 5, Figure 4)")
 	md.P("%s", quickBanner(env))
-	md.P("**Workload.** For each problem size, one job of %d tasks, each an island of the genetic algorithm of `plugins/tspga`: %d tours of a generated instance (uniform random cities, `city_seed` 1) evolved for %d generations by tournament selection, order crossover, double-bridge mutation, 2-opt and Or-opt local search, and elitist replacement. Every %d generations an island stores its %d best tours in a job-global variable and takes in its ring neighbour's (Fenech's interbreeding through a synchronized global variable, here held by the job's coordinator); it checkpoints every %v s. The exact specs are ga-<cities>.yaml.",
-		cfg.Islands, cfg.Population, cfg.Generations, cfg.MigrateEvery, cfg.Migrants, cfg.CheckpointEvery)
+	md.P("**Workload.** For each problem size, one job of %d tasks, each an island of the genetic algorithm of `plugins/tspga`: %d tours of a generated instance (uniform random cities, `city_seed` 1) evolved for %s by tournament selection, order crossover, double-bridge mutation, 2-opt and Or-opt local search, and elitist replacement. Every %d generations an island stores its %d best tours in a job-global variable and takes in its ring neighbour's (Fenech's interbreeding through a synchronized global variable, here held by the job's coordinator); it checkpoints every %v s. The exact specs are ga-<cities>.yaml.",
+		cfg.Islands, cfg.Population, gaGensNote(cfg), cfg.MigrateEvery, cfg.Migrants, cfg.CheckpointEvery)
 	var views []setupOutView
 	if len(sizes) > 0 {
 		for _, r := range sizes[0].Setups {
@@ -310,8 +333,8 @@ func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res 
 		pinNote = "not pinned to cores (pin: false in the config)"
 	}
 	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace (lab mode %s), each held to its capacity by a CFS quota (%s) covering its plugin processes, %s; one slot each, so a peer evolves one island at a time, as Fenech's dedicated peer per virtual thread. The submitter and coordinator (`p2pc run --local-slots 0`) run unthrottled in a namespace of their own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them less.%s", env.Mode(), env.Machine.Cgroup, pinNote, coreFillNote(cfg.KeepCoresBusy))
-	md.P("**Method (Fenech & Vella).** One lab per setup. In it, size by size, every peer runs the size's job alone (R_Mi: the job joined to that peer only, on the core and under the quota it then works with), then the peers run it together (R_H)%s. R_Mi and R_H are measured the same way, on the same job: islands per second over the makespan (first lease issued to last result, report.json)%s; generations per second are that rate times %d. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max. Fenech ran one island per peer; here the job has many more islands than any setup has peers and peers pull them, fast ones taking more, as p2pc schedules. The load average was %s at the start of the suite and %s at its end.",
-		gaRoundsNote(cfg.Rounds), gaWarmNote(env.Quick), cfg.Generations, orDash(load[0]), orDash(load[1]))
+	md.P("**Method (Fenech & Vella).** One lab per setup. In it, size by size, every peer runs the size's job alone (R_Mi: the job joined to that peer only, on the core and under the quota it then works with), then the peers run it together (R_H)%s. R_Mi and R_H are measured the same way, on the same job: islands per second over the makespan (first lease issued to last result, report.json)%s; generations per second are that rate times the generations. Each round gives S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1 and efficiency = S_H / S_H,max from its own runs; the table gives their medians over the rounds with 95%% bootstrap intervals, and an interval wholly above 100%% is flagged as a measurement problem. Fenech ran one island per peer; here the job has many more islands than any setup has peers and peers pull them, fast ones taking more, as p2pc schedules. The load average was %s at the start of the suite and %s at its end.",
+		gaRoundsNote(cfg.Rounds), gaWarmNote(env.Quick), orDash(load[0]), orDash(load[1]))
 	var t24, tN []string
 	for _, st := range setups {
 		t24 = append(t24, pct(gaTailBound(st.CPU, 24, gaWindow)))
@@ -324,6 +347,7 @@ func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res 
 	md.P("%s.", tail)
 	var rows [][]string
 	for _, sz := range sizes {
+		gens := float64(cfg.gens(sz.Cities))
 		for _, r := range sz.Setups {
 			var solo []string
 			for _, s := range r.Solo {
@@ -333,11 +357,20 @@ func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res 
 			if e, ok := fenechEfficiency[len(r.Setup.CPU)]; ok && sz.Cities == sizes[len(sizes)-1].Cities {
 				paper = pct(e)
 			}
-			rows = append(rows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), strings.Join(solo, ", "), f1(r.Together.Rate * gens),
-				f2(r.Speedup.SH), f2(r.Speedup.SHMax), f2(quotaSHMax(r.Setup)), "**" + pct(r.Speedup.Efficiency) + "**", pct(gaTail(r, cfg.Islands)), paper, f2(r.Together.MakespanS), sharesNote(r.Together.Shares)})
+			rows = append(rows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), strings.Join(solo, ", "), r.RH.Scale(gens).Format(f1),
+				r.SH.Format(f2), f2(r.Speedup.SHMax), f2(quotaSHMax(r.Setup)), "**" + r.EfficiencyText() + "**", pct(gaTail(r, cfg.Islands)), paper, r.MakespanCI.Format(f2), r.WallCI.Format(f2), sharesNote(r.Together.Shares)})
 		}
 	}
-	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "S_H,max of the quotas", "efficiency", "tail bound", "Fenech & Vella", "T_H (s)", "islands per peer"}, rows)
+	md.P("Medians over the rounds, [95%% bootstrap CI]; R_Mi alone: medians. T_H is the makespan (first lease to last result); wall the whole command (`p2pc run` start to exit).")
+	md.Table([]string{"cities", "setup", "R_Mi alone (generations/s)", "R_H (generations/s)", "S_H", "S_H,max", "S_H,max of the quotas", "efficiency", "tail bound", "Fenech & Vella", "T_H (s)", "wall (s)", "islands per peer"}, rows)
+	var rrows [][]string
+	for _, sz := range sizes {
+		for _, row := range roundRows(sz.Setups) {
+			rrows = append(rrows, append([]string{fmt.Sprint(sz.Cities)}, row...))
+		}
+	}
+	md.P("**Rounds.** Each round's efficiency, from that round's own runs: the spread is what one measurement on this shared machine is worth.")
+	md.Table([]string{"cities", "setup", "efficiency per round"}, rrows)
 	if cfg.Rounds > 1 {
 		var nrows [][]string
 		for _, sz := range sizes {
@@ -349,7 +382,7 @@ func gaWriteSummary(env *Env, cfg gaConfig, sizes []gaSize, load [2]string, res 
 				nrows = append(nrows, []string{fmt.Sprint(sz.Cities), r.Setup.Label(), pctNaN(gaSpread(r.Together)), strings.Join(solo, ", ")})
 			}
 		}
-		md.P("**Noise.** How far each rate's %d rounds lie apart ((max - min) / median): what a single measurement on this shared machine is worth. An efficiency above 100%% is this noise, not a super-linear speedup.", cfg.Rounds)
+		md.P("**Noise.** How far each rate's %d rounds lie apart ((max - min) / median): what a single measurement on this shared machine is worth.", cfg.Rounds)
 		md.Table([]string{"cities", "setup", "R_H: rounds apart", "R_Mi: rounds apart, per capacity"}, nrows)
 	}
 	md.P("S_H,max of the quotas is Σc_i / c_1 for capacities c_i: what S_H,max would be if every peer's rate were proportional to its quota. Measured S_H,max far from it means the solo runs were disturbed (a busy machine: see the load average in machine.md) or that fixed costs, not the CPU, limit the rate.")
@@ -375,13 +408,14 @@ func gaRows(res *Result, sizes []gaSize) {
 			if e, ok := fenechEfficiency[len(r.Setup.CPU)]; ok {
 				paper = pct(e) + " (largest size)"
 			}
-			res.Add(r.Setup.Label(), fmt.Sprintf("efficiency at %d cities", last.Cities), pct(r.Speedup.Efficiency), paper)
-			res.Add(r.Setup.Label(), fmt.Sprintf("S_H (S_H,max) at %d cities", last.Cities), f2(r.Speedup.SH)+" ("+f2(r.Speedup.SHMax)+")", "")
+			res.Add(r.Setup.Label(), fmt.Sprintf("efficiency at %d cities, median [95%% CI]", last.Cities), r.EfficiencyText(), paper)
+			res.Add(r.Setup.Label(), fmt.Sprintf("S_H [95%% CI] (S_H,max) at %d cities", last.Cities), r.SH.Format(f2)+" ("+f2(r.Speedup.SHMax)+")", "")
+			res.Add(r.Setup.Label(), fmt.Sprintf("makespan / whole command (s) at %d cities [95%% CI]", last.Cities), r.MakespanCI.Format(f2)+" / "+r.WallCI.Format(f2), "")
 		}
 		first := sizes[0]
 		if first.Cities != last.Cities {
 			for _, r := range first.Setups {
-				res.Add(r.Setup.Label(), fmt.Sprintf("efficiency at %d cities", first.Cities), pct(r.Speedup.Efficiency), "")
+				res.Add(r.Setup.Label(), fmt.Sprintf("efficiency at %d cities, median [95%% CI]", first.Cities), r.EfficiencyText(), "")
 			}
 		}
 	}
@@ -393,7 +427,7 @@ func gaEffYMax(sizes []gaSize) float64 {
 	top := 110.0
 	for _, sz := range sizes {
 		for _, r := range sz.Setups {
-			if e := 100 * r.Speedup.Efficiency; e+5 > top && !math.IsInf(e, 0) {
+			if e := 100 * math.Max(r.Speedup.Efficiency, r.Efficiency.Hi); e+5 > top && !math.IsInf(e, 0) {
 				top = 10 * math.Ceil((e+5)/10)
 			}
 		}
@@ -411,13 +445,19 @@ func gaTail(r HeteroResult, islands int) float64 {
 }
 
 func gaRoundsNote(rounds int) string {
-	switch {
-	case rounds == 2:
-		return "; then, backwards (ABBA), together again and each alone again in reverse order (the peers restarted in between, so that they do not know each other), one size after the other, so that every measurement's two rounds lie about the same middle and a drift of the shared machine's speed cancels out: every figure is the mean of its two rounds"
-	case rounds > 2:
-		return fmt.Sprintf("; %d rounds in all, alternately forwards and backwards (ABBA ABBA ...: the peers in reverse order in every other round), one size after the other, every figure the median of its rounds, so that a drift of the shared machine's speed cancels out and one disturbed measurement does not count", rounds)
+	if rounds > 1 {
+		return fmt.Sprintf("; %d rounds per size, each measuring every peer alone and the setup together once, in an order rotated from round to round (the peers restarted wherever a solo run follows a together run), one size after the other; every run is a job of its own, so that each starts its plugin processes cold, alone and together alike", rounds)
 	}
 	return ", once"
+}
+
+// gaGensNote says how many generations the sizes ran.
+func gaGensNote(c gaConfig) string {
+	var parts []string
+	for _, n := range c.Sizes {
+		parts = append(parts, fmt.Sprintf("%d generations at %d cities", c.gens(n), n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func coreFillNote(on bool) string {

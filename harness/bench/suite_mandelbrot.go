@@ -28,7 +28,7 @@ type mandelbrotConfig struct {
 	Height  int    `yaml:"height"`
 	MaxIter int    `yaml:"max_iter"`
 	Tasks   int    `yaml:"tasks"`
-	Rounds  int    `yaml:"rounds"` // 1, or 2: ABBA (see Workload)
+	Rounds  int    `yaml:"rounds"` // rounds of solo and together runs (see Workload); >= 5 for an interval
 	Timeout string `yaml:"timeout"`
 	// KeepCoresBusy: an idle-priority spinner on every core during the
 	// measurements (Workload.KeepCoresBusy).
@@ -58,7 +58,11 @@ func (mandelbrotSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	if err := mandelbrotWriteSummary(env, cfg, runs, outs); err != nil {
 		return nil, err
 	}
-	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs))
+	sized := ""
+	if !env.Quick {
+		sized = fmt.Sprintf("; until issue 19 4096x2048, about 7 core-seconds, in 2 rounds: made smaller so that %d rounds fit the 30-minute run, while a together run still takes over a second", cfg.Rounds)
+	}
+	res.Note("Preon: 256 jobs of a 4096x4096 image at 4096 iterations each; here one %dx%d image at %d iterations in %d bands (%s of single-core work%s), peers of 0.3-0.9 cores of quota instead of 16-thread DAS-5 nodes; figures are medians of %d rounds [95%% bootstrap CI]; every run a job of its own, its plugin start counted alone and together alike (it weighs most on the short together runs)", cfg.Width, cfg.Height, cfg.MaxIter, cfg.Tasks, workNote(runs), sized, cfg.Rounds)
 	return res, nil
 }
 
@@ -73,15 +77,15 @@ type mandelbrotSetup struct {
 
 // mandelbrotSetupConfig reads and checks the suite's configuration.
 func mandelbrotSetupConfig(env *Env) (mandelbrotConfig, time.Duration, error) {
-	cfg := mandelbrotConfig{Width: 4096, Height: 2048, MaxIter: 1200, Tasks: 256, Rounds: 2, Timeout: "10m", KeepCoresBusy: true}
+	cfg := mandelbrotConfig{Width: 2048, Height: 1536, MaxIter: 1200, Tasks: 256, Rounds: 5, Timeout: "10m", KeepCoresBusy: true}
 	if err := env.Config.Decode("mandelbrot", env.Quick, &cfg); err != nil {
 		return cfg, 0, err
 	}
 	if cfg.Tasks < 1 || cfg.Tasks > cfg.Height {
 		return cfg, 0, fmt.Errorf("mandelbrot: tasks %d must be in [1, height %d]", cfg.Tasks, cfg.Height)
 	}
-	if cfg.Rounds != 1 && cfg.Rounds != 2 {
-		return cfg, 0, fmt.Errorf("mandelbrot: rounds %d: want 1 or 2", cfg.Rounds)
+	if cfg.Rounds < 1 || cfg.Rounds > 20 {
+		return cfg, 0, fmt.Errorf("mandelbrot: rounds %d: want 1 to 20 (5 or more for a confidence interval)", cfg.Rounds)
 	}
 	timeout, err := time.ParseDuration(cfg.Timeout)
 	if err != nil {
@@ -159,9 +163,13 @@ func mandelbrotTabulate(runs []HeteroResult) (res *Result, outs []mandelbrotSetu
 		if e, ok := fenechEfficiency[len(r.Setup.CPU)]; ok {
 			paper = pct(e) + " (Fenech & Vella, GA, " + fmt.Sprint(len(r.Setup.CPU)) + " machines)"
 		}
-		res.Add(r.Setup.Label(), "efficiency S_H/S_H,max", pct(r.Speedup.Efficiency), paper)
-		res.Add(r.Setup.Label(), "S_H (S_H,max)", f2(r.Speedup.SH)+" ("+f2(r.Speedup.SHMax)+")", "")
-		res.Add(r.Setup.Label(), "time (lower bound N/ΣR_Mi)", f2(t.MakespanS)+" s ("+f2(o.LowerBoundS)+" s)", "")
+		res.Add(r.Setup.Label(), "efficiency S_H/S_H,max, median [95% CI]", r.EfficiencyText(), paper)
+		res.Add(r.Setup.Label(), "S_H [95% CI] (S_H,max)", r.SH.Format(f2)+" ("+f2(r.Speedup.SHMax)+")", "")
+		res.Add(r.Setup.Label(), "makespan T_H, first lease to last result, s [95% CI] (lower bound N/ΣR_Mi)", r.MakespanCI.Format(f2)+" ("+f2(o.LowerBoundS)+")", "")
+		res.Add(r.Setup.Label(), "whole command, p2pc run start to exit, s [95% CI]", r.WallCI.Format(f2), "")
+		if r.Suspect() {
+			res.Note("⚠ setup %d: the efficiency's whole interval lies above 100%% (%s): a measurement problem, not a result", r.Setup.Name, r.Efficiency.Pct())
+		}
 	}
 	return res, outs, csvRows
 }
@@ -193,10 +201,12 @@ func mandelbrotWriteData(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup,
 func mandelbrotWritePlots(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup) error {
 	cats := make([]string, len(outs))
 	measured, lower, preon, eff, fen, target := nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs))
+	mLo, mHi, eLo, eHi := nan(len(outs)), nan(len(outs)), nan(len(outs)), nan(len(outs))
 	for i, o := range outs {
 		cats[i] = o.Setup.Label()
-		measured[i], lower[i], preon[i] = o.Together.MakespanS, o.LowerBoundS, o.PreonBoundS
-		eff[i] = 100 * o.Speedup.Efficiency
+		measured[i], lower[i], preon[i] = o.MakespanCI.Median, o.LowerBoundS, o.PreonBoundS
+		mLo[i], mHi[i] = o.MakespanCI.Lo, o.MakespanCI.Hi
+		eff[i], eLo[i], eHi[i] = 100*o.Efficiency.Median, 100*o.Efficiency.Lo, 100*o.Efficiency.Hi
 		if e, ok := fenechEfficiency[len(o.Setup.CPU)]; ok {
 			fen[i] = 100 * e
 		}
@@ -207,7 +217,7 @@ func mandelbrotWritePlots(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup
 		Title: "Mandelbrot farm: time per setup vs the lower bound", YLabel: "seconds (first lease to last result)",
 		Categories: cats,
 		Groups: []BarGroup{
-			{Name: "measured T_H", Values: measured},
+			{Name: "measured T_H (median, 95% CI)", Values: measured, Lo: mLo, Hi: mHi},
 			{Name: "lower bound N / ΣR_Mi", Values: lower, Color: "#009E73"},
 			{Name: "Preon's bound T_M1 / n", Values: preon, Color: "#E69F00"},
 		},
@@ -219,7 +229,7 @@ func mandelbrotWritePlots(env *Env, cfg mandelbrotConfig, outs []mandelbrotSetup
 	if err := env.WriteSVG("efficiency.svg", (&Bars{
 		Title: "Heterogeneous efficiency S_H / S_H,max", YLabel: "efficiency (%)",
 		Categories: cats,
-		Groups:     []BarGroup{{Name: "p2pc, Mandelbrot", Values: eff}},
+		Groups:     []BarGroup{{Name: "p2pc, Mandelbrot (median of rounds, 95% CI)", Values: eff, Lo: eLo, Hi: eHi}},
 		Marks: []BarGroup{
 			{Name: "Fenech & Vella, GA (largest size)", Values: fen, Color: "#D55E00"},
 			{Name: "target 95%", Values: target, Color: "#444"},
@@ -251,7 +261,7 @@ func mandelbrotWriteSummary(env *Env, cfg mandelbrotConfig, runs []HeteroResult,
 		pinNote = "not pinned to cores (pin: false in the config)"
 	}
 	md.P("**Peers.** Real `p2pc join` processes, each in its own network namespace on a bridge (lab mode %s), each held to its capacity by a CFS quota (%s) that covers its plugin processes, one slot each, %s. The submitter (`p2pc run --local-slots 0`) runs unthrottled in a namespace of its own. The lab's processes run in a cgroup of the highest CPU weight, so other work on the machine disturbs them little.%s", env.Mode(), env.Machine.Cgroup, pinNote, coreFillNote(cfg.KeepCoresBusy))
-	md.P("**Method (Fenech & Vella).** In each setup's lab every peer is measured alone (R_Mi: the job joined to that peer only; the peers of a lab do not know each other), then the peers together (R_H)%s. Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin and a warm plugin process. S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1, efficiency = S_H / S_H,max.", roundsNote(cfg.Rounds))
+	md.P("**Method (Fenech & Vella).** In each setup's lab every peer is measured alone (R_Mi: the job joined to that peer only; the peers of a lab do not know each other), then the peers together (R_H)%s. Rates are tasks per second over the makespan, from the first lease issued to the last result (report.json), after a warm-up job that gets every peer the plugin binary (a warm-up after every restart too). Each round gives S_H = R_H / R_M1, S_H,max = ΣR_Mi / R_M1 and efficiency = S_H / S_H,max from its own runs; the table shows their medians over the rounds with 95%% intervals. An interval wholly above 100%% is flagged as a measurement problem: in the earlier runs (2 ABBA rounds, means, one job rerun) the measured job's plugin processes were warm for some runs and cold for others, since a peer keeps a finished job's plugin processes for a while; now every run is a job of its own and starts cold on both sides.", roundsNote(cfg.Rounds))
 	var rows [][]string
 	for _, o := range outs {
 		paper := "–"
@@ -262,23 +272,14 @@ func mandelbrotWriteSummary(env *Env, cfg mandelbrotConfig, runs []HeteroResult,
 		for _, s := range o.Solo {
 			solo = append(solo, f2(s.Rate))
 		}
-		rows = append(rows, []string{o.Setup.Label(), strings.Join(solo, ", "), f2(o.Together.Rate),
-			f2(o.Speedup.SH), f2(o.Speedup.SHMax), "**" + pct(o.Speedup.Efficiency) + "**", paper,
-			f2(o.Together.MakespanS), f2(o.LowerBoundS), f2(o.PreonBoundS), f2(o.Together.WallS), sharesNote(o.Together.Shares)})
+		rows = append(rows, []string{o.Setup.Label(), strings.Join(solo, ", "), o.RH.Format(f2),
+			o.SH.Format(f2), f2(o.Speedup.SHMax), "**" + o.EfficiencyText() + "**", paper,
+			o.MakespanCI.Format(f2), f2(o.LowerBoundS), f2(o.PreonBoundS), o.WallCI.Format(f2), sharesNote(o.Together.Shares)})
 	}
+	md.P("Every figure is the median of %d rounds with its 95%% bootstrap confidence interval in brackets (percentile bootstrap of the median, harness/bench/stats.go). R_Mi alone: medians. T_H is the makespan (first lease to last result); wall is the whole command (`p2pc run` start to exit).", cfg.Rounds)
 	md.Table([]string{"setup", "R_Mi alone (tasks/s)", "R_H (tasks/s)", "S_H", "S_H,max", "efficiency", "Fenech & Vella", "T_H (s)", "N/ΣR_Mi (s)", "T_M1/n (s)", "wall (s)", "tasks per peer"}, rows)
-	if cfg.Rounds == 2 {
-		var nrows [][]string
-		for _, o := range outs {
-			var solo []string
-			for _, s := range o.Solo {
-				solo = append(solo, fmt.Sprintf("%s: %s", cpuList(s.CPU), spread(s)))
-			}
-			nrows = append(nrows, []string{o.Setup.Label(), spread(o.Together), strings.Join(solo, ", ")})
-		}
-		md.P("**Noise.** How far each rate's two measurements (A and B rounds) lie apart, as a share of their mean: what a single measurement on this shared machine is worth. An efficiency above 100%% is this noise, not a super-linear speedup.")
-		md.Table([]string{"setup", "R_H: rounds apart", "R_Mi: rounds apart, per capacity"}, nrows)
-	}
+	md.P("**Rounds.** Each round's efficiency, from that round's own solo and together runs: the spread is what one measurement on this shared machine is worth.")
+	md.Table([]string{"setup", "efficiency per round"}, roundRows(outsHetero(outs)))
 	md.P("![time per setup](time.svg)\n\n![efficiency](efficiency.svg)")
 	md.P("Fenech & Vella's figures are for their GA over .NET peers (95.7%% / 94.2%% / 93.0%% on 2 / 3 / 4 machines); Preon gives no efficiency, only the times of its Figure 2, which it found \"much slower than expected\" because every job copied 65 MiB. Here a task's input is its parameters and its output (a band) travels inline, so the farm is compute-bound as Fenech's definitions assume. Wall is the whole `p2pc run` (plugin check, enrolment, dispatch, collection).")
 	md.P("Files: mandelbrot.json (all measurements), mandelbrot.csv, time.svg, efficiency.svg, job.yaml.")
@@ -288,19 +289,30 @@ func mandelbrotWriteSummary(env *Env, cfg mandelbrotConfig, runs []HeteroResult,
 	return nil
 }
 
-// spread is |A - B| / mean of a measurement's rounds ("–" with one).
-func spread(m Measure) string {
-	if len(m.Rounds) != 2 || m.Rate == 0 {
-		return "–"
-	}
-	return pct(math.Abs(m.Rounds[0].Rate-m.Rounds[1].Rate) / m.Rate)
+func roundsNote(r int) string {
+	return fmt.Sprintf("; %d rounds, each measuring every peer alone and the setup together once, in an order rotated from round to round (the peers restarted wherever a solo run follows a together run, so that they do not know each other); every run is a job of its own, so that each starts its plugin processes cold, alone and together alike", r)
 }
 
-func roundsNote(r int) string {
-	if r == 2 {
-		return "; then, in reverse (ABBA), together again and each alone again: every rate is the mean of its two measurements, so that a drift of the shared machine's speed cancels out"
+// outsHetero are the setups' HeteroResults.
+func outsHetero(outs []mandelbrotSetup) []HeteroResult {
+	var hs []HeteroResult
+	for _, o := range outs {
+		hs = append(hs, o.HeteroResult)
 	}
-	return ""
+	return hs
+}
+
+// roundRows lists each setup's per-round efficiencies.
+func roundRows(hs []HeteroResult) [][]string {
+	var rows [][]string
+	for _, h := range hs {
+		var e []string
+		for _, r := range h.Rounds {
+			e = append(e, pct(r.Efficiency))
+		}
+		rows = append(rows, []string{h.Setup.Label(), strings.Join(e, ", ")})
+	}
+	return rows
 }
 
 // pinsNote says which capacities shared a core, per setup.
@@ -362,7 +374,7 @@ func workNote(runs []HeteroResult) string {
 	for _, r := range runs {
 		if len(r.Solo) > 0 && r.Solo[0].Rate > 0 {
 			s := r.Solo[0]
-			return fmt.Sprintf("%.0f core-seconds", float64(s.Tasks)/s.Rate*s.CPU[0])
+			return fmt.Sprintf("%.1f core-seconds", float64(s.Tasks)/s.Rate*s.CPU[0])
 		}
 	}
 	return "(unknown)"

@@ -70,6 +70,11 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	d.cold, d.warm = d.runs[0], medianRun(d.runs[1:])
+	var span, wall []float64
+	for _, r := range d.runs[1:] {
+		span, wall = append(span, r.Rate), append(wall, r.WallRate)
+	}
+	d.span, d.wall = MedianCI(span), MedianCI(wall)
 	if err := d.compare(ctx, env, phase); err != nil {
 		return nil, err
 	}
@@ -95,6 +100,9 @@ type trackerData struct {
 	cfg        trackerConfig
 	runs       []trackerRun
 	cold, warm trackerRun
+	// span and wall are the warm runs' rates over the makespan and over
+	// the whole command, with intervals.
+	span, wall Interval
 	par        *parallelResult
 	perr       error
 	dask       *daskResult
@@ -104,7 +112,7 @@ type trackerData struct {
 // trackerSpec reads the configuration into cfg and writes the job spec
 // (kept with the results).
 func trackerSpec(ctx context.Context, env *Env, cfg *trackerConfig) (string, error) {
-	*cfg = trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 2, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
+	*cfg = trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 5, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
 	if err := env.Config.Decode("tracker", env.Quick, cfg); err != nil {
 		return "", err
 	}
@@ -162,7 +170,7 @@ func trackerMeasure(ctx context.Context, env *Env, cfg trackerConfig, spec strin
 // compare times the comparators, GNU parallel and Dask, on the same
 // tasks; a comparator that is not installed is skipped (errSkip).
 func (d *trackerData) compare(ctx context.Context, env *Env, phase Phase) error {
-	d.par, d.perr = env.runParallel(ctx, d.cfg.Tasks, d.cfg.ParallelJobs)
+	d.par, d.perr = env.runParallel(ctx, d.cfg.Tasks, d.cfg.ParallelJobs, d.cfg.Runs)
 	phase.Step(comparatorStep("GNU parallel", d.perr))
 	// As many measured Dask rounds as warm p2pc runs, medians compared.
 	d.dask, d.derr = env.runDask(ctx, d.cfg.Tasks, d.cfg.DaskWorkers, d.cfg.DaskThreads, d.cfg.Runs)
@@ -175,31 +183,35 @@ func (d *trackerData) compare(ctx context.Context, env *Env, phase Phase) error 
 	return nil
 }
 
-// rows adds the headline rows: the cold run, the median warm run, the
-// comparators.
+// rows adds the headline rows: the cold run, the warm runs' rates over
+// the makespan and over the whole command, the comparators' alike.
 func (d *trackerData) rows(res *Result) {
 	preonRate := "≈100 tasks/s (2048 jobs in ≈20 s after discovery)"
-	res.Add("p2pc, cold", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.cold.MakespanS, d.cold.Rate), "")
-	res.Add("p2pc, warm (median run)", "time / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.warm.MakespanS, d.warm.Rate), preonRate)
-	res.Add("p2pc, warm", "whole p2pc run (wall) / tasks/s", fmt.Sprintf("%.2f s / %.0f", d.warm.WallS, d.warm.WallRate), "36 s until the last job started")
+	rate := func(iv Interval) string { return iv.Format(func(x float64) string { return fmt.Sprintf("%.0f", x) }) }
+	res.Add("p2pc, cold", "makespan (s) / tasks/s over it; whole command (s)", fmt.Sprintf("%.2f / %.0f; %.2f", d.cold.MakespanS, d.cold.Rate, d.cold.WallS), "")
+	res.Add("p2pc, warm", "tasks/s over the makespan (first lease to last result), median [95% CI]", rate(d.span), preonRate)
+	res.Add("p2pc, warm", "tasks/s over the whole command (p2pc run start to exit), median [95% CI]", rate(d.wall), "36 s until the last job started")
 	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", d.warm.BusyMean, d.warm.BusyPeak), "< 0.5 (single-threaded tracker)")
-	parRow, daskRow := skipped(d.perr), skipped(d.derr)
 	if d.par != nil {
-		parRow = fmt.Sprintf("%.2f s / %.0f (-j %d)", d.par.TotalS, d.par.Rate, d.par.Jobs)
+		res.Add("GNU parallel", fmt.Sprintf("tasks/s over the whole command (-j %d; = its makespan), median [95%% CI]", d.par.Jobs), rate(d.par.rates()), "")
+	} else {
+		res.Add("GNU parallel", "tasks/s", skipped(d.perr), "")
 	}
 	if d.dask != nil {
-		m := d.dask.median()
-		daskRow = fmt.Sprintf("%.2f s / %.0f (median of %d rounds; %d workers x %d threads; start-up %.1f s not counted)", m.TotalS, m.Rate, len(d.dask.Runs), d.dask.Workers, d.dask.Threads, d.dask.StartupS)
+		span, wall := d.dask.rates()
+		who := fmt.Sprintf("Dask, standing LocalCluster %d x %d", d.dask.Workers, d.dask.Threads)
+		res.Add(who, "tasks/s over the makespan (submit to last result), median [95% CI]", rate(span), "")
+		res.Add(who, "tasks/s over the whole command (client process start to exit; cluster start-up not counted), median [95% CI]", rate(wall), "")
+		if span.Median > 0 && wall.Median > 0 {
+			res.Add("p2pc, warm / Dask", "ratio of median tasks/s: makespan / whole command", fmt.Sprintf("%.2fx / %.2fx", d.span.Median/span.Median, d.wall.Median/wall.Median), "")
+		}
+	} else {
+		res.Add("Dask", "tasks/s", skipped(d.derr), "")
 	}
-	res.Add("GNU parallel", "time / tasks/s", parRow, "")
-	res.Add("Dask LocalCluster", "time / tasks/s", daskRow, "")
 	if d.par != nil && d.par.Rate > 0 {
-		res.Add("p2pc, warm / GNU parallel", "tasks/s ratio (same run)", fmt.Sprintf("%.2fx", d.warm.Rate/d.par.Rate), "")
+		res.Add("p2pc, warm / GNU parallel", "ratio of median tasks/s, whole command", fmt.Sprintf("%.2fx", d.wall.Median/d.par.rates().Median), "")
 	}
-	if d.dask != nil && d.dask.median().Rate > 0 {
-		res.Add("p2pc, warm / Dask", "tasks/s ratio (same run, medians)", fmt.Sprintf("%.2fx", d.warm.Rate/d.dask.median().Rate), "")
-	}
-	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Peers)
+	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores; warm figures: medians of %d runs [95%% bootstrap CI]; the makespan is first lease (Dask: submit) to last result, the whole command a process's start to its exit", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Peers, d.cfg.Runs)
 }
 
 // writeData writes tracker.json, busy.csv and tracker.csv, and returns
@@ -239,8 +251,9 @@ func (d *trackerData) writeData(env *Env) ([][]string, error) {
 			f3(1000 * d.par.MachineCPUS / float64(max(d.par.Tasks, 1))), "", ""})
 	}
 	if d.dask != nil {
-		m := d.dask.median()
-		sum = append(sum, []string{"Dask LocalCluster", fmt.Sprint(d.dask.Tasks), f3(m.TotalS), f1(m.Rate), f3(m.TotalS + d.dask.StartupS + d.dask.WarmupS), "", "", "", "", "", ""})
+		for i, r := range d.dask.Runs {
+			sum = append(sum, []string{fmt.Sprintf("Dask client %d (standing cluster)", i+1), fmt.Sprint(d.dask.Tasks), f3(r.TotalS), f1(r.Rate), f3(r.WallS), f1(r.WallRate), "", "", "", "", ""})
+		}
 	}
 	header := []string{"run", "tasks", "time_s", "tasks_per_s", "wall_s", "tasks_per_s_wall", "coordinator_cpu_s", "coordinator_cpu_ms_per_task", "machine_cpu_ms_per_task", "busy_mean", "busy_peak"}
 	if err := env.WriteCSV("tracker.csv", header, sum); err != nil {
@@ -280,23 +293,35 @@ func (d *trackerData) writePlots(env *Env) error {
 	}).SVG()); err != nil {
 		return err
 	}
-	cats := []string{"p2pc cold", "p2pc warm"}
-	rates := []float64{d.cold.Rate, d.warm.Rate}
+	// Two bars per system: over the makespan and over the whole command,
+	// medians with their 95% intervals.
+	cats := []string{"p2pc warm"}
+	spanV, spanLo, spanHi := []float64{d.span.Median}, []float64{d.span.Lo}, []float64{d.span.Hi}
+	wallV, wallLo, wallHi := []float64{d.wall.Median}, []float64{d.wall.Lo}, []float64{d.wall.Hi}
 	if d.par != nil {
-		cats, rates = append(cats, "GNU parallel"), append(rates, d.par.Rate)
+		iv := d.par.rates()
+		cats = append(cats, "GNU parallel")
+		spanV, spanLo, spanHi = append(spanV, math.NaN()), append(spanLo, math.NaN()), append(spanHi, math.NaN())
+		wallV, wallLo, wallHi = append(wallV, iv.Median), append(wallLo, iv.Lo), append(wallHi, iv.Hi)
 	}
 	if d.dask != nil {
-		cats, rates = append(cats, "Dask"), append(rates, d.dask.median().Rate)
+		sp, wa := d.dask.rates()
+		cats = append(cats, "Dask (standing cluster)")
+		spanV, spanLo, spanHi = append(spanV, sp.Median), append(spanLo, sp.Lo), append(spanHi, sp.Hi)
+		wallV, wallLo, wallHi = append(wallV, wa.Median), append(wallLo, wa.Lo), append(wallHi, wa.Hi)
 	}
 	preon := nan(len(cats))
-	preon[1] = 2048 / 20.0
+	preon[0] = 2048 / 20.0
 	if err := env.WriteSVG("throughput.svg", (&Bars{
 		Title: "Tiny-task throughput", YLabel: "tasks per second",
 		Categories: cats,
-		Groups:     []BarGroup{{Name: "this machine", Values: rates}},
-		Marks:      []BarGroup{{Name: "Preon: 2048 jobs in ≈20 s", Values: preon, Color: "#D55E00"}},
-		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
-		Note:       fmt.Sprintf("%d tasks; p2pc: first lease to last result; %s", d.cfg.Tasks, quickNote(env)),
+		Groups: []BarGroup{
+			{Name: "over the makespan (first lease / submit to last result)", Values: spanV, Lo: spanLo, Hi: spanHi},
+			{Name: "over the whole command (process start to exit)", Values: wallV, Lo: wallLo, Hi: wallHi},
+		},
+		Marks:  []BarGroup{{Name: "Preon: 2048 jobs in ≈20 s", Values: preon, Color: "#D55E00"}},
+		Format: func(v float64) string { return fmt.Sprintf("%.0f", v) },
+		Note:   fmt.Sprintf("%d tasks; medians of %d runs, bars: 95%% CI; %s", d.cfg.Tasks, d.cfg.Runs, quickNote(env)),
 	}).SVG()); err != nil {
 		return err
 	}
@@ -315,8 +340,9 @@ func (d *trackerData) writeSummary(env *Env, sum [][]string) error {
 		d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, env.Machine.Cores)
 	md.P("**Usage.** Preon measured its single-threaded tracker's working time between requests. p2pc's coordinator is the `p2pc run` process (coordinator, block server, gossip, report journal, all goroutines): its CPU time is sampled every %d ms from /proc/<pid>/stat (utime + stime, 10 ms resolution) and divided by the wall time: 1.0 = one core busy.", d.cfg.SampleMS)
 	md.Table([]string{"run", "tasks", "time (s)", "tasks/s", "wall (s)", "tasks/s (wall)", "coordinator CPU (s)", "coordinator CPU per task (ms)", "machine CPU per task (ms)", "busy mean", "busy peak"}, sum)
-	md.P("Time is the makespan for p2pc (first lease to last result) and the whole command for GNU parallel (`%s`) and Dask (`benchmarks/comparators/dask_tasks.py`, %d workers x %d threads; its cluster start-up, %s, is not counted in its time). %s %s",
-		parCmd(d.par), d.cfg.DaskWorkers, d.cfg.DaskThreads, daskStartup(d.dask), skipLine("GNU parallel", d.perr), skipLine("Dask", d.derr))
+	md.P("**Which time is which.** *time* is the makespan: for p2pc first lease to last result (report.json), for Dask the client's submit to its last result, for GNU parallel (`%s`) the whole command. *wall* is the whole command, a process's start to its exit: `p2pc run` (start, plugin check, enrolment, dispatch, collection, report) for p2pc, the client process (`benchmarks/comparators/dask_tasks.py --scheduler`: interpreter and import, connect, submit, gather, exit) of a standing Dask LocalCluster of %d workers x %d threads for Dask — the like of p2pc's peers that stay in a swarm; the cluster's own start-up, %s, is not counted, as the peers' is not. Headline figures: medians over the %d warm runs (Dask: %d clients) with 95%% bootstrap intervals. %s %s",
+		parCmd(d.par), d.cfg.DaskWorkers, d.cfg.DaskThreads, daskStartup(d.dask), d.cfg.Runs, d.cfg.Runs, skipLine("GNU parallel", d.perr), skipLine("Dask", d.derr))
+	md.P("| system | tasks/s over the makespan | tasks/s over the whole command |\n| --- | --- | --- |\n%s", d.likeTable())
 	md.P("Machine CPU per task is all the CPU this machine used while `p2pc run` ran (/proc/stat: coordinator, peers, plugin processes, and whatever else ran), over the tasks. The coordinator is not what limits the rate here: it is busy a fraction of one core while the peers and their plugin processes, which share the same %d cores, spend several times its CPU per task (a peer stages, digests and removes every task's output on disk; a cold peer also hashes the plugin executable before starting each of its %d plugin processes). On a LAN each peer brings its own cores and the coordinator's CPU per task bounds the rate instead.", env.Machine.Cores, d.cfg.Slots)
 	md.P("**Preon.** The first jobs were seen after 15 s (the master's filesystem watcher); the 2048 jobs then started within ≈20 s (the last 36 s after the start), ≈100 jobs/s, and the tracker worked less than 50%% of the time.")
 	md.P("![coordinator usage](busy.svg)\n\n![throughput](throughput.svg)")
@@ -412,4 +438,19 @@ func daskStartup(d *daskResult) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f s", d.StartupS)
+}
+
+// likeTable is the like-for-like rows of the summary: every system's
+// rate over the makespan and over the whole command.
+func (d *trackerData) likeTable() string {
+	rate := func(iv Interval) string { return iv.Format(func(x float64) string { return fmt.Sprintf("%.0f", x) }) }
+	out := fmt.Sprintf("| p2pc, warm | %s | %s |\n", rate(d.span), rate(d.wall))
+	if d.par != nil {
+		out += fmt.Sprintf("| GNU parallel | (= whole command) | %s |\n", rate(d.par.rates()))
+	}
+	if d.dask != nil {
+		sp, wa := d.dask.rates()
+		out += fmt.Sprintf("| Dask, standing cluster | %s | %s |\n", rate(sp), rate(wa))
+	}
+	return out
 }

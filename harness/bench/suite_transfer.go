@@ -50,9 +50,10 @@ type transferSingle struct {
 	FileMiB  float64 `json:"file_mib"`
 	Runs     int     `json:"runs"`
 	Variants []struct {
-		Storage       string             `json:"storage"`
-		MedianSeconds map[string]float64 `json:"median_seconds"`
-		MedianMiBps   map[string]float64 `json:"median_mib_per_s"`
+		Storage       string               `json:"storage"`
+		Seconds       map[string][]float64 `json:"seconds"`
+		MedianSeconds map[string]float64   `json:"median_seconds"`
+		MedianMiBps   map[string]float64   `json:"median_mib_per_s"`
 	} `json:"variants"`
 }
 
@@ -65,11 +66,12 @@ type transferMulti struct {
 		MiBps   float64 `json:"mib_per_s"`
 	} `json:"rsync_one_capped_source"`
 	P2PC []struct {
-		Sources       int     `json:"sources"`
-		MedianSeconds float64 `json:"median_seconds"`
-		MiBps         float64 `json:"mib_per_s"`
-		Speedup       float64 `json:"speedup_vs_1"`
-		PerSource     string  `json:"blocks_per_source"`
+		Sources       int       `json:"sources"`
+		Seconds       []float64 `json:"seconds"`
+		MedianSeconds float64   `json:"median_seconds"`
+		MiBps         float64   `json:"mib_per_s"`
+		Speedup       float64   `json:"speedup_vs_1"`
+		PerSource     string    `json:"blocks_per_source"`
 	} `json:"p2pc"`
 }
 
@@ -178,7 +180,8 @@ func (d *transferData) tabulate(res *Result) (csvRows [][]string) {
 			if get > 0 && rsync > 0 {
 				ratio = fmt.Sprintf("%.2f", get/rsync)
 			}
-			res.Add("1 source, loopback, "+v.Storage, "p2pc / rsync MiB/s (p2pc/rsync)", fmt.Sprintf("%.1f / %.1f (%s)", get, rsync, ratio),
+			res.Add("1 source, loopback, "+v.Storage, fmt.Sprintf("p2pc / rsync MiB/s, median [95%% CI] of %d runs (ratio of medians), whole command each", d.single.Runs),
+				fmt.Sprintf("%s / %s (%s)", mibpsCI(d.single.FileMiB, v.Seconds["p2pc_get_output"]).Format(f1), mibpsCI(d.single.FileMiB, v.Seconds["rsync"]).Format(f1), ratio),
 				fmt.Sprintf("%.2f / %.1f (%.2f)", preonP2PMiBps, preonRsyncMiBps, preonP2PMiBps/preonRsyncMiBps))
 			for _, tool := range slices.Sorted(maps.Keys(v.MedianMiBps)) {
 				csvRows = append(csvRows, []string{"single", v.Storage, tool, "1", f1(d.single.FileMiB), f3(v.MedianSeconds[tool]), f1(v.MedianMiBps[tool])})
@@ -192,8 +195,8 @@ func (d *transferData) tabulate(res *Result) (csvRows [][]string) {
 		csvRows = append(csvRows, []string{"multi", d.multi.Storage, "rsync_one_source", "1", f1(d.multi.FileMiB), f3(d.multi.Rsync.Seconds), f1(d.multi.Rsync.MiBps)})
 		if n := len(d.multi.P2PC); n > 0 {
 			last := d.multi.P2PC[n-1]
-			res.Add(fmt.Sprintf("%d sources capped at %s", last.Sources, d.multi.Cap), "p2pc MiB/s (speedup vs 1 source; rsync from 1)",
-				fmt.Sprintf("%.1f (%.2fx; rsync %.1f)", last.MiBps, last.Speedup, d.multi.Rsync.MiBps), "not implemented in Preon (future work)")
+			res.Add(fmt.Sprintf("%d sources capped at %s", last.Sources, d.multi.Cap), fmt.Sprintf("p2pc MiB/s, median [95%% CI] of %d runs (speedup vs 1 source; rsync from 1, one run)", len(last.Seconds)),
+				fmt.Sprintf("%s (%.2fx; rsync %.1f)", mibpsCI(d.multi.FileMiB, last.Seconds).Format(f1), last.Speedup, d.multi.Rsync.MiBps), "not implemented in Preon (future work)")
 		}
 	}
 	res.Note("measured by %s (its own parameters: %s); Preon copied 1 GiB between two DAS-5 nodes over the network, here the single-source part runs on loopback and the multi-source part through tc-tbf-capped veths in network namespaces", d.cfg.Script, envNote(d.cfg.Env))
@@ -236,20 +239,31 @@ func (d *transferData) writePlots(env *Env) error {
 	cats, p2p, rs := d.singleBars()
 	theo := nan(len(cats))
 	theo[0] = preonTheoretic
+	// Error bars: the runs' 95% intervals (the Preon row has none).
+	pLo, pHi, rLo, rHi := nan(len(cats)), nan(len(cats)), nan(len(cats)), nan(len(cats))
+	if d.single != nil {
+		off := len(cats) - len(d.single.Variants)
+		for i, v := range d.single.Variants {
+			a, b := mibpsCI(d.single.FileMiB, v.Seconds["p2pc_get_output"]), mibpsCI(d.single.FileMiB, v.Seconds["rsync"])
+			pLo[off+i], pHi[off+i], rLo[off+i], rHi[off+i] = a.Lo, a.Hi, b.Lo, b.Hi
+		}
+	}
 	if err := env.WriteSVG("transfer.svg", (&Bars{
 		Title: "Single-source transfer: p2pc (Preon) vs rsync", YLabel: "MiB/s",
 		Categories: cats,
-		Groups:     []BarGroup{{Name: "p2pc blocks get -o (Preon in the paper)", Values: p2p}, {Name: "rsync", Values: rs}},
+		Groups:     []BarGroup{{Name: "p2pc blocks get -o (Preon in the paper)", Values: p2p, Lo: pLo, Hi: pHi}, {Name: "rsync", Values: rs, Lo: rLo, Hi: rHi}},
 		Marks:      []BarGroup{{Name: "DAS-5 link: 125 MiB/s", Values: theo, Color: "#444"}},
 		Format:     func(v float64) string { return fmt.Sprintf("%.0f", v) },
-		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh; " + quickNote(env),
+		Note:       "this machine: loopback, medians of benchmarks/transfer/run.sh's runs, bars: 95% CI; " + quickNote(env),
 	}).SVG()); err != nil {
 		return err
 	}
 	if d.multi != nil && len(d.multi.P2PC) > 0 {
-		var xs, ys, ideal []float64
+		var xs, ys, lo, hi, ideal []float64
 		for _, m := range d.multi.P2PC {
+			iv := mibpsCI(d.multi.FileMiB, m.Seconds)
 			xs, ys = append(xs, float64(m.Sources)), append(ys, m.MiBps)
+			lo, hi = append(lo, iv.Lo), append(hi, iv.Hi)
 		}
 		for _, m := range d.multi.P2PC {
 			ideal = append(ideal, float64(m.Sources)*d.multi.P2PC[0].MiBps/float64(max(d.multi.P2PC[0].Sources, 1)))
@@ -258,7 +272,7 @@ func (d *transferData) writePlots(env *Env) error {
 			Title:  fmt.Sprintf("Fetching from several sources, each capped at %s", d.multi.Cap),
 			XLabel: "sources", YLabel: "MiB/s",
 			Series: []Series{
-				{Name: "p2pc blocks get", X: xs, Y: ys, Kind: LinePoints, Radius: 4},
+				{Name: "p2pc blocks get (median, 95% CI)", X: xs, Y: ys, Lo: lo, Hi: hi, Kind: LinePoints, Radius: 4},
 				{Name: "linear: sources x the first", X: xs, Y: ideal, Kind: Line, Color: "#999", Dashed: true},
 			},
 			XInt: true, XPad: 0.05,
@@ -378,4 +392,16 @@ func envNote(m map[string]string) string {
 		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// mibpsCI is the MiB/s of moving mib MiB in each of the runs' seconds,
+// median with its 95% interval.
+func mibpsCI(mib float64, seconds []float64) Interval {
+	var xs []float64
+	for _, sec := range seconds {
+		if sec > 0 {
+			xs = append(xs, mib/sec)
+		}
+	}
+	return MedianCI(xs)
 }

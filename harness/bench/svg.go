@@ -34,6 +34,9 @@ type Series struct {
 	Color  string // default: from Palette
 	Dashed bool
 	Radius float64 // points (default 2.5)
+	// Lo and Hi, if set, are error bars at each point (a 95 % interval;
+	// NaN: none).
+	Lo, Hi []float64
 }
 
 // HLine is a horizontal reference line with a label.
@@ -82,6 +85,30 @@ type BarGroup struct {
 	Name   string
 	Values []float64 // NaN: no bar
 	Color  string
+	// Lo and Hi, if set, are error bars on the bars (a 95 % interval;
+	// NaN: none).
+	Lo, Hi []float64
+}
+
+// errorBar draws a vertical error bar from lo to hi at x with caps half
+// as wide as w.
+func (b *svgBuf) errorBar(x, w float64, lo, hi float64, y func(float64) float64) {
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return
+	}
+	y0, y1 := y(lo), y(hi)
+	b.f(`<g stroke="#222" stroke-width="1.5"><line x1="%s" y1="%s" x2="%s" y2="%s"/><line x1="%s" y1="%s" x2="%s" y2="%s"/><line x1="%s" y1="%s" x2="%s" y2="%s"/></g>`+"\n",
+		num(x), num(y0), num(x), num(y1),
+		num(x-w/2), num(y0), num(x+w/2), num(y0),
+		num(x-w/2), num(y1), num(x+w/2), num(y1))
+}
+
+// at is xs[i], or NaN when xs is too short.
+func at(xs []float64, i int) float64 {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return math.NaN()
 }
 
 type frame struct {
@@ -241,7 +268,7 @@ func (p *Plot) SVG() string {
 	}
 	var xs, ys [][]float64
 	for _, s := range p.Series {
-		xs, ys = append(xs, s.X), append(ys, s.Y)
+		xs, ys = append(xs, s.X), append(ys, s.Y, s.Lo, s.Hi)
 	}
 	for _, h := range p.HLines {
 		ys = append(ys, []float64{h.Y})
@@ -354,6 +381,9 @@ func (p *Plot) SVG() string {
 			}
 			flush()
 		}
+		for j := range s.X {
+			b.errorBar(x(s.X[j]), 8, at(s.Lo, j), at(s.Hi, j), y)
+		}
 		if s.Kind == Points || s.Kind == LinePoints {
 			b.f(`<g fill="%s" fill-opacity="0.75">`+"\n", c)
 			for j := range s.X {
@@ -390,7 +420,7 @@ func (p *Bars) SVG() string {
 	}
 	var all [][]float64
 	for _, g := range p.Groups {
-		all = append(all, g.Values)
+		all = append(all, g.Values, g.Hi)
 	}
 	for _, g := range p.Marks {
 		all = append(all, g.Values)
@@ -430,7 +460,12 @@ func (p *Bars) SVG() string {
 			x0 := fr.left + float64(ci)*cw + cw*0.14 + float64(gi)*bw
 			top := y(math.Min(v, hi))
 			b.f(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>`+"\n", num(x0), num(top), num(bw*0.92), num(fr.top+fr.ph()-top), c)
-			b.f(`<text x="%s" y="%s" text-anchor="middle" font-size="11">%s</text>`+"\n", num(x0+bw*0.46), num(top-4), esc(format(v)))
+			label := top - 4
+			if hi := at(g.Hi, ci); !math.IsNaN(hi) {
+				b.errorBar(x0+bw*0.46, bw*0.3, math.Max(at(g.Lo, ci), 0), math.Min(hi, p.yTop(hi)), y)
+				label = math.Min(label, y(math.Min(hi, p.yTop(hi)))-4)
+			}
+			b.f(`<text x="%s" y="%s" text-anchor="middle" font-size="11">%s</text>`+"\n", num(x0+bw*0.46), num(label), esc(format(v)))
 		}
 	}
 	for mi, m := range p.Marks {
@@ -456,6 +491,14 @@ func (p *Bars) SVG() string {
 		b.f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(cx), num(fr.top+fr.ph()+19), esc(cat))
 	}
 	return assemble(fr, p.Title, p.Note, &b, items)
+}
+
+// yTop clips a value to the chart's fixed top, if it has one.
+func (p *Bars) yTop(v float64) float64 {
+	if p.YMax > 0 {
+		return math.Min(v, p.YMax)
+	}
+	return v
 }
 
 // assemble puts the title, the chart body, the legend rows under it and

@@ -29,6 +29,7 @@ type hub struct {
 	mu       sync.Mutex
 	clients  map[*client]struct{}
 	sections map[string]json.RawMessage // the latest snapshot, by section
+	built    time.Time                  // when it was built
 	series   series
 	nextScan time.Time
 	wake     chan struct{} // a client arrived: build at once
@@ -166,6 +167,7 @@ func (h *hub) publish(snap map[string]any) {
 	changed := map[string]json.RawMessage{}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.built = time.Now()
 	for k, v := range snap {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -309,13 +311,17 @@ func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveSnapshot answers the latest snapshot, built now if none is.
+// serveSnapshot answers the latest snapshot, built now if there is none
+// or, when no page keeps the snapshots fresh, it is older than
+// Config.Every and the lock budget allows a scan (a script polling the
+// API sees the job and the swarm move).
 func (h *hub) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
 	h.mu.Lock()
-	have := len(h.sections) > 0
+	stale := len(h.sections) == 0 || (now.Sub(h.built) >= h.cfg.Every && !now.Before(h.nextScan))
 	h.mu.Unlock()
-	if !have {
-		h.publish(h.build(time.Now()))
+	if stale {
+		h.publish(h.build(now))
 	}
 	h.mu.Lock()
 	data, err := json.Marshal(h.sections)

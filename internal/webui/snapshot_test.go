@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,43 @@ func TestPageOf(t *testing.T) {
 		if pg.Total != c.total || len(pg.Rows) != c.rows || first != c.first {
 			t.Errorf("pageOf(%q, %d, %d): total %d rows %d first %q", c.state, c.offset, c.limit, pg.Total, len(pg.Rows), first)
 		}
+	}
+}
+
+// A script polling /api/snapshot with no page open sees the job move: the
+// snapshot is rebuilt when older than Every (it used to stay the first
+// one forever).
+func TestSnapshotWithoutPageIsFresh(t *testing.T) {
+	job := newFakeJob(4)
+	base, _ := serve(t, "127.0.0.1:0", Config{Job: job, Tokens: []string{testToken}, Every: 20 * time.Millisecond})
+	done := func() int {
+		resp, err := http.Get(base + "/api/snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var snap struct {
+			Job struct {
+				Done int `json:"done"`
+			} `json:"job"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.Job.Done
+	}
+	if got := done(); got != 0 {
+		t.Fatalf("done %d before any task", got)
+	}
+	job.mu.Lock()
+	job.rep.Tasks[0].State = report.TaskDone
+	job.rep.Summary.Done = 1
+	job.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for done() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot never showed the task done")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -91,6 +91,9 @@ type RunOptions struct {
 	WaitPeers time.Duration
 	// Live, if set, lets a watcher read the running job (the web view).
 	Live *Live
+	// Phase, if set, is told when each phase of the run ends (p2pc run
+	// --trace-phases: where the whole command's time goes).
+	Phase func(what string)
 }
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
@@ -108,6 +111,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Events == nil {
 		opts.Events = nopEvents{}
+	}
+	if opts.Phase == nil {
+		opts.Phase = func(string) {}
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 30 * time.Second
@@ -163,7 +169,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	if err := os.MkdirAll(filepath.Join(r.p.OutDir, "tasks"), 0o755); err != nil {
 		return nil, r.outputFault(fmt.Errorf("make tasks dir: %w", err))
 	}
-	defer os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
+	defer func() {
+		os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
+		r.opts.Phase("work folders removed")
+	}()
+	r.opts.Phase("work folders made")
 
 	// Tasks read the inputs and the output folder (a reduce step reads
 	// the tasks' outputs there) and write only their work folders.
@@ -174,11 +184,15 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.pool = pluginhost.NewPool(pluginhost.Config{
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
+		Verified: r.p.Plugin.Identity,
 		Logger:   r.opts.Logger,
 		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser},
 		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
-	defer r.pool.Close()
+	defer func() {
+		r.pool.Close()
+		r.opts.Phase("plugin pool closed")
+	}()
 
 	info, err := r.pool.Describe(ctx)
 	if err != nil {
@@ -190,6 +204,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	if job.Reduce && !info.Reduce {
 		return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
 	}
+	r.opts.Phase("plugin described")
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
@@ -210,6 +225,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	if err != nil {
 		return nil, bad(err)
 	}
+	r.opts.Phase("job database open")
 	reused := r.reuse(ctx)
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))
@@ -227,6 +243,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.opts.Events.Started(len(job.Tasks), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
+	r.opts.Phase("tasks over")
 	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
 		// The journal failed (a full disk): what reached the database
 		// stays; the rerun resumes from it.
@@ -282,6 +299,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 			}
 			return r.rep, fmt.Errorf("reduce: %w: %w", err, ErrTasksFailed)
 		}
+		r.opts.Phase("reduce done")
 	}
 	r.finish(report.StateComplete, "")
 	return r.rep, r.end(stopJournal)
@@ -459,9 +477,12 @@ func (r *runner) end(stopJournal func()) error {
 	if err != nil {
 		return err
 	}
+	r.opts.Phase("journal closed")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return report.Write(r.p.OutDir, r.rep)
+	err = report.Write(r.p.OutDir, r.rep)
+	r.opts.Phase("report written")
+	return err
 }
 
 type nopEvents struct{}

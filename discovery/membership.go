@@ -140,6 +140,8 @@ type Membership struct {
 	info      map[string]*memberInfo // live members by name, this node included
 	conflicts map[string]time.Time   // address claiming our name -> when seen
 	rejoins   rejoinTable            // other members' addresses, to join again when they go
+	leavers   map[string]time.Time   // members that sent a leave note -> when
+	leave     leaveState
 	warned    map[string]bool        // one-time warnings already given
 	events    chan Event
 	dropped   int
@@ -521,9 +523,11 @@ func timeoutOf(ctx context.Context, def time.Duration) time.Duration {
 	return def
 }
 
-// Leave tells the cluster this node is leaving and waits up to timeout for
-// the news to be sent; the others report a Leave event (a member that
-// missed the first half of the news reports Dead). Close afterwards.
+// Leave tells the cluster this node is leaving (see leave.go): a leave
+// note straight to every member, then memberlist's leave message, waiting
+// (at most timeout) only until gossip has carried it one round. The
+// others report a Leave event; one that missed both the note and the
+// message reports Dead. Close afterwards.
 func (m *Membership) Leave(timeout time.Duration) error {
 	if m.isClosed() {
 		return ErrClosed
@@ -532,18 +536,29 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	m.metaMu.Lock()
 	m.leaving = true
 	m.metaMu.Unlock()
+	// The mark in the metadata is for push/pull exchanges and members of
+	// older versions that learn of it on their own; nothing waits for it.
 	if err := m.refreshMeta(); err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}
-	// First the metadata that says "leaving", then memberlist's own leave
-	// message (receivers cannot tell a leave from a death otherwise).
-	if err := m.list.UpdateNode(timeout / 2); err != nil {
-		m.log.Debug("leave: spreading the leaving mark", "err", err)
+	noted := m.noteLeavers()
+	sent := make(chan struct{})
+	m.leave.mu.Lock()
+	m.leave.want = max(1, min(m.cfg.Timing.GossipNodes, noted))
+	m.leave.sent = sent
+	m.leave.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- m.list.Leave(max(time.Until(deadline), time.Millisecond)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("leave: %w", err)
+		}
+	case <-sent:
+	case <-time.After(max(time.Until(deadline), time.Millisecond)):
+		return fmt.Errorf("leave: the leave message was not sent within %v", timeout)
 	}
-	if err := m.list.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
-		return fmt.Errorf("leave: %w", err)
-	}
-	m.log.Info("left the cluster")
+	m.log.Info("left the cluster", "noted", noted)
 	return nil
 }
 
@@ -622,12 +637,21 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return slices.Clone(d.m.meta)
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+// NotifyMsg receives the other members' user messages: leave notes.
+func (d *delegate) NotifyMsg(b []byte) { d.m.noted(b) }
+
+// GetBroadcasts has nothing to add; memberlist calls it for every packet
+// that carries its own broadcasts, which is how Leave sees its leave
+// message go out.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	d.m.leave.packet()
+	return nil
+}
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.m.leftByNote(n.Name, true) // back after leaving
 	mem := d.m.record(n)
 	if n.Name == d.m.cfg.Name {
 		return
@@ -637,6 +661,9 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 }
 
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
+	if d.m.leftByNote(n.Name, false) {
+		return // it left; an update sent before is stale
+	}
 	mem := d.m.record(n)
 	if n.Name == d.m.cfg.Name {
 		return
@@ -650,7 +677,11 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	if n.Name == d.m.cfg.Name {
+		d.m.leave.queuedSelf() // Leave: memberlist queued the leave message
 		return
+	}
+	if d.m.leftByNote(n.Name, false) {
+		return // its note was its Leave
 	}
 	_, leaving, _ := decodeMeta(n.Name, n.Meta)
 	kind, state := Dead, StateDead

@@ -142,7 +142,7 @@ type Membership struct {
 	rejoins   rejoinTable            // other members' addresses, to join again when they go
 	leavers   map[string]time.Time   // members that sent a leave note -> when
 	leave     leaveState
-	warned    map[string]bool        // one-time warnings already given
+	warned    map[string]bool // one-time warnings already given
 	events    chan Event
 	dropped   int
 	done      chan struct{}
@@ -647,8 +647,8 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	d.m.leave.packet()
 	return nil
 }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d *delegate) LocalState(join bool) []byte            { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	d.m.leftByNote(n.Name, true) // back after leaving

@@ -98,4 +98,3 @@ func tail(s string) string {
 	}
 	return s
 }
-

@@ -83,9 +83,3 @@ func File(path string) (ID, error) {
 // the timestamps' granularity (seconds on some file systems) could keep
 // its identity with new content ("racily clean", as git calls it).
 const StableAfter = 2 * time.Second
-
-// Stable reports whether a file whose Identity gave changed may be
-// remembered at now.
-func Stable(changed, now time.Time) bool {
-	return !changed.IsZero() && now.Sub(changed) >= StableAfter
-}

@@ -13,7 +13,7 @@ import (
 // size, modification and change time. A file written again (in place or
 // replaced) gets another identity, so a digest may be remembered per
 // identity. changed is the later of the modification and change times
-// (see Stable). Outside Linux the identity is "" (unknown: hash again).
+// (see StableAfter). Outside Linux the identity is "" (unknown: hash again).
 func Identity(fi os.FileInfo) (id string, changed time.Time) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {

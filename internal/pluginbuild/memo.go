@@ -23,7 +23,16 @@ import (
 // answers are remembered in CACHE/memo, each with the Identity of every
 // file it was drawn from; an answer is used only while every one of
 // those files keeps its identity, and is remembered only when all of them
-// were Stable (unchanged for digest.StableAfter) when it was made.
+// were stable (unchanged for digest.StableAfter) when it was made.
+
+// stableAfter is digest.StableAfter (tests shorten it).
+var stableAfter = digest.StableAfter
+
+// stable reports whether a file that changed at changed may be
+// remembered at now.
+func stable(changed, now time.Time) bool {
+	return !changed.IsZero() && now.Sub(changed) >= stableAfter
+}
 
 // memoDir is the folder of remembered answers in a cache folder.
 const memoDir = "memo"
@@ -56,7 +65,7 @@ func stampOf(path string) (id string, changed time.Time, ok bool) {
 // remembered.
 func (s stamps) add(path string, now time.Time) bool {
 	id, changed, ok := stampOf(path)
-	if !ok || (id != "-" && !digest.Stable(changed, now)) {
+	if !ok || (id != "-" && !stable(changed, now)) {
 		return false
 	}
 	s[path] = id
@@ -144,7 +153,7 @@ func fileDigest(cacheDir, path string) (digest.ID, string, error) {
 	} else if id2, _ := digest.Identity(fi2); id2 != id {
 		id = ""
 	}
-	if mp != "" && id != "" && digest.Stable(changed, time.Now()) {
+	if mp != "" && id != "" && stable(changed, time.Now()) {
 		_ = writeMemo(mp, digestMemo{Stamps: stamps{path: id}, Digest: d})
 	}
 	return d, id, nil

@@ -154,4 +154,3 @@ func mustStat(t *testing.T, path string) os.FileInfo {
 	}
 	return fi
 }
-

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -95,6 +96,9 @@ type RunOptions struct {
 	// --trace-phases: where the whole command's time goes).
 	Phase func(what string)
 }
+
+// errNoReduce: the spec asks for a reduce step the plugin lacks.
+var errNoReduce = errors.New("no reduce step")
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
 // the final report. The job's state is journaled in OutDir/job.db while it
@@ -194,17 +198,47 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		r.opts.Phase("plugin pool closed")
 	}()
 
-	info, err := r.pool.Describe(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	// The plugin's first start (tens of milliseconds) overlaps the opening
+	// of the job database.
+	type described struct {
+		info pluginproto.PluginInfo
+		err  error
+	}
+	desc := make(chan described, 1)
+	go func() {
+		info, err := r.pool.Describe(ctx)
+		desc <- described{info, err}
+	}()
+	dbPath := filepath.Join(r.p.OutDir, jobdb.FileName)
+	_, statErr := os.Stat(dbPath)
+	madeDB := errors.Is(statErr, fs.ErrNotExist)
+	db, dbErr := jobdb.Open(ctx, dbPath, jobdb.Options{Version: r.opts.Version, Logger: r.log})
+	d := <-desc
+	if d.err == nil && job.Reduce && !d.info.Reduce {
+		d.err = errNoReduce
+	}
+	if d.err != nil {
+		if dbErr == nil {
+			// The job never started: a database this run made goes too.
+			db.Close()
+			if madeDB {
+				removeDB(r.p.OutDir)
+			}
 		}
-		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, err))
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(d.err, errNoReduce):
+			return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
+		}
+		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
 	}
-	if job.Reduce && !info.Reduce {
-		return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
+	if dbErr != nil {
+		return nil, bad(dbErr)
 	}
-	r.opts.Phase("plugin described")
+	r.db = db
+	info := d.info
+	r.opts.Phase("plugin described, job database open")
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
@@ -221,11 +255,6 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	r.vc = vc.New(ids, keep, r.log)
-	r.db, err = jobdb.Open(ctx, filepath.Join(r.p.OutDir, jobdb.FileName), jobdb.Options{Version: r.opts.Version, Logger: r.log})
-	if err != nil {
-		return nil, bad(err)
-	}
-	r.opts.Phase("job database open")
 	reused := r.reuse(ctx)
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))

@@ -70,12 +70,12 @@ tasks:
 			t.Errorf("phase %q must end before %q: %q", a, b, names)
 		}
 	}
-	order("report written", "swarm left")
-	order("swarm left", "cgroups removed: exit")
+	order("report written", "submitter node stopped (left the membership)")
+	order("submitter node stopped (left the membership)", "cgroups removed: exit")
 	if d := at["cgroups removed: exit"] - at["report written"]; d > 5000 {
 		t.Errorf("the run exited %.0f ms after its report: %q", d, names)
 	}
-	t.Logf("report -> exit: %.1f ms (leave %.1f ms)", at["cgroups removed: exit"]-at["report written"], at["swarm left"]-at["job run returned"])
+	t.Logf("report -> exit: %.1f ms (leave %.1f ms)", at["cgroups removed: exit"]-at["report written"], at["submitter node stopped (left the membership)"]-at["job run returned"])
 
 	// Each peer reports the submitter's leave, and no failure of it.
 	left := regexp.MustCompile(`member left.* member=(\S+-run-\d+)`)

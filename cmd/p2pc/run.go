@@ -81,13 +81,13 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	defer p.Release()
 	tr.mark("prepared (output folder locked, plugin resolved, inputs hashed, earlier run read)")
-	sw, err := startSwarm(ctx, g, c)
+	sw, err := startSwarm(ctx, g, c, tr)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		sw.stop()
-		tr.mark("swarm left")
+		tr.mark("swarm stopped")
 	}()
 	tr.mark("swarm started")
 	var live *job.Live

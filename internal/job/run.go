@@ -154,6 +154,9 @@ type runner struct {
 	touched []int  // tasks changed since the last journal
 	marked  []bool // by task: in touched
 
+	// pub is the job's hello to peers (publish.go).
+	pub published
+
 	// fault is the first write that failed for a reason of this machine's
 	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
 	fault   atomic.Pointer[diskFault]
@@ -199,7 +202,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}()
 
 	// The plugin's first start (tens of milliseconds) overlaps the opening
-	// of the job database.
+	// of the job database, and the publishing of the job's blocks both.
+	stopPublish := r.startPublish(ctx)
+	defer stopPublish()
 	type described struct {
 		info pluginproto.PluginInfo
 		err  error

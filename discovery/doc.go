@@ -126,7 +126,10 @@
 // packets, at most about GossipInterval), not for all its
 // retransmissions: a leaving `p2pc run` does not keep its user waiting.
 // A member that missed the note learns the leave from the message; one
-// that missed both finds the silence by probing and reports Dead. The
+// that missed both finds the silence by probing and reports Dead. A death
+// is reported 250 ms after memberlist declares it (deadGrace): memberlist
+// reads queued messages last in, first out, so a note that came with the
+// leave message is read just after it and still makes it a Leave. The
 // leaving mark (l) in the metadata is still set for members of older
 // versions, which know a leave only by it. The channel holds 1024 events; when it is full the
 // oldest is dropped (and the drop logged), so a slow reader never stalls

@@ -140,7 +140,8 @@ type Membership struct {
 	info      map[string]*memberInfo // live members by name, this node included
 	conflicts map[string]time.Time   // address claiming our name -> when seen
 	rejoins   rejoinTable            // other members' addresses, to join again when they go
-	leavers   map[string]time.Time   // members that sent a leave note -> when
+	leavers   map[string]leaver      // members that sent a leave note
+	dying     map[string]*dying      // members whose death is declared soon
 	leave     leaveState
 	warned    map[string]bool // one-time warnings already given
 	events    chan Event
@@ -542,24 +543,51 @@ func (m *Membership) Leave(timeout time.Duration) error {
 		return fmt.Errorf("leave: %w", err)
 	}
 	noted := m.noteLeavers()
-	sent := make(chan struct{})
+	queued, sent := make(chan struct{}), make(chan struct{})
 	m.leave.mu.Lock()
 	m.leave.want = max(1, min(m.cfg.Timing.GossipNodes, noted))
-	m.leave.sent = sent
+	m.leave.queuedCh, m.leave.sent = queued, sent
 	m.leave.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- m.list.Leave(max(time.Until(deadline), time.Millisecond)) }()
+	// memberlist's Leave panics once Shutdown has run (Close): return only
+	// after it has queued the leave message (a few locks) or returned.
 	select {
 	case err := <-done:
 		if err != nil {
 			return fmt.Errorf("leave: %w", err)
 		}
-	case <-sent:
-	case <-time.After(max(time.Until(deadline), time.Millisecond)):
-		return fmt.Errorf("leave: the leave message was not sent within %v", timeout)
+		m.log.Info("left the cluster", "noted", noted)
+		return nil
+	case <-queued:
 	}
-	m.log.Info("left the cluster", "noted", noted)
-	return nil
+	wait := sent
+	if noted == 0 {
+		// No one left to tell (all the others left too).
+		wait = closedChan
+	}
+	// Gossip goes only to members memberlist holds alive: when the others
+	// all left meanwhile, no one will carry the message.
+	tick := time.NewTicker(m.cfg.Timing.GossipInterval)
+	defer tick.Stop()
+	timeoutC := time.After(max(time.Until(deadline), time.Millisecond))
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("leave: %w", err)
+			}
+		case <-wait:
+		case <-tick.C:
+			if m.list.NumMembers() > 1 {
+				continue
+			}
+		case <-timeoutC:
+			return fmt.Errorf("leave: the leave message was not sent within %v", timeout)
+		}
+		m.log.Info("left the cluster", "noted", noted)
+		return nil
+	}
 }
 
 func (m *Membership) isClosed() bool {
@@ -652,6 +680,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	d.m.leftByNote(n.Name, true) // back after leaving
+	d.m.cancelDead(n.Name)       // back before its death was declared
 	mem := d.m.record(n)
 	if n.Name == d.m.cfg.Name {
 		return
@@ -684,25 +713,20 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 		return // its note was its Leave
 	}
 	_, leaving, _ := decodeMeta(n.Name, n.Meta)
-	kind, state := Dead, StateDead
-	if leaving {
-		kind, state = Leave, StateLeft
-	}
+	addr, meta, now := n.Address(), slices.Clone(n.Meta), time.Now()
 	d.m.mu.Lock()
 	delete(d.m.info, n.Name)
-	if leaving {
-		d.m.rejoins.left(n.Name)
-	} else {
-		d.m.rejoins.dead(n.Name, time.Now())
+	if !leaving {
+		// A death is declared deadGrace later: a leave note queued behind
+		// the leave message may still turn it into a Leave (leave.go).
+		d.m.deferDeadLocked(n.Name, addr, meta)
+		d.m.mu.Unlock()
+		return
 	}
+	d.m.rejoins.left(n.Name)
 	d.m.mu.Unlock()
-	mem := d.m.member(n.Name, n.Address(), n.Meta, state, time.Now())
-	if kind == Dead {
-		d.m.log.Warn("member failed", "member", n.Name, "gossip", mem.GossipAddr)
-	} else {
-		d.m.log.Info("member left", "member", n.Name)
-	}
-	d.m.emit(Event{Kind: kind, Member: mem})
+	d.m.log.Info("member left", "member", n.Name)
+	d.m.emit(Event{Kind: Leave, Member: d.m.member(n.Name, addr, meta, StateLeft, now)})
 }
 
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {

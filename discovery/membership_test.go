@@ -247,6 +247,34 @@ func TestLeaveThenExit(t *testing.T) {
 	}
 }
 
+// TestAllLeaveAtOnce: every member leaves at the same moment (a machine
+// shutting down its peers, a swarm's benchmark ending). Each still tells
+// the others, who report Leaves and no death, and no Leave waits for
+// gossip that has no one left to go to (it returns without a timeout).
+func TestAllLeaveAtOnce(t *testing.T) {
+	nodes := startCluster(t, 4, discovery.LoopbackTiming())
+	errs := make(chan error, len(nodes))
+	for _, nd := range nodes {
+		go func() {
+			err := nd.Leave(5 * time.Second)
+			_ = nd.Close()
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Errorf("Leave: %v", err)
+		}
+	}
+	for _, nd := range nodes {
+		for e := range nd.Events() { // closed by Close
+			if e.Kind == discovery.Dead {
+				t.Errorf("%s reports %s dead; all of them left", nd.name, e.Member.Name)
+			}
+		}
+	}
+}
+
 // firstGone waits for the first Leave or Dead event about name.
 func firstGone(t *testing.T, ch <-chan discovery.Event, name string, timeout time.Duration) discovery.Event {
 	t.Helper()

@@ -311,11 +311,16 @@ func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 
 // serveSnapshot answers the latest snapshot, built now if none is.
 func (h *hub) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	// While no client watches, nothing rebuilds the snapshot on the
+	// ticks: a reader that polls gets it rebuilt (within the lock budget),
+	// not the first one made for ever.
+	now := time.Now()
 	h.mu.Lock()
 	have := len(h.sections) > 0
+	stale := len(h.clients) == 0 && !now.Before(h.nextScan)
 	h.mu.Unlock()
-	if !have {
-		h.publish(h.build(time.Now()))
+	if !have || stale {
+		h.publish(h.build(now))
 	}
 	h.mu.Lock()
 	data, err := json.Marshal(h.sections)

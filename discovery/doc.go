@@ -118,10 +118,20 @@
 //
 // Events reports the other members' changes: Join (new, or back after
 // dying), Update (metadata changed), Leave (left with Leave) and Dead
-// (declared failed). Leave first gossips the leaving mark (l) in the
-// metadata and then memberlist's leave message, because the leave message
-// alone looks like a death to the receivers; a member that missed the
-// mark reports Dead. The channel holds 1024 events; when it is full the
+// (declared failed). memberlist's leave message alone looks like a death
+// to the receivers, so Leave first sends a leave note (a memberlist user
+// message, sealed like all gossip) straight to every member it knows,
+// who report the Leave at once; then it queues the leave message and
+// waits only until gossip has carried it one round (GossipNodes
+// packets, at most about GossipInterval), not for all its
+// retransmissions: a leaving `p2pc run` does not keep its user waiting.
+// A member that missed the note learns the leave from the message; one
+// that missed both finds the silence by probing and reports Dead. A death
+// is reported 250 ms after memberlist declares it (deadGrace): memberlist
+// reads queued messages last in, first out, so a note that came with the
+// leave message is read just after it and still makes it a Leave. The
+// leaving mark (l) in the metadata is still set for members of older
+// versions, which know a leave only by it. The channel holds 1024 events; when it is full the
 // oldest is dropped (and the drop logged), so a slow reader never stalls
 // memberlist. Close closes it.
 //

@@ -140,7 +140,10 @@ type Membership struct {
 	info      map[string]*memberInfo // live members by name, this node included
 	conflicts map[string]time.Time   // address claiming our name -> when seen
 	rejoins   rejoinTable            // other members' addresses, to join again when they go
-	warned    map[string]bool        // one-time warnings already given
+	leavers   map[string]leaver      // members that sent a leave note
+	dying     map[string]*dying      // members whose death is declared soon
+	leave     leaveState
+	warned    map[string]bool // one-time warnings already given
 	events    chan Event
 	dropped   int
 	done      chan struct{}
@@ -521,9 +524,11 @@ func timeoutOf(ctx context.Context, def time.Duration) time.Duration {
 	return def
 }
 
-// Leave tells the cluster this node is leaving and waits up to timeout for
-// the news to be sent; the others report a Leave event (a member that
-// missed the first half of the news reports Dead). Close afterwards.
+// Leave tells the cluster this node is leaving (see leave.go): a leave
+// note straight to every member, then memberlist's leave message, waiting
+// (at most timeout) only until gossip has carried it one round. The
+// others report a Leave event; one that missed both the note and the
+// message reports Dead. Close afterwards.
 func (m *Membership) Leave(timeout time.Duration) error {
 	if m.isClosed() {
 		return ErrClosed
@@ -532,19 +537,57 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	m.metaMu.Lock()
 	m.leaving = true
 	m.metaMu.Unlock()
+	// The mark in the metadata is for push/pull exchanges and members of
+	// older versions that learn of it on their own; nothing waits for it.
 	if err := m.refreshMeta(); err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}
-	// First the metadata that says "leaving", then memberlist's own leave
-	// message (receivers cannot tell a leave from a death otherwise).
-	if err := m.list.UpdateNode(timeout / 2); err != nil {
-		m.log.Debug("leave: spreading the leaving mark", "err", err)
+	noted := m.noteLeavers()
+	queued, sent := make(chan struct{}), make(chan struct{})
+	m.leave.mu.Lock()
+	m.leave.want = max(1, min(m.cfg.Timing.GossipNodes, noted))
+	m.leave.queuedCh, m.leave.sent = queued, sent
+	m.leave.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- m.list.Leave(max(time.Until(deadline), time.Millisecond)) }()
+	// memberlist's Leave panics once Shutdown has run (Close): return only
+	// after it has queued the leave message (a few locks) or returned.
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("leave: %w", err)
+		}
+		m.log.Info("left the cluster", "noted", noted)
+		return nil
+	case <-queued:
 	}
-	if err := m.list.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
-		return fmt.Errorf("leave: %w", err)
+	wait := sent
+	if noted == 0 {
+		// No one left to tell (all the others left too).
+		wait = closedChan
 	}
-	m.log.Info("left the cluster")
-	return nil
+	// Gossip goes only to members memberlist holds alive: when the others
+	// all left meanwhile, no one will carry the message.
+	tick := time.NewTicker(m.cfg.Timing.GossipInterval)
+	defer tick.Stop()
+	timeoutC := time.After(max(time.Until(deadline), time.Millisecond))
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("leave: %w", err)
+			}
+		case <-wait:
+		case <-tick.C:
+			if m.list.NumMembers() > 1 {
+				continue
+			}
+		case <-timeoutC:
+			return fmt.Errorf("leave: the leave message was not sent within %v", timeout)
+		}
+		m.log.Info("left the cluster", "noted", noted)
+		return nil
+	}
 }
 
 func (m *Membership) isClosed() bool {
@@ -622,12 +665,22 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return slices.Clone(d.m.meta)
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+// NotifyMsg receives the other members' user messages: leave notes.
+func (d *delegate) NotifyMsg(b []byte) { d.m.noted(b) }
+
+// GetBroadcasts has nothing to add; memberlist calls it for every packet
+// that carries its own broadcasts, which is how Leave sees its leave
+// message go out.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	d.m.leave.packet()
+	return nil
+}
+func (d *delegate) LocalState(join bool) []byte            { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.m.leftByNote(n.Name, true) // back after leaving
+	d.m.cancelDead(n.Name)       // back before its death was declared
 	mem := d.m.record(n)
 	if n.Name == d.m.cfg.Name {
 		return
@@ -637,6 +690,9 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 }
 
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
+	if d.m.leftByNote(n.Name, false) {
+		return // it left; an update sent before is stale
+	}
 	mem := d.m.record(n)
 	if n.Name == d.m.cfg.Name {
 		return
@@ -650,28 +706,27 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	if n.Name == d.m.cfg.Name {
+		d.m.leave.queuedSelf() // Leave: memberlist queued the leave message
 		return
 	}
-	_, leaving, _ := decodeMeta(n.Name, n.Meta)
-	kind, state := Dead, StateDead
-	if leaving {
-		kind, state = Leave, StateLeft
+	if d.m.leftByNote(n.Name, false) {
+		return // its note was its Leave
 	}
+	_, leaving, _ := decodeMeta(n.Name, n.Meta)
+	addr, meta, now := n.Address(), slices.Clone(n.Meta), time.Now()
 	d.m.mu.Lock()
 	delete(d.m.info, n.Name)
-	if leaving {
-		d.m.rejoins.left(n.Name)
-	} else {
-		d.m.rejoins.dead(n.Name, time.Now())
+	if !leaving {
+		// A death is declared deadGrace later: a leave note queued behind
+		// the leave message may still turn it into a Leave (leave.go).
+		d.m.deferDeadLocked(n.Name, addr, meta)
+		d.m.mu.Unlock()
+		return
 	}
+	d.m.rejoins.left(n.Name)
 	d.m.mu.Unlock()
-	mem := d.m.member(n.Name, n.Address(), n.Meta, state, time.Now())
-	if kind == Dead {
-		d.m.log.Warn("member failed", "member", n.Name, "gossip", mem.GossipAddr)
-	} else {
-		d.m.log.Info("member left", "member", n.Name)
-	}
-	d.m.emit(Event{Kind: kind, Member: mem})
+	d.m.log.Info("member left", "member", n.Name)
+	d.m.emit(Event{Kind: Leave, Member: d.m.member(n.Name, addr, meta, StateLeft, now)})
 }
 
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {

@@ -223,6 +223,77 @@ func TestLeaveEvent(t *testing.T) {
 	}
 }
 
+// TestLeaveThenExit leaves as `p2pc run` does once its results are safe:
+// Leave with a short bound, then Close at once (the process exits). Every
+// other member must report a Leave (the leave note reached it), never a
+// death, though the leave message had little time to spread.
+func TestLeaveThenExit(t *testing.T) {
+	nodes := startCluster(t, 5, discovery.LoopbackTiming())
+	leaver := nodes[4]
+	start := time.Now()
+	err := leaver.Leave(20 * time.Millisecond) // may time out: the notes are out first
+	t.Logf("Leave returned after %s (err %v)", time.Since(start), err)
+	if cerr := leaver.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	for _, nd := range nodes[:4] {
+		e := firstGone(t, nd.Events(), "n4", 10*time.Second)
+		if e.Kind != discovery.Leave || e.Member.State != discovery.StateLeft {
+			t.Errorf("%s: %s event (state %s) for a member that left", nd.name, e.Kind, e.Member.State)
+		}
+		if n := len(nd.Members()); n != 4 {
+			t.Errorf("%s lists %d members after the leave, want 4", nd.name, n)
+		}
+	}
+}
+
+// TestAllLeaveAtOnce: every member leaves at the same moment (a machine
+// shutting down its peers, a swarm's benchmark ending). Each still tells
+// the others, who report Leaves and no death, and no Leave waits for
+// gossip that has no one left to go to (it returns without a timeout).
+func TestAllLeaveAtOnce(t *testing.T) {
+	nodes := startCluster(t, 4, discovery.LoopbackTiming())
+	errs := make(chan error, len(nodes))
+	for _, nd := range nodes {
+		go func() {
+			err := nd.Leave(5 * time.Second)
+			_ = nd.Close()
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Errorf("Leave: %v", err)
+		}
+	}
+	for _, nd := range nodes {
+		for e := range nd.Events() { // closed by Close
+			if e.Kind == discovery.Dead {
+				t.Errorf("%s reports %s dead; all of them left", nd.name, e.Member.Name)
+			}
+		}
+	}
+}
+
+// firstGone waits for the first Leave or Dead event about name.
+func firstGone(t *testing.T, ch <-chan discovery.Event, name string, timeout time.Duration) discovery.Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("events closed while waiting for %s to go", name)
+			}
+			if (e.Kind == discovery.Leave || e.Kind == discovery.Dead) && e.Member.Name == name {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("%s still listed %s after it left", timeout, name)
+		}
+	}
+}
+
 // TestDeadOnSilentClose measures failure detection with LANTiming: a
 // member that stops without leaving is reported Dead.
 func TestDeadOnSilentClose(t *testing.T) {

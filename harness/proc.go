@@ -150,20 +150,30 @@ func (p *Proc) Stderr() string { return p.stderr.String() }
 // WaitOutput waits until the process's stdout matches re and returns the
 // first match's submatches.
 func (p *Proc) WaitOutput(ctx context.Context, re *regexp.Regexp) ([]string, error) {
+	return p.waitFor(ctx, re, "", p.Stdout)
+}
+
+// WaitStderr waits until the process's stderr (its log) matches re and
+// returns the first match's submatches.
+func (p *Proc) WaitStderr(ctx context.Context, re *regexp.Regexp) ([]string, error) {
+	return p.waitFor(ctx, re, " on stderr", p.Stderr)
+}
+
+func (p *Proc) waitFor(ctx context.Context, re *regexp.Regexp, where string, out func() string) ([]string, error) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if m := re.FindStringSubmatch(p.Stdout()); m != nil {
+		if m := re.FindStringSubmatch(out()); m != nil {
 			return m, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: waiting for %q: %w\nstderr:\n%s", p.Name, re, ctx.Err(), p.Stderr())
+			return nil, fmt.Errorf("%s: waiting for %q%s: %w\nstderr:\n%s", p.Name, re, where, ctx.Err(), p.Stderr())
 		case <-p.done:
-			if m := re.FindStringSubmatch(p.Stdout()); m != nil {
+			if m := re.FindStringSubmatch(out()); m != nil {
 				return m, nil
 			}
-			return nil, fmt.Errorf("%s exited before printing %q\nstderr:\n%s", p.Name, re, p.Stderr())
+			return nil, fmt.Errorf("%s exited before printing %q%s\nstderr:\n%s", p.Name, re, where, p.Stderr())
 		case <-t.C:
 		}
 	}

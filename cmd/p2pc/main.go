@@ -129,6 +129,7 @@ func run(args []string) int {
 	if cerr := sandbox.CloseCgroups(); cerr != nil {
 		cli.Logger.Warn("remove cgroups", "err", cerr)
 	}
+	activeTrace.mark("cgroups removed: exit")
 	if err == nil {
 		return exitOK
 	}

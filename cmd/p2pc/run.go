@@ -36,12 +36,17 @@ type RunCmd struct {
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
 	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
+	// TracePhases prints when each phase of the command ends (issue 16).
+	TracePhases bool `name:"trace-phases" hidden:"" help:"Print on stderr when each phase of the run ends, from exec to exit."`
 }
 
 // Run parses, prepares and runs the job, then prints a summary.
 func (c *RunCmd) Run(g *Globals) error {
 	ctx, cancel := context.WithCancel(g.Ctx) // the web view's cancel button
 	defer cancel()
+	tr := newPhaseTrace(os.Stderr, c.TracePhases)
+	defer tr.mark("run returns")
+	tr.mark("flags parsed")
 	if c.Spec == "" {
 		return withCode(exitBadInput, errors.New("run: which job? Give a job spec (YAML file), e.g. 'p2pc run examples/echo.yaml'; 'p2pc run --help' lists the flags"))
 	}
@@ -50,6 +55,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
+	tr.mark("spec parsed")
 	taskUser, err := sandbox.TaskUser(c.TaskUser)
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
@@ -74,11 +80,16 @@ func (c *RunCmd) Run(g *Globals) error {
 		return classifyJobErr(ctx.Err(), err)
 	}
 	defer p.Release()
-	sw, err := startSwarm(ctx, g, c)
+	tr.mark("prepared (output folder locked, plugin resolved, inputs hashed, earlier run read)")
+	sw, err := startSwarm(ctx, g, c, tr)
 	if err != nil {
 		return err
 	}
-	defer sw.stop()
+	defer func() {
+		sw.stop()
+		tr.mark("swarm stopped")
+	}()
+	tr.mark("swarm started")
 	var live *job.Live
 	if c.UI != "" {
 		live = job.NewLive()
@@ -96,7 +107,8 @@ func (c *RunCmd) Run(g *Globals) error {
 		Slots:      slots,
 		Node:       sw.name,
 		TaskUser:   taskUser,
-		Events:     prog,
+		Events:     traceEvents(prog, tr),
+		Phase:      tr.fn(),
 		Logger:     g.Logger,
 		Remote:     sw.remote,
 		MinPeers:   c.MinPeers,
@@ -109,6 +121,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		Version:    version,
 	})
 	prog.Finish()
+	tr.mark("job run returned")
 	if rep != nil {
 		if c.JSON {
 			if err := report.Encode(os.Stdout, rep); err != nil {

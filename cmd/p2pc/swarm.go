@@ -32,7 +32,7 @@ type submitterSwarm struct {
 	stop    func()
 }
 
-func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, error) {
+func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*submitterSwarm, error) {
 	host, _ := os.Hostname()
 	// Its entry in the swarm's membership must be unique though: several
 	// runs and a `p2pc join` may share the machine.
@@ -107,7 +107,12 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd) (*submitterSwarm, er
 		member:  member,
 		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
 		members: presence.Members,
-		stop:    func() { cancel(); wg.Wait(); own.Remove() },
+		stop: func() {
+			cancel()
+			wg.Wait()
+			tr.mark("submitter node stopped (left the membership)")
+			own.Remove()
+		},
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // Size is the length of an ID in bytes.
@@ -76,3 +77,9 @@ func File(path string) (ID, error) {
 	h.Sum(id[:0])
 	return id, nil
 }
+
+// StableAfter is how long a file must have been left alone before its
+// Identity is remembered with its digest: a file changed again within
+// the timestamps' granularity (seconds on some file systems) could keep
+// its identity with new content ("racily clean", as git calls it).
+const StableAfter = 2 * time.Second

@@ -67,10 +67,6 @@ type Session struct {
 	// handedOver counts the results peers handed over from earlier
 	// sessions of the job that the queue took.
 	handedOver atomic.Int64
-
-	once    sync.Once
-	hello   *peerpb.Hello
-	helloEr error
 }
 
 // Peer is a remote peer to enrol. Enrol names it Name@ID, with the node
@@ -84,16 +80,13 @@ type Peer struct {
 // another platform are not offered the job.
 func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
-// publish puts the plugin and the inputs into the block store, once.
+// publish returns the job's hello, once the plugin and the inputs are in
+// the block store (runner.publish).
 func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
-	s.once.Do(func() {
-		s.hello, s.helloEr = s.buildHello(ctx)
-	})
-	return s.hello, s.helloEr
+	return s.r.publish(ctx)
 }
 
-func (s *Session) buildHello(ctx context.Context) (*peerpb.Hello, error) {
-	r := s.r
+func (r *runner) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	ro := r.opts.Remote
 	put := func(name, path string, digest digest.ID) (*peerpb.FileRef, error) {
 		m, id, err := blocks.PutPath(ctx, ro.Store, path, blocks.DefaultBlockSize)

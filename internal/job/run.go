@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,7 +94,13 @@ type RunOptions struct {
 	WaitPeers time.Duration
 	// Live, if set, lets a watcher read the running job (the web view).
 	Live *Live
+	// Phase, if set, is told when each phase of the run ends (p2pc run
+	// --trace-phases: where the whole command's time goes).
+	Phase func(what string)
 }
+
+// errNoReduce: the spec asks for a reduce step the plugin lacks.
+var errNoReduce = errors.New("no reduce step")
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
 // the final report. The job's state is journaled in OutDir/job.db while it
@@ -110,6 +117,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Events == nil {
 		opts.Events = nopEvents{}
+	}
+	if opts.Phase == nil {
+		opts.Phase = func(string) {}
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 30 * time.Second
@@ -146,6 +156,9 @@ type runner struct {
 	touched []int  // tasks changed since the last journal
 	marked  []bool // by task: in touched
 
+	// pub is the job's hello to peers (publish.go).
+	pub published
+
 	// fault is the first write that failed for a reason of this machine's
 	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
 	fault   atomic.Pointer[diskFault]
@@ -165,7 +178,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	if err := os.MkdirAll(filepath.Join(r.p.OutDir, "tasks"), 0o755); err != nil {
 		return nil, r.outputFault(fmt.Errorf("make tasks dir: %w", err))
 	}
-	defer os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
+	defer func() {
+		os.RemoveAll(filepath.Join(r.p.OutDir, ".p2pc"))
+		r.opts.Phase("work folders removed")
+	}()
+	r.opts.Phase("work folders made")
 
 	// Tasks read the inputs and the output folder (a reduce step reads
 	// the tasks' outputs there) and write only their work folders.
@@ -176,22 +193,59 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.pool = pluginhost.NewPool(pluginhost.Config{
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
+		Verified: r.p.Plugin.Identity,
 		Logger:   r.opts.Logger,
 		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser},
 		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
 	}, max(r.opts.Slots, 1))
-	defer r.pool.Close()
+	defer func() {
+		r.pool.Close()
+		r.opts.Phase("plugin pool closed")
+	}()
 
-	info, err := r.pool.Describe(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	// The plugin's first start (tens of milliseconds) overlaps the opening
+	// of the job database, and the publishing of the job's blocks both.
+	stopPublish := r.startPublish(ctx)
+	defer stopPublish()
+	type described struct {
+		info pluginproto.PluginInfo
+		err  error
+	}
+	desc := make(chan described, 1)
+	go func() {
+		info, err := r.pool.Describe(ctx)
+		desc <- described{info, err}
+	}()
+	dbPath := filepath.Join(r.p.OutDir, jobdb.FileName)
+	_, statErr := os.Stat(dbPath)
+	madeDB := errors.Is(statErr, fs.ErrNotExist)
+	db, dbErr := jobdb.Open(ctx, dbPath, jobdb.Options{Version: r.opts.Version, Logger: r.log})
+	d := <-desc
+	if d.err == nil && job.Reduce && !d.info.Reduce {
+		d.err = errNoReduce
+	}
+	if d.err != nil {
+		if dbErr == nil {
+			// The job never started: a database this run made goes too.
+			db.Close()
+			if madeDB {
+				removeDB(r.p.OutDir)
+			}
 		}
-		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, err))
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(d.err, errNoReduce):
+			return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
+		}
+		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
 	}
-	if job.Reduce && !info.Reduce {
-		return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
+	if dbErr != nil {
+		return nil, bad(dbErr)
 	}
+	r.db = db
+	info := d.info
+	r.opts.Phase("plugin described, job database open")
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
@@ -208,10 +262,6 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 	}
 	r.vc = vc.New(ids, keep, r.log)
-	r.db, err = jobdb.Open(ctx, filepath.Join(r.p.OutDir, jobdb.FileName), jobdb.Options{Version: r.opts.Version, Logger: r.log})
-	if err != nil {
-		return nil, bad(err)
-	}
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
@@ -233,6 +283,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.opts.Events.Started(len(job.Tasks), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
+	r.opts.Phase("tasks over")
 	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
 		// The journal failed (a full disk): what reached the database
 		// stays; the rerun resumes from it.
@@ -288,6 +339,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 			}
 			return r.rep, fmt.Errorf("reduce: %w: %w", err, ErrTasksFailed)
 		}
+		r.opts.Phase("reduce done")
 	}
 	r.finish(report.StateComplete, "")
 	return r.rep, r.end(stopJournal)
@@ -477,9 +529,12 @@ func (r *runner) end(stopJournal func()) error {
 	if err != nil {
 		return err
 	}
+	r.opts.Phase("journal closed")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return report.Write(r.p.OutDir, r.rep)
+	err = report.Write(r.p.OutDir, r.rep)
+	r.opts.Phase("report written")
+	return err
 }
 
 type nopEvents struct{}

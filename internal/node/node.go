@@ -275,11 +275,13 @@ func (n *Node) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-serveErr:
 	}
+	t0 := time.Now()
 	n.shutdown()
 	n.endLife()
 	for _, h := range n.stopHooks {
 		h()
 	}
+	tLeft := time.Now()
 	stopSched()
 	stopped := make(chan struct{})
 	go func() { n.grpc.GracefulStop(); close(stopped) }()
@@ -288,7 +290,11 @@ func (n *Node) Serve(ctx context.Context) error {
 	case <-time.After(2 * time.Second):
 		n.grpc.Stop()
 	}
+	tServed := time.Now()
 	wg.Wait()
+	defer func() {
+		n.log.Debug("node stopped", "left", tLeft.Sub(t0), "grpc", tServed.Sub(tLeft), "rest", time.Since(tServed))
+	}()
 	n.mu.Lock()
 	pools := n.pools
 	n.pools = map[poolKey]*pluginhost.Pool{}

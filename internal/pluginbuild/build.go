@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
 )
@@ -25,6 +26,10 @@ type Plugin struct {
 	Path string
 	// Digest is the SHA-256 of the executable's bytes.
 	Digest digest.ID
+	// Identity is digest.Identity of the file Digest was computed from
+	// ("" if unknown): pluginhost.Config.Verified, so that the plugin host
+	// does not hash it again while it is unchanged.
+	Identity string
 	// Built says the executable came from (or was found in) the build cache.
 	Built bool
 	// Source is the Go package directory it was built from, if any.
@@ -56,11 +61,11 @@ func Resolve(ctx context.Context, path, cacheDir string, log *slog.Logger) (*Plu
 		if fi.Mode().Perm()&0o111 == 0 {
 			return nil, fmt.Errorf("resolve plugin %s: %w (file is not executable: chmod +x it)", path, ErrNoPlugin)
 		}
-		d, err := digest.File(abs)
+		d, id, err := fileDigest(cacheDir, abs)
 		if err != nil {
 			return nil, fmt.Errorf("resolve plugin: %w", err)
 		}
-		return &Plugin{Path: abs, Digest: d}, nil
+		return &Plugin{Path: abs, Digest: d, Identity: id}, nil
 	}
 	return build(ctx, abs, cacheDir, log)
 }
@@ -91,18 +96,37 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	if err != nil {
 		return nil, fmt.Errorf("build plugin %s: it is a Go package directory, but the Go toolchain is not on PATH: %w", dir, err)
 	}
-	key, err := cacheKey(ctx, goBin, dir)
-	if err != nil {
-		return nil, err
+	env := buildEnv(goBin)
+	mp := memoPath(cacheDir, "key", dir)
+	var key string
+	var m keyMemo
+	if readMemo(mp, &m) && m.Env == env && m.Stamps.hold() {
+		key = m.Key
+	} else {
+		var st stamps
+		if key, st, err = cacheKey(ctx, goBin, dir); err != nil {
+			return nil, err
+		}
+		if st != nil {
+			for _, f := range envFiles(goBin, dir) {
+				if !st.add(f, time.Now()) {
+					st = nil
+					break
+				}
+			}
+		}
+		if st != nil {
+			_ = writeMemo(mp, keyMemo{Env: env, Stamps: st, Key: key})
+		}
 	}
 	target := filepath.Join(cacheDir, key[:2], key, "plugin")
 	if _, err := os.Stat(target); err == nil {
-		d, err := digest.File(target)
+		d, id, err := fileDigest(cacheDir, target)
 		if err != nil {
 			return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 		}
 		log.Debug("plugin build cache hit", "component", "pluginbuild", "dir", dir, "key", key[:12])
-		return &Plugin{Path: target, Digest: d, Built: true, Source: dir}, nil
+		return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
@@ -125,15 +149,25 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	if err := os.Rename(tmp.Name(), target); err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 	}
-	d, err := digest.File(target)
+	d, id, err := fileDigest(cacheDir, target)
 	if err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 	}
-	return &Plugin{Path: target, Digest: d, Built: true, Source: dir}, nil
+	return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir}, nil
 }
 
 // cacheKey hashes everything a build of the package in dir depends on.
-func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
+// It returns the identities of the files and folders it read (go.mod,
+// go.sum, the packages' folders and files), or nil stamps if one of them
+// changed too recently to be remembered.
+func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
+	now := time.Now()
+	st := stamps{}
+	stamp := func(path string) {
+		if st != nil && !st.add(path, now) {
+			st = nil
+		}
+	}
 	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-json", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -142,14 +176,14 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "no Go files") {
-			return "", fmt.Errorf("resolve plugin %s: %w (a directory with no Go files)", dir, ErrNoPlugin)
+			return "", nil, fmt.Errorf("resolve plugin %s: %w (a directory with no Go files)", dir, ErrNoPlugin)
 		}
-		return "", fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
+		return "", nil, fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
 	}
 	h := sha256.New()
 	env, err := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "GOAMD64", "GOARM64").Output()
 	if err != nil {
-		return "", fmt.Errorf("build plugin %s: go env: %w", dir, err)
+		return "", nil, fmt.Errorf("build plugin %s: go env: %w", dir, err)
 	}
 	fmt.Fprintf(h, "p2pc-plugin-build-v1\n%s\n", env)
 	dec := json.NewDecoder(&stdout)
@@ -159,10 +193,10 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			return "", fmt.Errorf("build plugin %s: decode go list: %w", dir, err)
+			return "", nil, fmt.Errorf("build plugin %s: decode go list: %w", dir, err)
 		}
 		if p.Error != nil {
-			return "", fmt.Errorf("build plugin %s: %s", dir, p.Error.Err)
+			return "", nil, fmt.Errorf("build plugin %s: %s", dir, p.Error.Err)
 		}
 		root = &p
 		if p.Standard {
@@ -177,12 +211,19 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
 			fmt.Fprintf(h, "mod %s %s %s\n", m.Path, m.Version, m.Sum)
 			continue
 		}
+		if m != nil && m.Dir != "" {
+			for _, f := range []string{m.Dir, "go.mod", "go.sum", filepath.Join("vendor", "modules.txt")} {
+				stamp(filepath.Join(m.Dir, f))
+			}
+		}
+		stamp(p.Dir)
 		files := slicesConcat(p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles)
 		sort.Strings(files)
 		for _, f := range files {
+			stamp(filepath.Join(p.Dir, f))
 			d, err := digest.File(filepath.Join(p.Dir, f))
 			if err != nil {
-				return "", fmt.Errorf("build plugin %s: %w", dir, err)
+				return "", nil, fmt.Errorf("build plugin %s: %w", dir, err)
 			}
 			fmt.Fprintf(h, "file %s %x\n", f, d)
 		}
@@ -192,9 +233,9 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, error) {
 		if root != nil {
 			name = root.Name
 		}
-		return "", fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
+		return "", nil, fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), st, nil
 }
 
 func slicesConcat(ss ...[]string) []string {

@@ -6,7 +6,21 @@
 // version, GOOS/GOARCH, and, for every non-standard package in the build
 // (from `go list -deps`), its import path and either its source files'
 // contents (packages of the main module or of locally replaced modules) or
-// its module path, version and go.sum hash. A hit costs one `go list`; a
-// miss runs `go build -trimpath` with CGO_ENABLED=0 into a temp file that is
-// renamed into the cache, so concurrent builds of the same plugin are safe.
+// its module path, version and go.sum hash. Computing it costs a `go list`
+// and a `go env` (hundreds of milliseconds); a miss runs `go build
+// -trimpath` with CGO_ENABLED=0 into a temp file that is renamed into the
+// cache, so concurrent builds of the same plugin are safe.
+//
+// Warm runs pay neither that nor the hashing of the executable: both
+// answers are remembered in CACHE/memo (memo.go), the key with the
+// identity (digest.Identity: device, inode, size, mtime, ctime) of every
+// file and folder it was drawn from (the packages' folders and files,
+// go.mod, go.sum, vendor/modules.txt, the go binary, its settings file,
+// any go.work above the package) and the GO* and CGO_* environment, the
+// digest with the executable's identity. An answer is used only while
+// all of them are unchanged, and remembered only when none changed in the
+// last digest.StableAfter (2 s: a file rewritten within its timestamps'
+// granularity could otherwise keep its identity). The plugin host is told
+// the identity it was hashed at (Plugin.Identity), so it does not hash
+// the executable again either.
 package pluginbuild

@@ -14,7 +14,10 @@
 //     (with go-plugin's SecureConfig.Check, called by this package:
 //     go-plugin v1.8.0 hashes the empty cmd.Path when a RunnerFunc is set).
 //     A pool hashes a file once per identity (device, inode, size, mtime,
-//     ctime): a changed file is hashed again before its next start;
+//     ctime): a changed file is hashed again before its next start.
+//     Config.Verified names an identity the caller already hashed to
+//     Checksum (pluginbuild remembers it across runs): while the file
+//     keeps it, the pool does not hash it at all;
 //  2. the process is forked with go-plugin's handshake variables, the
 //     go-plugin handshake is read from its stdout, the gRPC connection is
 //     made and the host callback service is attached (pluginproto.Plugin);

@@ -46,6 +46,10 @@ type Config struct {
 	// Checksum is the executable's SHA-256 (digest.File), verified before
 	// every start of a process.
 	Checksum digest.ID
+	// Verified is the digest.Identity of the executable as its caller
+	// hashed it to Checksum ("": none). While the file keeps that identity
+	// it is not hashed again (a changed file is).
+	Verified string
 	// Logger receives the plugin's stderr and log lines (component=plugin,
 	// plugin=<base name of Path>, pid) and the pool's own lifecycle records
 	// (component=pluginhost). Nil discards.

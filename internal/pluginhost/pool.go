@@ -105,6 +105,7 @@ func NewPool(cfg Config, size int) *Pool {
 		slots:        make(chan struct{}, size),
 		closing:      make(chan struct{}),
 		all:          make(map[*proc]struct{}),
+		verified:     cfg.Verified,
 	}
 }
 

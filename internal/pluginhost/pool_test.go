@@ -326,6 +326,40 @@ func TestChecksum(t *testing.T) {
 	}
 }
 
+// TestVerifiedIdentity: Config.Verified spares the hash of an executable
+// its caller hashed, while the file keeps that identity; any other
+// identity (the file changed since) is hashed again. A wrong checksum
+// shows which happened.
+func TestVerifiedIdentity(t *testing.T) {
+	cfg, _ := testConfig(t, "task")
+	fi, err := os.Stat(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := digest.Identity(fi)
+	cfg.Checksum[0] ^= 0xff
+	for _, tc := range []struct {
+		name     string
+		verified string
+		hashed   bool
+	}{
+		{"unchanged file: not hashed", id, false},
+		{"changed file: hashed", id + "-before", true},
+		{"none: hashed", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.Verified = tc.verified
+			pl := NewPool(c, 1)
+			defer pl.Close()
+			_, err := pl.Describe(context.Background())
+			if hashed := errors.Is(err, ErrChecksum); hashed != tc.hashed {
+				t.Fatalf("Describe: %v (hashed %v, want %v)", err, hashed, tc.hashed)
+			}
+		})
+	}
+}
+
 func TestBadExecutable(t *testing.T) {
 	dir := t.TempDir()
 	noexec := filepath.Join(dir, "noexec")

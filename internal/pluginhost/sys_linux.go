@@ -4,13 +4,14 @@ package pluginhost
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/p2pc/p2pc/internal/digest"
 
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
@@ -75,9 +76,6 @@ func spawn(cmd *exec.Cmd, pol sandbox.Policy, cg *sandbox.Cgroup, lim sandbox.Li
 // fileIdentity names a file's content as the kernel sees it: device,
 // inode, size, mtime and ctime ("" if unknown).
 func fileIdentity(fi os.FileInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+	id, _ := digest.Identity(fi)
+	return id
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/trust"
 	"github.com/p2pc/p2pc/plugins/sdk"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Swarm enrols remote peers into a running job: for every peer that can
@@ -99,7 +101,6 @@ func (r *runner) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		Proto:           peerpb.ProtocolVersion,
 		JobId:           r.p.ID.String(),
 		JobName:         r.p.Spec.Name,
-		Run:             r.rep.Run,
 		Coordinator:     r.opts.Node,
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
@@ -145,10 +146,14 @@ var ErrRefused = peerpb.ErrRefused
 // tasks' retries.
 func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
 	peer := Peer{Name: name, Addr: addr}
-	hello, err := s.publish(ctx)
+	published, err := s.publish(ctx)
 	if err != nil {
 		return err
 	}
+	// The hello is published from the run's start, before the report
+	// (and so the run ID) exists; each session sends its own copy.
+	hello := proto.Clone(published).(*peerpb.Hello)
+	hello.Run = s.r.rep.Run
 	log := s.r.log.With("peer", peer.Name, "addr", peer.Addr)
 	// The stream lives in ctx: whoever ends the session (the worker's own
 	// goroutines with a cause, the swarm, the job) ends the stream too.

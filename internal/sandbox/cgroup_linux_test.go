@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +21,12 @@ import (
 // the test's cleanup kills it.
 func startIn(t *testing.T, c *Cgroup) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
+	return startCmdIn(t, c, exec.Command("sleep", "60"))
+}
+
+// startCmdIn starts cmd as startIn does.
+func startCmdIn(t *testing.T, c *Cgroup, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
@@ -70,6 +77,48 @@ func TestCgroupLifetime(t *testing.T) {
 	for _, d := range folders(c.dirs) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there after Close (%v)", d, err)
+		}
+	}
+}
+
+// TestKillOthersAfterEachTask: KillOthers' quick check (the pids
+// counter against the plugin's threads) sees a child left behind and a
+// double-forked daemon, task after task, and lets the plugin be.
+func TestKillOthersAfterEachTask(t *testing.T) {
+	needTree(t)
+	c, err := NewCgroup(Limits{Memory: 64 << 20, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The "plugin": a shell that, per line, leaves a child ("c") or a
+	// double-forked daemon ("d") or nothing ("n"), then answers.
+	cmd := exec.Command("sh", "-c", `while read l; do case $l in c) sleep 60 & ;; d) (sleep 60 &) ;; esac; echo ok; done`)
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	out := bufio.NewReader(outPipe)
+	startCmdIn(t, c, cmd)
+	plugin := cmd.Process.Pid
+	task := func(what string) {
+		t.Helper()
+		if _, err := io.WriteString(in, what+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := out.ReadString('\n'); err != nil || l != "ok\n" {
+			t.Fatalf("task %q: answer %q, %v", what, l, err)
+		}
+	}
+	for i, step := range []struct {
+		task string
+		left bool
+	}{{"n", false}, {"n", false}, {"c", true}, {"n", false}, {"d", true}, {"d", true}, {"n", false}, {"c", true}} {
+		task(step.task)
+		left, err := c.KillOthers(plugin)
+		if err != nil || left != step.left {
+			t.Fatalf("step %d (%s): KillOthers = %v, %v; want %v", i, step.task, left, err, step.left)
+		}
+		if got := c.Procs(); !slices.Equal(got, []int{plugin}) {
+			t.Fatalf("step %d (%s): left in the cgroup %v, want only the plugin %d", i, step.task, got, plugin)
 		}
 	}
 }

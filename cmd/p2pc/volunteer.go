@@ -21,7 +21,7 @@ type VolunteerFlags struct {
 	Config        kong.ConfigFlag `help:"Read flags from a YAML file: keys are the long flag names (cpus: 1.5, memory: 4GiB, pause-when-busy: 50, slots: 2, ...); flags given on the command line win." type:"existingfile" placeholder:"FILE"`
 	CPUs          float64         `name:"cpus" help:"CPUs all tasks together may use (fractional, e.g. 1.5; a CPU quota). Jobs asking more per task (resources.cpus) are refused. Default: no cap." placeholder:"N"`
 	Memory        string          `help:"Memory all tasks together may use (e.g. 4GiB). A task gets its job's resources.memory, else this divided by --slots (at most 2 GiB); jobs asking more than this per task are refused. Default: no cap for all, 2 GiB per task." placeholder:"SIZE"`
-	Disk          string          `help:"Disk all tasks' work folders together may use (e.g. 20GiB): each task gets this divided by --slots. Default: 4 GiB per task." placeholder:"SIZE"`
+	Disk          string          `help:"Disk all tasks' work folders together may use (e.g. 20GiB): each task gets this divided by --slots. The block store holds at most this too (blocks no job uses go first; jobs whose plugin and inputs are larger are refused). Default: 4 GiB per task, no cap on the store." placeholder:"SIZE"`
 	Idle          bool            `help:"Run tasks at idle priority (SCHED_IDLE), so the owner's programs come first; --no-idle for normal priority." default:"true" negatable:""`
 	PauseWhenBusy float64         `name:"pause-when-busy" help:"Pause tasks (freeze them, take no new leases) while the machine's other programs use more than PCT % of its CPU for 3 s; resume when they use less for 3 s. Default: never pause." placeholder:"PCT"`
 }

@@ -189,23 +189,30 @@ func machineBusy(t *testing.T, d time.Duration) float64 {
 }
 
 // TestJobTooBigIsRefused: a peer whose --memory is less than a task
-// needs refuses the job, and the run fails saying why instead of
-// waiting.
+// needs, or whose --disk (its block store's cap) is less than the job's
+// plugin and inputs take, refuses the job, and the run fails saying why
+// instead of waiting.
 func TestJobTooBigIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	_, addr, _ := startJoin(t, dir, "small", nil, "--memory", "1GiB")
-	spec := writeSpec(t, dir, "big.yaml", `
-plugin: {{repo}}/plugins/echo
-resources: {memory: 2GiB}
-tasks:
-  - range: {param: n, from: 0, to: 1}
-`)
-	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "6s")
-	if r.code != exitTaskFailed {
-		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
-	}
-	if want := "a task needs 2 GiB of memory (resources.memory), this peer gives its tasks 1 GiB (--memory)"; !strings.Contains(r.stderr, want) {
-		t.Errorf("the run does not say why:\n%s", r.stderr)
+	for _, tt := range []struct {
+		name, flag, size, resources, want string
+	}{
+		{"memory", "--memory", "1GiB", "resources: {memory: 2GiB}\n",
+			"a task needs 2 GiB of memory (resources.memory), this peer gives its tasks 1 GiB (--memory)"},
+		{"disk", "--disk", "1MiB", "", // the echo plugin alone is larger
+			"this peer's block store holds at most 1 MiB (--disk)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, addr, _ := startJoin(t, dir, "small", nil, tt.flag, tt.size)
+			spec := writeSpec(t, dir, "big.yaml", "plugin: {{repo}}/plugins/echo\n"+tt.resources+"tasks:\n  - range: {param: n, from: 0, to: 1}\n")
+			r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "6s")
+			if r.code != exitTaskFailed {
+				t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("the run does not say why (%q):\n%s", tt.want, r.stderr)
+			}
+		})
 	}
 }
 

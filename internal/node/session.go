@@ -251,7 +251,7 @@ func (s *session) prepare(ctx context.Context) error {
 		f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
 		for try := 0; ; try++ {
 			if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
-				return fmt.Errorf("fetch %s: %w", ref.Name, err)
+				return fmt.Errorf("fetch %s: %w", ref.Name, n.storeFull(err))
 			}
 			err := blocks.ExportFileMode(ctx, n.store, id, path, mode)
 			if err == nil {
@@ -595,7 +595,7 @@ func (s *session) collect(ctx context.Context, out taskrun.Output, res *peerpb.R
 		} else {
 			_, id, err := blocks.PutPath(ctx, s.n.store, path, blocks.DefaultBlockSize)
 			if err != nil {
-				return fmt.Errorf("store output %s: %w", name, err)
+				return fmt.Errorf("store output %s: %w", name, s.n.storeFull(err))
 			}
 			o.FileId = id[:]
 			if err := s.n.store.Pin("job-"+s.hello.JobId, id); err != nil {

@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
@@ -28,7 +31,9 @@ type Volunteer struct {
 	Memory int64
 	// Disk caps the tasks' work folders together: each task may use
 	// Disk/slots (DefaultTaskDisk when 0), as file size (RLIMIT_FSIZE)
-	// and as the size of its work folder after it ran.
+	// and as the size of its work folder after it ran. It also caps the
+	// block store (a hard cap: see storeOptions); a job whose plugin and
+	// inputs do not fit in it is refused.
 	Disk int64
 	// Idle runs tasks at idle priority (SCHED_IDLE).
 	Idle bool
@@ -70,11 +75,37 @@ func (n *Node) taskDisk() int64 {
 	return DefaultTaskDisk
 }
 
+// storeOptions are the block store's options: with --disk the store
+// holds at most that much, evicting blocks no job pins, least recently
+// used first, and refusing what still does not fit (blocks.ErrFull).
+func (v Volunteer) storeOptions(log *slog.Logger) blocks.DiskOptions {
+	return blocks.DiskOptions{Logger: log, MaxBytes: v.Disk, Hard: v.Disk > 0}
+}
+
+// storeFull explains err when the block store refused something for its
+// cap (err unchanged otherwise).
+func (n *Node) storeFull(err error) error {
+	var fe *blocks.FullError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return fmt.Errorf("%w: this peer's block store holds at most %s (p2pc join --disk), %s of it pinned by jobs or in use, %s more needed",
+		err, sandbox.FormatSize(fe.Cap), sandbox.FormatSize(fe.Held), sandbox.FormatSize(fe.Need))
+}
+
 // misfit says why a job's tasks do not fit on this peer ("" if they
-// do): another os or arch, more memory or CPUs than it gives a task.
+// do): another os or arch, more memory or CPUs than it gives a task,
+// a plugin and inputs larger than its block store may hold.
 func (n *Node) misfit(h *peerpb.Hello) string {
 	v := n.cfg.Volunteer
+	var files int64
+	for _, f := range append([]*peerpb.FileRef{h.Plugin}, h.Inputs...) {
+		files += f.GetSize()
+	}
 	switch {
+	case v.Disk > 0 && files > v.Disk:
+		return fmt.Sprintf("the job's plugin and inputs take %s, this peer's block store holds at most %s (--disk)",
+			sandbox.FormatSize(files), sandbox.FormatSize(v.Disk))
 	case h.Os != "" && h.Os != runtime.GOOS:
 		return fmt.Sprintf("the job's resources.os is %s, this peer is %s", h.Os, runtime.GOOS)
 	case h.Arch != "" && h.Arch != runtime.GOARCH:

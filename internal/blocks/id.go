@@ -1,8 +1,8 @@
 package blocks
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 
 	"github.com/p2pc/p2pc/internal/digest"
 )

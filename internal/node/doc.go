@@ -42,7 +42,9 @@
 // above the threshold for BusyFor it freezes the plugins' cgroups, grants
 // no credits and starts no queued lease, and thaws when the machine is
 // quiet for as long. Its own streams are not frozen: the coordinator sees a slow
-// peer.
+// peer. Frozen time does not count against a task's timeout; a lease that
+// was frozen and nears the coordinator's backstop (timeout +
+// peerpb.LeaseGrace) is given back as canceled (no strike).
 //
 // Shutdown. On SIGINT/SIGTERM the node stops asking for work, hands back
 // the leases it has not started (the coordinator requeues them at once),

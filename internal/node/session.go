@@ -27,6 +27,7 @@ import (
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -77,6 +78,11 @@ type queued struct {
 	lease  *peerpb.Lease
 	ctx    context.Context
 	cancel context.CancelFunc
+	// When it came and how long the tasks had been frozen then, and
+	// whether the peer gave it up for a pause (volunteer.go).
+	admitted time.Time
+	frozen0  time.Duration
+	paused   atomic.Bool
 }
 
 // session is one coordinator's job on this node.
@@ -473,7 +479,7 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	it := &queued{lease: l, ctx: lctx, cancel: cancel}
+	it := &queued{lease: l, ctx: lctx, cancel: cancel, admitted: time.Now(), frozen0: sandbox.FrozenTime()}
 	s.active[l.LeaseId] = it
 	s.mu.Unlock()
 	s.n.mu.Lock()
@@ -532,6 +538,9 @@ func (s *session) exec(it *queued, slot int) {
 	}()
 	if ctx.Err() != nil {
 		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
+		if it.paused.Load() {
+			res.Error = errPausedLease
+		}
 		return
 	}
 	work, err := s.n.slotDir(slot, s.job.work)
@@ -566,6 +575,9 @@ func (s *session) exec(it *queued, slot int) {
 	if err != nil {
 		res.Error = plain.Error(err).Error()
 		res.Outputs = nil
+	}
+	if it.paused.Load() && res.Outcome != report.OutcomeOK { // volunteer.go
+		res.Outcome, res.Error = report.OutcomeCanceled, errPausedLease
 	}
 	s.n.malform(res)
 }

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
@@ -176,21 +178,94 @@ func (n *Node) watchBusy(ctx context.Context) {
 		}
 	}()
 	for {
-		cur, err := sampleCPU()
+		other, ok, err := otherCPU(&last)
 		if err != nil {
 			n.log.Warn("--pause-when-busy: cannot measure the machine's CPU use; not pausing", "err", err)
 			return
 		}
-		if last.total > 0 {
-			if changed, paused := m.add(last.otherPct(cur)); changed {
-				n.pause(paused, last.otherPct(cur))
+		if ok {
+			if changed, paused := m.add(other); changed {
+				n.pause(paused, other)
 			}
 		}
-		last = cur
+		n.giveUpPaused()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// pausedTooLong says whether the peer should give up lease it at now:
+// frozen since it came (the tasks' frozen time is frozen, it was frozen0
+// then), older than its task timeout plus half the coordinator's grace
+// (the margin: the coordinator's clock started first, and this check
+// runs once a second), and not given up yet.
+func pausedTooLong(it *queued, frozen time.Duration, now time.Time, timeout time.Duration) bool {
+	return frozen > it.frozen0 && now.Sub(it.admitted) >= timeout+peerpb.LeaseGrace/2 && !it.paused.Load()
+}
+
+// testBusyFile (P2PC_TEST_BUSY_FILE, for tests only: not a user
+// setting) names a file whose number stands for the other programs' CPU
+// use (percent) instead of /proc/stat, so that a test can make the
+// machine look busy without loading a shared machine.
+var testBusyFile = os.Getenv("P2PC_TEST_BUSY_FILE")
+
+// otherCPU is the CPU use (percent of the machine) of everything but
+// this peer and its tasks since the sample in last, which it updates;
+// ok is false for the first sample.
+func otherCPU(last *cpuSample) (pct float64, ok bool, err error) {
+	if testBusyFile != "" {
+		b, err := os.ReadFile(testBusyFile)
+		if err != nil {
+			return 0, true, nil // no file: quiet
+		}
+		pct, err = strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		return pct, err == nil, nil
+	}
+	cur, err := sampleCPU()
+	if err != nil {
+		return 0, false, err
+	}
+	pct, ok = last.otherPct(cur), last.total > 0
+	*last = cur
+	return pct, ok, nil
+}
+
+// errPausedLease is the error of a lease the peer gave up for a pause.
+const errPausedLease = "paused on this peer until near the lease's end (its owner's machine was busy: --pause-when-busy); to run again"
+
+// giveUpPaused ends, as canceled, every lease of this peer that was
+// frozen (sandbox.Freeze) while it waited or ran, and that comes near the
+// coordinator's backstop: the task's timeout plus peerpb.LeaseGrace on
+// the wall clock. The task's own timeout does not count frozen time
+// (pluginhost), but the backstop does, and a lease the coordinator
+// revokes there is charged to the peer as lost, a strike, as if the peer
+// were dead. Given back before, the lease comes back as canceled: no
+// strike and no failed attempt, the coordinator runs the task again
+// (elsewhere, while this peer is paused), and the peer was merely slow.
+func (n *Node) giveUpPaused() {
+	frozen := sandbox.FrozenTime()
+	n.sched.mu.Lock()
+	sessions := slices.Clone(n.sched.sessions)
+	n.sched.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		var late []*queued
+		for _, it := range s.active {
+			if pausedTooLong(it, frozen, time.Now(), s.timeout) {
+				late = append(late, it)
+			}
+		}
+		s.mu.Unlock()
+		for _, it := range late {
+			it.paused.Store(true)
+			s.log.Info("lease given back: paused until near its end", "lease", it.lease.LeaseId, "task", it.lease.TaskId, "timeout", s.timeout)
+			it.cancel() // a running task is killed, frozen or not
+			if s.n.sched.unqueue(s, it.lease.LeaseId) {
+				s.finish(it, &peerpb.Result{LeaseId: it.lease.LeaseId, Outcome: report.OutcomeCanceled, Error: errPausedLease})
+			}
 		}
 	}
 }

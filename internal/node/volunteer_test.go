@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
@@ -118,5 +119,29 @@ func TestMisfitAndTaskLimits(t *testing.T) {
 	bare := &Node{cfg: Config{Slots: 2}}
 	if l := bare.taskLimits(0); l.Memory != 0 || l.FileSize != DefaultTaskDisk || l.WithDefaults().Memory != sandbox.DefaultMemory {
 		t.Errorf("no caps: taskLimits(0) = %+v", l)
+	}
+}
+
+func TestPausedTooLong(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const timeout = 10 * time.Second
+	end := timeout + peerpb.LeaseGrace/2
+	given := &queued{admitted: t0, frozen0: time.Second}
+	given.paused.Store(true)
+	for _, tt := range []struct {
+		name   string
+		it     *queued
+		frozen time.Duration
+		age    time.Duration
+		want   bool
+	}{
+		{"frozen, near the backstop", &queued{admitted: t0, frozen0: time.Second}, 2 * time.Second, end, true},
+		{"frozen, past its timeout, before the margin", &queued{admitted: t0, frozen0: time.Second}, 2 * time.Second, end - time.Millisecond, false},
+		{"never frozen since it came: the backstop decides", &queued{admitted: t0, frozen0: time.Second}, time.Second, time.Minute, false},
+		{"given back already", given, 2 * time.Second, time.Minute, false},
+	} {
+		if got := pausedTooLong(tt.it, tt.frozen, t0.Add(tt.age), timeout); got != tt.want {
+			t.Errorf("%s: pausedTooLong = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -823,6 +823,7 @@ func SetShare(cpus float64, memory int64) error {
 // timeout, a cancel, shutdown) could not die. A plugin started while
 // paused is not frozen (p2pc join starts no task while paused).
 func Freeze(on bool) error {
+	frozenClock.set(on)
 	dir, err := freezerTree()
 	if err != nil {
 		return err

@@ -51,7 +51,20 @@ type cgroupTree struct {
 	status CgroupStatus
 	lock   *dirlock.Lock
 	n      atomic.Int64
+	// cpuCapped: SetShare set a CPU quota on the tree; only then do the
+	// plugins join its cpu group (see cpuShared).
+	cpuCapped atomic.Bool
 }
+
+// cpuShared: the cpu controller groups no plugin process on its own. A
+// plugin in another cpu group (task group) than the host costs every
+// task round trip between them scheduler work on both sides — about a
+// third more CPU per echo task on a 2-CPU VM, measured with
+// BenchmarkWarmRun — and buys nothing: the CPU cap (--cpus) is on the
+// tree, for all plugins together. So the plugins stay in p2pc's own cpu
+// group, and join the tree's (v1: its folder; v2: the cpu controller is
+// enabled for the tree) only once SetShare sets a CPU quota.
+const cpuShared = "cpu"
 
 var cgroups struct {
 	sync.Mutex
@@ -127,7 +140,9 @@ func openTree() (*cgroupTree, error) {
 		for c := range strings.FieldsSeq(string(have)) {
 			if isController(c) {
 				bases[c] = base
-				enable = append(enable, "+"+c)
+				if c != cpuShared { // enabled by SetShare, for a quota
+					enable = append(enable, "+"+c)
+				}
 			}
 		}
 		if len(enable) > 0 {
@@ -194,7 +209,7 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 	if version == 2 {
 		var enable []string
 		for _, c := range t.status.Controllers {
-			if c != "freezer" {
+			if c != "freezer" && c != cpuShared { // no cpu group per plugin
 				enable = append(enable, "+"+c)
 			}
 		}
@@ -331,7 +346,9 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 func (t *cgroupTree) child(name string, l Limits) (*Cgroup, error) {
 	c := &Cgroup{version: t.version, dirs: map[string]string{}, limits: l, fd: -1, pidsFd: -1, clean: -1}
 	for ctrl, d := range t.dirs {
-		c.dirs[ctrl] = filepath.Join(d, name)
+		if ctrl != cpuShared || t.version == 2 {
+			c.dirs[ctrl] = filepath.Join(d, name)
+		}
 	}
 	for _, d := range folders(c.dirs) {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -472,7 +489,11 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 				f.Write(tid)
 			}
 		}()
-		for _, d := range folders(c.dirs) {
+		join := folders(c.dirs)
+		if d := t.dirs[cpuShared]; d != "" && t.cpuCapped.Load() {
+			join = append(join, d) // the tree's quota holds for it
+		}
+		for _, d := range join {
 			if err := writeFile(filepath.Join(d, "tasks"), string(tid)); err != nil {
 				return Probe(), fmt.Errorf("start in cgroup: %w", err)
 			}
@@ -804,7 +825,15 @@ func SetShare(cpus float64, memory int64) error {
 			err = errors.Join(writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cfsPeriod)),
 				writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(cpuQuota(cpus), 10)))
 		default:
-			err = writeFile(filepath.Join(d, "cpu.max"), cpuMax(cpus))
+			// The tree's parent hands the cpu controller down now (see
+			// cpuShared), to the tree only.
+			err = writeFile(filepath.Join(t.home[cpuShared], "cgroup.subtree_control"), "+cpu")
+			if err == nil {
+				err = writeFile(filepath.Join(d, "cpu.max"), cpuMax(cpus))
+			}
+		}
+		if err == nil {
+			t.cpuCapped.Store(true) // plugins started from now on
 		}
 	}
 	if memory > 0 {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
@@ -266,5 +267,48 @@ func TestSweepFrozenTree(t *testing.T) {
 	}
 	if err := orphan.Wait(); err == nil {
 		t.Error("the frozen tree's process was not killed")
+	}
+}
+
+// TestCPUGroupOnlyWithQuota: a plugin gets no cpu group of its own (it
+// stays in the host's, which costs a task round trip nothing); once
+// SetShare sets a CPU quota, plugins start in the tree's cpu group.
+func TestCPUGroupOnlyWithQuota(t *testing.T) {
+	needTree(t)
+	tree, _ := cgroupRoot()
+	if tree.version != 1 || tree.dirs["cpu"] == "" {
+		t.Skip("no cgroup v1 cpu hierarchy here")
+	}
+	cpuOf := func(pid int) string {
+		t.Helper()
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return procCgroups(b)["cpu"]
+	}
+	c, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, host := cpuOf(startIn(t, c).Process.Pid), cpuOf(os.Getpid()); got != host {
+		t.Errorf("without a quota the plugin is in cpu group %s, want the host's %s", got, host)
+	}
+	t.Cleanup(func() {
+		writeFile(filepath.Join(tree.dirs["cpu"], "cpu.cfs_quota_us"), "-1")
+		tree.cpuCapped.Store(false)
+	})
+	if err := SetShare(1.5, 0); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	want := "/" + filepath.Base(tree.dirs["cpu"])
+	if got := cpuOf(startIn(t, c2).Process.Pid); !strings.HasSuffix(got, want) {
+		t.Errorf("with a quota the plugin is in cpu group %s, want the tree's (%s)", got, want)
 	}
 }

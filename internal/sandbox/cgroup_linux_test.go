@@ -197,6 +197,46 @@ func TestCgroupV2(t *testing.T) {
 	if p := c.Procs(); len(p) != 0 {
 		t.Errorf("left after Kill: %v", p)
 	}
+
+	// A plugin started by clone3 into a cgroup runs under the filter
+	// that let that clone3 through: it still may not unshare; what it
+	// leaves behind is found and killed (no pids controller on this
+	// unified hierarchy: cgroup.procs is read), and a frozen group
+	// (cgroup.freeze) still dies at once.
+	c, err = tree.child("t2", Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sh := exec.Command("sh", "-c", `sleep 60 & unshare -n true 2>/dev/null; echo "unshare $?"; read x`)
+	in, _ := sh.StdinPipe()
+	defer in.Close()
+	outPipe, _ := sh.StdoutPipe()
+	startCmdIn(t, c, sh)
+	line, err := bufio.NewReader(outPipe).ReadString('\n')
+	// unshare(1) exits 1 when the call fails (126, 127: not run at all).
+	if err != nil || line != "unshare 1\n" {
+		t.Errorf("unshare inside the v2-started plugin: %q, %v; want it refused (exit 1)", line, err)
+	}
+	if left, err := c.KillOthers(sh.Process.Pid); err != nil || !left {
+		t.Errorf("KillOthers = %v, %v; want the background sleep found", left, err)
+	}
+	if got := c.Procs(); !slices.Equal(got, []int{sh.Process.Pid}) {
+		t.Errorf("after KillOthers: %v, want only the plugin %d", got, sh.Process.Pid)
+	}
+	fr := freezerAt(c.dirs["freezer"])
+	if fr == nil {
+		t.Skip("no cgroup.freeze here")
+	}
+	if err := fr.set(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Kill of the frozen group: %v", p)
+	}
 }
 
 func TestMain(m *testing.M) {

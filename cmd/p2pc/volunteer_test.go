@@ -253,10 +253,11 @@ tasks:
 }
 
 // TestTaskOverDiskLimit: a task that writes more than its share of the
-// peer's --disk is stopped and reported "exceeded disk limit".
+// peer's --disk is stopped and reported "exceeded disk limit". (The
+// block store, capped at --disk too, holds the exec plugin.)
 func TestTaskOverDiskLimit(t *testing.T) {
 	dir := t.TempDir()
-	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "2MiB", "--slots", "1")
+	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "64MiB", "--slots", "32") // 2 MiB per task
 	spec := writeSpec(t, dir, "fill.yaml", `
 plugin: {{repo}}/plugins/exec
 params:

@@ -32,7 +32,8 @@ import (
 // With P2PC_BENCH_CPUPROFILE=DIR each `p2pc run` writes a CPU profile
 // into DIR (run-<n>.pprof; read it with `go tool pprof -top BIN FILE`,
 // BIN being DIR/p2pc, kept there too), and each peer one (peerNN.pprof)
-// covering its whole life.
+// covering its whole life. P2PC_BENCH_JOIN_ARGS adds flags to every
+// peer's `p2pc join` (e.g. --no-idle).
 
 var (
 	buildOnce sync.Once
@@ -118,8 +119,12 @@ func swarm(b *testing.B, bin string, peers, slots int) []string {
 		if pd := os.Getenv("P2PC_BENCH_CPUPROFILE"); pd != "" {
 			prof = []string{"--cpuprofile", filepath.Join(pd, name+".pprof")}
 		}
-		p, err := harness.Start(bin, append(prof, "--data", filepath.Join(dir, name), "join", "--name", name,
-			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns"),
+		args := append(prof, "--data", filepath.Join(dir, name), "join", "--name", name,
+			"--slots", strconv.Itoa(slots), "--listen", "127.0.0.1:0", "--no-mdns")
+		// P2PC_BENCH_JOIN_ARGS: more join flags, e.g. --no-idle for the
+		// cost of idle priority apart from the rest of confinement.
+		args = append(args, strings.Fields(os.Getenv("P2PC_BENCH_JOIN_ARGS"))...)
+		p, err := harness.Start(bin, args,
 			harness.Options{Name: name, Env: []string{"TMPDIR=" + dir}}) // plugin pools' folders go with dir
 		if err != nil {
 			b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +149,54 @@ tasks:
 	}
 	if onShared == 0 {
 		t.Errorf("no victim task ran on the attacked peer: %v", sharesOf(rep))
+	}
+}
+
+// TestReduceArtifactsAreTheSubmitters: p2pc run as root runs the reduce
+// step as the task user, yet the artifacts it places in the output folder
+// are the submitter's (this process's uid and gid), without a set-user-ID
+// bit, and a hard link the step made to one of them is placed as a copy.
+func TestReduceArtifactsAreTheSubmitters(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: tasks run as another user only then")
+	}
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "own.yaml", `
+name: own
+plugin: {{repo}}/plugins/exec
+params:
+  command: [echo, hi]
+  reduce:
+    command: ["id -u > uid; chmod 4755 uid; ln uid link"]
+    shell: true
+    outputs: [uid, link]
+reduce: true
+tasks:
+  - range: {param: n, from: 1, to: 2}
+`)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-progress")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	uid, err := os.ReadFile(filepath.Join(out, "uid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(uid)) == "0" {
+		t.Fatalf("the reduce step ran as root: this test checks nothing")
+	}
+	for _, name := range []string{"uid", "link"} {
+		fi, err := os.Lstat(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
+			t.Errorf("%s is owned by %d:%d, want the submitter's %d:%d", name, st.Uid, st.Gid, os.Geteuid(), os.Getegid())
+		}
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 || st.Nlink != 1 {
+			t.Errorf("%s: mode %v, %d links; want no set-user-ID bit and one link", name, fi.Mode(), st.Nlink)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
 )
 
 // joinTree is the folder of a p2pc join's cgroup tree in a v1
@@ -189,23 +190,30 @@ func machineBusy(t *testing.T, d time.Duration) float64 {
 }
 
 // TestJobTooBigIsRefused: a peer whose --memory is less than a task
-// needs refuses the job, and the run fails saying why instead of
-// waiting.
+// needs, or whose --disk (its block store's cap) is less than the job's
+// plugin and inputs take, refuses the job, and the run fails saying why
+// instead of waiting.
 func TestJobTooBigIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	_, addr, _ := startJoin(t, dir, "small", nil, "--memory", "1GiB")
-	spec := writeSpec(t, dir, "big.yaml", `
-plugin: {{repo}}/plugins/echo
-resources: {memory: 2GiB}
-tasks:
-  - range: {param: n, from: 0, to: 1}
-`)
-	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "6s")
-	if r.code != exitTaskFailed {
-		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
-	}
-	if want := "a task needs 2 GiB of memory (resources.memory), this peer gives its tasks 1 GiB (--memory)"; !strings.Contains(r.stderr, want) {
-		t.Errorf("the run does not say why:\n%s", r.stderr)
+	for _, tt := range []struct {
+		name, flag, size, resources, want string
+	}{
+		{"memory", "--memory", "1GiB", "resources: {memory: 2GiB}\n",
+			"a task needs 2 GiB of memory (resources.memory), this peer gives its tasks 1 GiB (--memory)"},
+		{"disk", "--disk", "1MiB", "", // the echo plugin alone is larger
+			"this peer's block store holds at most 1 MiB (--disk)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, addr, _ := startJoin(t, dir, "small", nil, tt.flag, tt.size)
+			spec := writeSpec(t, dir, "big.yaml", "plugin: {{repo}}/plugins/echo\n"+tt.resources+"tasks:\n  - range: {param: n, from: 0, to: 1}\n")
+			r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "6s")
+			if r.code != exitTaskFailed {
+				t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("the run does not say why (%q):\n%s", tt.want, r.stderr)
+			}
+		})
 	}
 }
 
@@ -245,10 +253,11 @@ tasks:
 }
 
 // TestTaskOverDiskLimit: a task that writes more than its share of the
-// peer's --disk is stopped and reported "exceeded disk limit".
+// peer's --disk is stopped and reported "exceeded disk limit". (The
+// block store, capped at --disk too, holds the exec plugin.)
 func TestTaskOverDiskLimit(t *testing.T) {
 	dir := t.TempDir()
-	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "2MiB", "--slots", "1")
+	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "64MiB", "--slots", "32") // 2 MiB per task
 	spec := writeSpec(t, dir, "fill.yaml", `
 plugin: {{repo}}/plugins/exec
 params:
@@ -275,6 +284,63 @@ func TestJoinConfigFileStrict(t *testing.T) {
 	r := p2pc(t, "join", "--config", cfg, "--no-mdns")
 	if r.code != exitBadInput || !strings.Contains(r.stderr, "unknown keys pause-when-bussy") {
 		t.Fatalf("exit %d, want %d and the unknown key named\n%s", r.code, exitBadInput, r.stderr)
+	}
+}
+
+// TestPausedPastTimeout: a task frozen by --pause-when-busy is not failed
+// as timed out for its frozen time; frozen until near the coordinator's
+// backstop (timeout + peerpb.LeaseGrace), its lease is given back as
+// canceled (no failed attempt, no strike), and the task runs again once
+// the peer resumes. The machine is made to look busy through
+// P2PC_TEST_BUSY_FILE, not by loading it.
+func TestPausedPastTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 20 s: the pause and the resume take 3 s each, the lease runs to its backstop; -short")
+	}
+	dir := t.TempDir()
+	busy := filepath.Join(dir, "busy")
+	setBusy := func(pct string) {
+		if err := os.WriteFile(busy, []byte(pct), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBusy("0")
+	j, addr, _ := startJoin(t, dir, "pausing", []string{"P2PC_TEST_BUSY_FILE=" + busy}, "--pause-when-busy", "50", "--slots", "1")
+	// 4 s of work, a 5 s timeout and no retries: a timeout, or any failed
+	// attempt, fails the job.
+	spec := writeSpec(t, dir, "slow.yaml", `
+name: slow
+plugin: {{repo}}/plugins/exec
+params: {command: [sleep, "4"]}
+timeout: 5s
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 0}
+`)
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--no-progress", "--local-slots", "0", "--join", addr}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Kill() })
+	waitStderr(t, j, regexp.MustCompile(`job session started`))
+	setBusy("100") // paused 3 s on: the task's 4 s are not over
+	waitStderr(t, j, regexp.MustCompile(`tasks paused`))
+	waitStderr(t, j, regexp.MustCompile(`lease given back: paused until near its end`))
+	setBusy("0")
+	code, err := run.Wait(time.Minute)
+	if err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, run.Stderr())
+	}
+	rep := readReport(t, out)
+	atts := rep.Tasks[0].Attempts
+	if n := len(atts); n < 2 || atts[n-1].Outcome != report.OutcomeOK {
+		t.Fatalf("attempts %+v, want the last ok after one given back", atts)
+	}
+	for _, a := range atts[:len(atts)-1] {
+		if a.Outcome != report.OutcomeCanceled || !strings.Contains(a.Error, "paused on this peer") {
+			t.Errorf("attempt %+v: want canceled for the pause", a)
+		}
 	}
 }
 

@@ -98,7 +98,10 @@ func (b *Batch) put(ctx context.Context, v Verified, held func(ID) bool) error {
 		delete(b.ids, id)
 		b.mu.Unlock()
 	}
-	if err := d.makeRoom(ctx, int64(len(v.data))); err != nil {
+	b.mu.Lock()
+	inBatch := b.bytes // written, not yet counted by the store
+	b.mu.Unlock()
+	if err := d.makeRoom(ctx, inBatch+int64(len(v.data))); err != nil {
 		undo()
 		return fmt.Errorf("put block %s: %w", id.Short(), err)
 	}

@@ -44,8 +44,12 @@ type DiskOptions struct {
 	// MaxBytes caps the bytes of blocks held. When a Put would exceed it,
 	// the store first garbage-collects unpinned blocks, least recently
 	// used first. Pinned blocks may push the store over the cap (it is
-	// logged, not refused). 0 means no cap.
+	// logged, not refused; see Hard). 0 means no cap.
 	MaxBytes int64
+	// Hard makes MaxBytes a hard cap: a Put, a Batch's Put or an
+	// OpenPartial that would take the store over it even after the GC
+	// fails with a *FullError (errors.Is ErrFull). p2pc join --disk.
+	Hard bool
 	// Logger receives warnings (quarantined blocks, cap overruns). nil
 	// discards them.
 	Logger *slog.Logger
@@ -67,6 +71,7 @@ type DiskStore struct {
 	lockf    *os.File
 	log      *slog.Logger
 	maxBytes int64
+	hard     bool
 
 	gcMu  sync.Mutex // one GC at a time
 	pinMu sync.Mutex // serializes writes of pin files
@@ -80,6 +85,7 @@ type DiskStore struct {
 	exhausted bool       // the last GC removed every unpinned block it could ...
 	exhaustAt uint64     // ... and gen was this when it started
 	overLog   time.Time  // last "over the cap" warning
+	reserved  int64      // bytes of the partial files open (OpenPartial), counted against the cap
 	closed    bool
 	closeOnce sync.Once
 
@@ -130,6 +136,7 @@ func OpenDisk(dir string, opts DiskOptions) (*DiskStore, error) {
 		root:     root,
 		log:      log.With("component", "blocks", "dir", dir),
 		maxBytes: opts.MaxBytes,
+		hard:     opts.Hard,
 		pins:     make(map[string]map[ID]struct{}),
 		pinned:   make(map[ID]int),
 		objs:     make(map[ID]*object),

@@ -186,7 +186,10 @@
 // which Get and Put refresh (at most once a minute per block). With
 // DiskOptions.MaxBytes set, a Put that would exceed the cap first runs GC
 // down to a sixteenth below the cap; pinned data beyond the cap is kept
-// and logged, not refused. A file put with PutFile into a capped store
+// and logged, not refused — unless DiskOptions.Hard is set (p2pc join
+// --disk): then a Put, a Batch's Put or an OpenPartial that still does
+// not fit fails with a *FullError (ErrFull), and the partial files open
+// count against the cap. A file put with PutFile into a capped store
 // should be pinned right after: until then its blocks are merely the most
 // recently used.
 //

@@ -399,10 +399,11 @@ func (d *DiskStore) pinnedFileLocked(o *object) bool {
 }
 
 // makeRoom runs GC before a Put of n bytes that would take the store over
-// its cap. GC aims a sixteenth of the cap lower, so that a stream of Puts
-// does not rescan the store on every block; and it is skipped when the
-// last GC found nothing more to collect and nothing collectable has
-// appeared since (everything left is pinned).
+// its cap (the partial files open count as held). GC aims a sixteenth of
+// the cap lower, so that a stream of Puts does not rescan the store on
+// every block; and it is skipped when the last GC found nothing more to
+// collect and nothing collectable has appeared since (everything left is
+// pinned). Still over: a *FullError with a hard cap, else a warning.
 func (d *DiskStore) makeRoom(ctx context.Context, n int64) error {
 	if d.maxBytes <= 0 {
 		return nil
@@ -410,7 +411,7 @@ func (d *DiskStore) makeRoom(ctx context.Context, n int64) error {
 	over := func() (bool, bool) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return d.nbytes+n > d.maxBytes, !d.exhausted || d.gen != d.exhaustAt
+		return d.nbytes+d.reserved+n > d.maxBytes, !d.exhausted || d.gen != d.exhaustAt
 	}
 	if o, _ := over(); !o {
 		return nil
@@ -426,17 +427,24 @@ func (d *DiskStore) makeRoom(ctx context.Context, n int64) error {
 		o, _ = over()
 	}
 	d.gcMu.Unlock()
-	if o {
-		d.mu.Lock()
-		warn := time.Since(d.overLog) > time.Minute
+	if !o {
+		return nil
+	}
+	d.mu.Lock()
+	warn := time.Since(d.overLog) > time.Minute
+	if warn {
+		d.overLog = time.Now()
+	}
+	held := d.nbytes + d.reserved
+	d.mu.Unlock()
+	if d.hard {
 		if warn {
-			d.overLog = time.Now()
+			d.log.Warn("store at its cap: refusing what does not fit (the rest is pinned or in use)", "bytes", held, "need", n, "cap", d.maxBytes)
 		}
-		bytes := d.nbytes
-		d.mu.Unlock()
-		if warn {
-			d.log.Warn("store over its cap: pinned data exceeds it", "bytes", bytes+n, "cap", d.maxBytes)
-		}
+		return &FullError{Need: n, Held: held, Cap: d.maxBytes}
+	}
+	if warn {
+		d.log.Warn("store over its cap: pinned data exceeds it", "bytes", held+n, "cap", d.maxBytes)
 	}
 	return nil
 }

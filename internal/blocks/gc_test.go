@@ -299,3 +299,77 @@ func TestGCConcurrentWithUse(t *testing.T) {
 		}
 	}
 }
+
+// TestHardCap: with Hard, a store at its cap evicts unpinned blocks, least
+// recently used first, and refuses what still does not fit (a Put, a
+// Batch's Put, a partial file) with a FullError; partial files open count
+// against the cap.
+func TestHardCap(t *testing.T) {
+	const size, capBytes = 1000, 4000
+	dir := t.TempDir()
+	s := openDisk(t, dir, blocks.DiskOptions{MaxBytes: capBytes, Hard: true})
+	ctx := t.Context()
+	full := func(what string, err error) {
+		t.Helper()
+		var fe *blocks.FullError
+		if !errors.Is(err, blocks.ErrFull) || !errors.As(err, &fe) || fe.Cap != capBytes || fe.Need <= 0 {
+			t.Fatalf("%s: err %v, want a FullError with cap %d", what, err, capBytes)
+		}
+	}
+	old := putN(t, s, 1, 4, size)
+	for i, id := range old { // old[0] is the least recently used
+		ago := time.Now().Add(-time.Duration(10-i) * time.Minute)
+		if err := os.Chtimes(blockFile(dir, id), ago, ago); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recent := putN(t, s, 10, 2, size) // evicts the two least recently used
+	if has(t, s, old[0]) || has(t, s, old[1]) || !has(t, s, old[3]) || !has(t, s, recent[1]) {
+		t.Fatal("the cap did not evict the least recently used blocks")
+	}
+	if err := s.Pin("job-x", old[2], old[3], recent[0], recent[1]); err != nil {
+		t.Fatal(err)
+	}
+	id, data := blockstest.Block(20, size)
+	full("Put past the cap, all pinned", s.Put(ctx, id, data))
+	if has(t, s, id) {
+		t.Fatal("a refused block is held")
+	}
+	v, err := blocks.Verify(id, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full("Batch.Put past the cap", s.NewBatch().Put(ctx, v))
+	m := &blocks.Manifest{Size: 2 * size, BlockSize: size, Blocks: []blocks.ID{id, id}}
+	_, err = s.OpenPartial(ctx, m.ID(), m)
+	full("OpenPartial past the cap", err)
+	if n, bytes := s.Usage(); bytes > capBytes {
+		t.Fatalf("%d blocks, %d bytes: over the cap %d", n, bytes, capBytes)
+	}
+
+	// The job ends: its blocks may go, and a partial file takes its room.
+	if err := s.Unpin("job-x"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.OpenPartial(ctx, m.ID(), m)
+	if err != nil {
+		t.Fatalf("OpenPartial after unpin: %v", err)
+	}
+	// The partial's room came from the least recently used: recent[1]
+	// is left. With it and one more block pinned, the store is at its cap.
+	if !has(t, s, recent[1]) || has(t, s, recent[0]) {
+		t.Fatal("OpenPartial did not evict the least recently used blocks")
+	}
+	rest := putN(t, s, 30, 1, size)
+	if err := s.Pin("job-y", recent[1], rest[0]); err != nil {
+		t.Fatal(err)
+	}
+	id2, data2 := blockstest.Block(40, size)
+	full("Put while a partial file holds the room", s.Put(ctx, id2, data2))
+	if err := p.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, id2, data2); err != nil {
+		t.Fatalf("Put after the partial file went: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package blocks
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/p2pc/p2pc/internal/digest"
 )
@@ -29,4 +30,19 @@ var (
 	ErrNotFound = errors.New("block not found")
 	// ErrCorrupt: the bytes do not hash to the ID they were stored or sent under.
 	ErrCorrupt = errors.New("block corrupt")
+	// ErrFull: a store with a hard cap holds as much as it may, and
+	// what it holds is pinned or in use (see FullError).
+	ErrFull = errors.New("block store full")
 )
+
+// FullError says what a store at its hard cap could not take.
+type FullError struct {
+	Need, Held, Cap int64 // bytes
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("block store full: %d bytes more needed, %d held (pinned by jobs or in use), cap %d", e.Need, e.Held, e.Cap)
+}
+
+// Is makes errors.Is(err, ErrFull) true.
+func (e *FullError) Is(target error) bool { return target == ErrFull }

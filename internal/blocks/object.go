@@ -324,8 +324,12 @@ func (d *DiskStore) OpenPartial(ctx context.Context, file ID, m *Manifest) (*Par
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("partial %s: %w", file.Short(), err)
 	}
+	if err := d.makeRoom(ctx, m.Size); err != nil {
+		return nil, fmt.Errorf("partial %s: %w", file.Short(), err)
+	}
 	name := filesDir + "/" + partPrefix + file.String()
 	d.mu.Lock()
+	d.reserved += m.Size
 	if d.parts[name] {
 		var r [8]byte
 		rand.Read(r[:])
@@ -469,6 +473,9 @@ func (p *Partial) InPlace(i int) bool { return p.ok[i] }
 
 func (p *Partial) release() {
 	p.d.mu.Lock()
+	if p.d.parts[p.name] {
+		p.d.reserved -= p.m.Size
+	}
 	delete(p.d.parts, p.name)
 	p.d.mu.Unlock()
 }

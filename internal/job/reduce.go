@@ -113,7 +113,13 @@ func (r *runner) placeArtifacts(work string, res *sdk.Result) error {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("place artifact %s: %w", n, err)
 		}
-		if err := os.Rename(filepath.Join(stage, filepath.FromSlash(n)), dst); err != nil {
+		src := filepath.Join(stage, filepath.FromSlash(n))
+		// The reduce step wrote it as the task user: the submitter's
+		// output folder holds the submitter's files.
+		if err := sandbox.Reclaim(src); err != nil {
+			return fmt.Errorf("place artifact %s: %w", n, err)
+		}
+		if err := os.Rename(src, dst); err != nil {
 			return fmt.Errorf("place artifact %s: %w", n, err)
 		}
 	}

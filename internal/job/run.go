@@ -20,6 +20,7 @@ import (
 	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
+	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
@@ -77,7 +78,8 @@ type RunOptions struct {
 	// enrolled (0: start at once).
 	MinPeers int
 	// LeaseGrace is added to the task timeout to give the lease deadline
-	// after which a silent worker's lease is revoked (default 10s).
+	// after which a silent worker's lease is revoked (default
+	// peerpb.LeaseGrace, which paused peers rely on).
 	LeaseGrace time.Duration
 	// Strikes faults exclude a peer from the job, and MaxLost lost
 	// attempts fail a task (0: sched.DefaultStrikes, sched.DefaultMaxLost).
@@ -125,7 +127,7 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 		opts.StallAfter = 30 * time.Second
 	}
 	if opts.LeaseGrace <= 0 {
-		opts.LeaseGrace = 10 * time.Second
+		opts.LeaseGrace = peerpb.LeaseGrace
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
 	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {

@@ -42,7 +42,9 @@
 // above the threshold for BusyFor it freezes the plugins' cgroups, grants
 // no credits and starts no queued lease, and thaws when the machine is
 // quiet for as long. Its own streams are not frozen: the coordinator sees a slow
-// peer.
+// peer. Frozen time does not count against a task's timeout; a lease that
+// was frozen and nears the coordinator's backstop (timeout +
+// peerpb.LeaseGrace) is given back as canceled (no strike).
 //
 // Hand-over (keep.go). When a session breaks while the node lives (the
 // coordinator was killed or cut off), its unstarted leases are dropped, its

@@ -153,7 +153,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("node: no swarm credentials")
 	}
 	log := cfg.Logger.With("component", "node", "node", cfg.Name, "id", cfg.Creds.ID().String())
-	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), blocks.DiskOptions{Logger: cfg.Logger})
+	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), cfg.Volunteer.storeOptions(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

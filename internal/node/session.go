@@ -27,6 +27,7 @@ import (
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -77,6 +78,11 @@ type queued struct {
 	lease  *peerpb.Lease
 	ctx    context.Context
 	cancel context.CancelFunc
+	// When it came and how long the tasks had been frozen then, and
+	// whether the peer gave it up for a pause (volunteer.go).
+	admitted time.Time
+	frozen0  time.Duration
+	paused   atomic.Bool
 }
 
 // session is one coordinator's job on this node.
@@ -266,7 +272,7 @@ func (s *session) prepare(ctx context.Context) error {
 		f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
 		for try := 0; ; try++ {
 			if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
-				return fmt.Errorf("fetch %s: %w", ref.Name, err)
+				return fmt.Errorf("fetch %s: %w", ref.Name, n.storeFull(err))
 			}
 			err := blocks.ExportFileMode(ctx, n.store, id, path, mode)
 			if err == nil {
@@ -489,7 +495,7 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
 	}
 	lctx, cancel := context.WithCancel(s.base)
-	it := &queued{lease: l, ctx: lctx, cancel: cancel}
+	it := &queued{lease: l, ctx: lctx, cancel: cancel, admitted: time.Now(), frozen0: sandbox.FrozenTime()}
 	s.active[l.LeaseId] = it
 	s.mu.Unlock()
 	s.n.mu.Lock()
@@ -645,6 +651,9 @@ func (s *session) exec(it *queued, slot int) {
 	}()
 	if ctx.Err() != nil {
 		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
+		if it.paused.Load() {
+			res.Error = errPausedLease
+		}
 		return
 	}
 	work, err := s.n.slotDir(slot, s.job.work)
@@ -680,6 +689,9 @@ func (s *session) exec(it *queued, slot int) {
 		res.Error = plain.Error(err).Error()
 		res.Outputs = nil
 	}
+	if it.paused.Load() && res.Outcome != report.OutcomeOK { // volunteer.go
+		res.Outcome, res.Error = report.OutcomeCanceled, errPausedLease
+	}
 	s.n.malform(res)
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("task ran", "task", l.TaskId, "attempt", l.Attempt, "outcome", res.Outcome)
@@ -711,7 +723,7 @@ func (s *session) collect(ctx context.Context, out taskrun.Output, res *peerpb.R
 		} else {
 			_, id, err := blocks.PutPath(ctx, s.n.store, path, blocks.DefaultBlockSize)
 			if err != nil {
-				return fmt.Errorf("store output %s: %w", name, err)
+				return fmt.Errorf("store output %s: %w", name, s.n.storeFull(err))
 			}
 			o.FileId = id[:]
 			if err := s.n.store.Pin("job-"+s.hello.JobId, id); err != nil {

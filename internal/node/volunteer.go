@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
@@ -28,7 +33,9 @@ type Volunteer struct {
 	Memory int64
 	// Disk caps the tasks' work folders together: each task may use
 	// Disk/slots (DefaultTaskDisk when 0), as file size (RLIMIT_FSIZE)
-	// and as the size of its work folder after it ran.
+	// and as the size of its work folder after it ran. It also caps the
+	// block store (a hard cap: see storeOptions); a job whose plugin and
+	// inputs do not fit in it is refused.
 	Disk int64
 	// Idle runs tasks at idle priority (SCHED_IDLE).
 	Idle bool
@@ -70,11 +77,37 @@ func (n *Node) taskDisk() int64 {
 	return DefaultTaskDisk
 }
 
+// storeOptions are the block store's options: with --disk the store
+// holds at most that much, evicting blocks no job pins, least recently
+// used first, and refusing what still does not fit (blocks.ErrFull).
+func (v Volunteer) storeOptions(log *slog.Logger) blocks.DiskOptions {
+	return blocks.DiskOptions{Logger: log, MaxBytes: v.Disk, Hard: v.Disk > 0}
+}
+
+// storeFull explains err when the block store refused something for its
+// cap (err unchanged otherwise).
+func (n *Node) storeFull(err error) error {
+	var fe *blocks.FullError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return fmt.Errorf("%w: this peer's block store holds at most %s (p2pc join --disk), %s of it pinned by jobs or in use, %s more needed",
+		err, sandbox.FormatSize(fe.Cap), sandbox.FormatSize(fe.Held), sandbox.FormatSize(fe.Need))
+}
+
 // misfit says why a job's tasks do not fit on this peer ("" if they
-// do): another os or arch, more memory or CPUs than it gives a task.
+// do): another os or arch, more memory or CPUs than it gives a task,
+// a plugin and inputs larger than its block store may hold.
 func (n *Node) misfit(h *peerpb.Hello) string {
 	v := n.cfg.Volunteer
+	var files int64
+	for _, f := range append([]*peerpb.FileRef{h.Plugin}, h.Inputs...) {
+		files += f.GetSize()
+	}
 	switch {
+	case v.Disk > 0 && files > v.Disk:
+		return fmt.Sprintf("the job's plugin and inputs take %s, this peer's block store holds at most %s (--disk)",
+			sandbox.FormatSize(files), sandbox.FormatSize(v.Disk))
 	case h.Os != "" && h.Os != runtime.GOOS:
 		return fmt.Sprintf("the job's resources.os is %s, this peer is %s", h.Os, runtime.GOOS)
 	case h.Arch != "" && h.Arch != runtime.GOARCH:
@@ -145,21 +178,94 @@ func (n *Node) watchBusy(ctx context.Context) {
 		}
 	}()
 	for {
-		cur, err := sampleCPU()
+		other, ok, err := otherCPU(&last)
 		if err != nil {
 			n.log.Warn("--pause-when-busy: cannot measure the machine's CPU use; not pausing", "err", err)
 			return
 		}
-		if last.total > 0 {
-			if changed, paused := m.add(last.otherPct(cur)); changed {
-				n.pause(paused, last.otherPct(cur))
+		if ok {
+			if changed, paused := m.add(other); changed {
+				n.pause(paused, other)
 			}
 		}
-		last = cur
+		n.giveUpPaused()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// pausedTooLong says whether the peer should give up lease it at now:
+// frozen since it came (the tasks' frozen time is frozen, it was frozen0
+// then), older than its task timeout plus half the coordinator's grace
+// (the margin: the coordinator's clock started first, and this check
+// runs once a second), and not given up yet.
+func pausedTooLong(it *queued, frozen time.Duration, now time.Time, timeout time.Duration) bool {
+	return frozen > it.frozen0 && now.Sub(it.admitted) >= timeout+peerpb.LeaseGrace/2 && !it.paused.Load()
+}
+
+// testBusyFile (P2PC_TEST_BUSY_FILE, for tests only: not a user
+// setting) names a file whose number stands for the other programs' CPU
+// use (percent) instead of /proc/stat, so that a test can make the
+// machine look busy without loading a shared machine.
+var testBusyFile = os.Getenv("P2PC_TEST_BUSY_FILE")
+
+// otherCPU is the CPU use (percent of the machine) of everything but
+// this peer and its tasks since the sample in last, which it updates;
+// ok is false for the first sample.
+func otherCPU(last *cpuSample) (pct float64, ok bool, err error) {
+	if testBusyFile != "" {
+		b, err := os.ReadFile(testBusyFile)
+		if err != nil {
+			return 0, true, nil // no file: quiet
+		}
+		pct, err = strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		return pct, err == nil, nil
+	}
+	cur, err := sampleCPU()
+	if err != nil {
+		return 0, false, err
+	}
+	pct, ok = last.otherPct(cur), last.total > 0
+	*last = cur
+	return pct, ok, nil
+}
+
+// errPausedLease is the error of a lease the peer gave up for a pause.
+const errPausedLease = "paused on this peer until near the lease's end (its owner's machine was busy: --pause-when-busy); to run again"
+
+// giveUpPaused ends, as canceled, every lease of this peer that was
+// frozen (sandbox.Freeze) while it waited or ran, and that comes near the
+// coordinator's backstop: the task's timeout plus peerpb.LeaseGrace on
+// the wall clock. The task's own timeout does not count frozen time
+// (pluginhost), but the backstop does, and a lease the coordinator
+// revokes there is charged to the peer as lost, a strike, as if the peer
+// were dead. Given back before, the lease comes back as canceled: no
+// strike and no failed attempt, the coordinator runs the task again
+// (elsewhere, while this peer is paused), and the peer was merely slow.
+func (n *Node) giveUpPaused() {
+	frozen := sandbox.FrozenTime()
+	n.sched.mu.Lock()
+	sessions := slices.Clone(n.sched.sessions)
+	n.sched.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		var late []*queued
+		for _, it := range s.active {
+			if pausedTooLong(it, frozen, time.Now(), s.timeout) {
+				late = append(late, it)
+			}
+		}
+		s.mu.Unlock()
+		for _, it := range late {
+			it.paused.Store(true)
+			s.log.Info("lease given back: paused until near its end", "lease", it.lease.LeaseId, "task", it.lease.TaskId, "timeout", s.timeout)
+			it.cancel() // a running task is killed, frozen or not
+			if s.n.sched.unqueue(s, it.lease.LeaseId) {
+				s.finish(it, &peerpb.Result{LeaseId: it.lease.LeaseId, Outcome: report.OutcomeCanceled, Error: errPausedLease})
+			}
 		}
 	}
 }

@@ -1,10 +1,14 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
@@ -93,11 +97,18 @@ func TestMisfitAndTaskLimits(t *testing.T) {
 		{&peerpb.Hello{Arch: "mips"}, "resources.arch is mips"},
 		{&peerpb.Hello{Memory: 5 << 30}, "a task needs 5 GiB of memory (resources.memory), this peer gives its tasks 4 GiB (--memory)"},
 		{&peerpb.Hello{Cpus: 2}, "a task needs 2 CPUs"},
+		{&peerpb.Hello{Plugin: &peerpb.FileRef{Size: 1 << 30}, Inputs: []*peerpb.FileRef{{Size: 7 << 30}}}, ""},
+		{&peerpb.Hello{Plugin: &peerpb.FileRef{Size: 1 << 30}, Inputs: []*peerpb.FileRef{{Size: 7 << 30}, {Size: 1}}},
+			"the job's plugin and inputs take 8 GiB, this peer's block store holds at most 8 GiB (--disk)"},
 	} {
 		got := n.misfit(tt.h)
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("misfit(%v) = %q, want %q", tt.h, got, tt.want)
 		}
+	}
+	full := n.storeFull(fmt.Errorf("fetch x: %w", &blocks.FullError{Need: 1 << 20, Held: 8 << 30, Cap: 8 << 30}))
+	if !errors.Is(full, blocks.ErrFull) || !strings.Contains(full.Error(), "this peer's block store holds at most 8 GiB (p2pc join --disk), 8 GiB of it pinned by jobs or in use, 1 MiB more needed") {
+		t.Errorf("storeFull = %v", full)
 	}
 	if l := n.taskLimits(0); l.Memory != 1<<30 || l.FileSize != 2<<30 || !l.Idle {
 		t.Errorf("taskLimits(0) = %+v, want 1 GiB (4 GiB / 4 slots), 2 GiB of disk, idle", l)
@@ -108,5 +119,29 @@ func TestMisfitAndTaskLimits(t *testing.T) {
 	bare := &Node{cfg: Config{Slots: 2}}
 	if l := bare.taskLimits(0); l.Memory != 0 || l.FileSize != DefaultTaskDisk || l.WithDefaults().Memory != sandbox.DefaultMemory {
 		t.Errorf("no caps: taskLimits(0) = %+v", l)
+	}
+}
+
+func TestPausedTooLong(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const timeout = 10 * time.Second
+	end := timeout + peerpb.LeaseGrace/2
+	given := &queued{admitted: t0, frozen0: time.Second}
+	given.paused.Store(true)
+	for _, tt := range []struct {
+		name   string
+		it     *queued
+		frozen time.Duration
+		age    time.Duration
+		want   bool
+	}{
+		{"frozen, near the backstop", &queued{admitted: t0, frozen0: time.Second}, 2 * time.Second, end, true},
+		{"frozen, past its timeout, before the margin", &queued{admitted: t0, frozen0: time.Second}, 2 * time.Second, end - time.Millisecond, false},
+		{"never frozen since it came: the backstop decides", &queued{admitted: t0, frozen0: time.Second}, time.Second, time.Minute, false},
+		{"given back already", given, 2 * time.Second, time.Minute, false},
+	} {
+		if got := pausedTooLong(tt.it, tt.frozen, t0.Add(tt.age), timeout); got != tt.want {
+			t.Errorf("%s: pausedTooLong = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

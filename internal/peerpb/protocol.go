@@ -3,6 +3,7 @@ package peerpb
 import (
 	"errors"
 	"strings"
+	"time"
 )
 
 // ProtocolVersion is the peer protocol version this build speaks: a
@@ -18,6 +19,14 @@ const (
 	MaxBatch      = 256
 	MaxBatchBytes = 1 << 20
 )
+
+// LeaseGrace: a coordinator revokes a lease that has run longer than its
+// job's task timeout plus LeaseGrace (the backstop for a peer that hangs
+// with its connection up) and charges the peer with it. A peer whose
+// tasks were paused (p2pc join --pause-when-busy: frozen time does not
+// count against a task's timeout) gives such a lease back as canceled
+// before then, so it is seen as slow, not as dead.
+const LeaseGrace = 10 * time.Second
 
 // ErrRefused: the peer will not take part in the job (it answered Hello
 // with Refuse: protocol version, platform, or its own reasons). Whoever

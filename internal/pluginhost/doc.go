@@ -33,10 +33,12 @@
 //     signal, or its connection broke): ErrCrashed, with the exit status
 //     and the last stderr lines; the pool waits up to a second for the
 //     process to exit on its own first, so the status is its own;
-//   - the call overruns its timeout: ErrTimeout (the deadline also reaches
-//     the task's ctx through gRPC, but the pool does not count on the task
-//     honouring it; a task error that arrives after the deadline is also a
-//     timeout);
+//   - the call overruns its timeout: ErrTimeout (the call's cancellation
+//     reaches the task's ctx through gRPC, but the pool does not count on
+//     the task honouring it; a task error that arrives after the timeout
+//     is also a timeout). The timeout is running time: time the plugin
+//     processes spent frozen (sandbox.Freeze, p2pc join
+//     --pause-when-busy) does not count (withTaskTimeout);
 //   - the caller's ctx ends: the ctx error;
 //   - the pool is closed: ErrClosed;
 //   - it died while idle (seen when it would be handed out; it is replaced).

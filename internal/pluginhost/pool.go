@@ -233,11 +233,11 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 	pl.stats.calls.Add(1)
 	callCtx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
-		callCtx, cancel = context.WithTimeout(ctx, timeout)
+		callCtx, cancel = withTaskTimeout(ctx, timeout) // frozen time does not count
 	}
 	res, err := fn(callCtx, p.task)
-	// gRPC sends the deadline along: the plugin's side may end the call
-	// before this side's timer has fired, so ask the clock too.
+	// callCtx carries no deadline (see withTaskTimeout); ctx may, and
+	// its timer may be late: ask the clock too.
 	callerDone, overrun := expired(ctx), timeout > 0 && expired(callCtx)
 	cancel()
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -256,4 +257,58 @@ func GrantTree(root string, p Policy) error {
 		}
 		return nil
 	})
+}
+
+// Reclaim makes file path, written by a task user, the host's own
+// (this process's uid and gid), without set-user-ID or set-group-ID
+// bits: an artifact placed in the submitter's output folder is theirs
+// to change and remove, like the tasks' outputs the host writes. A
+// file with another name (a hard link the task made) is copied instead,
+// so no other name changes owner. Nothing when path is the host's own.
+func Reclaim(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	perm := os.FileMode(st.Mode) & os.ModePerm
+	if int(st.Uid) == uid && int(st.Gid) == gid && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
+		return nil
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return fmt.Errorf("reclaim %s: not a regular file", path)
+	}
+	if st.Nlink > 1 {
+		return reclaimCopy(f, path, perm)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil { // chown clears them; to be sure
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	return nil
+}
+
+// reclaimCopy replaces path by a copy of f made by this process.
+func reclaimCopy(f *os.File, path string, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".reclaim-*")
+	if err != nil {
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	_, err = io.Copy(tmp, f)
+	err = errors.Join(err, tmp.Chmod(perm), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("reclaim %s: %w", path, err)
+	}
+	return nil
 }

@@ -51,7 +51,20 @@ type cgroupTree struct {
 	status CgroupStatus
 	lock   *dirlock.Lock
 	n      atomic.Int64
+	// cpuCapped: SetShare set a CPU quota on the tree; only then do the
+	// plugins join its cpu group (see cpuShared).
+	cpuCapped atomic.Bool
 }
+
+// cpuShared: the cpu controller groups no plugin process on its own. A
+// plugin in another cpu group (task group) than the host costs every
+// task round trip between them scheduler work on both sides — about a
+// third more CPU per echo task on a 2-CPU VM, measured with
+// BenchmarkWarmRun — and buys nothing: the CPU cap (--cpus) is on the
+// tree, for all plugins together. So the plugins stay in p2pc's own cpu
+// group, and join the tree's (v1: its folder; v2: the cpu controller is
+// enabled for the tree) only once SetShare sets a CPU quota.
+const cpuShared = "cpu"
 
 var cgroups struct {
 	sync.Mutex
@@ -127,7 +140,9 @@ func openTree() (*cgroupTree, error) {
 		for c := range strings.FieldsSeq(string(have)) {
 			if isController(c) {
 				bases[c] = base
-				enable = append(enable, "+"+c)
+				if c != cpuShared { // enabled by SetShare, for a quota
+					enable = append(enable, "+"+c)
+				}
 			}
 		}
 		if len(enable) > 0 {
@@ -194,7 +209,7 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 	if version == 2 {
 		var enable []string
 		for _, c := range t.status.Controllers {
-			if c != "freezer" {
+			if c != "freezer" && c != cpuShared { // no cpu group per plugin
 				enable = append(enable, "+"+c)
 			}
 		}
@@ -303,6 +318,12 @@ type Cgroup struct {
 	dirs    map[string]string // controller -> folder
 	limits  Limits
 	fd      int // v2: the folder, for clone into it; -1 on v1
+	// pidsFd: pids.current, held open for KillOthers' quick check (-1
+	// without the pids controller).
+	pidsFd int
+	// clean: pids.current when the plugin alone was in the cgroup, its
+	// threads counted at that moment (-1: not known). See KillOthers.
+	clean int64
 	// seen oom_kill and pids max events (Exceeded reports new ones).
 	oom, pidsMax int64
 	mu           sync.Mutex
@@ -323,9 +344,11 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 }
 
 func (t *cgroupTree) child(name string, l Limits) (*Cgroup, error) {
-	c := &Cgroup{version: t.version, dirs: map[string]string{}, limits: l, fd: -1}
+	c := &Cgroup{version: t.version, dirs: map[string]string{}, limits: l, fd: -1, pidsFd: -1, clean: -1}
 	for ctrl, d := range t.dirs {
-		c.dirs[ctrl] = filepath.Join(d, name)
+		if ctrl != cpuShared || t.version == 2 {
+			c.dirs[ctrl] = filepath.Join(d, name)
+		}
 	}
 	for _, d := range folders(c.dirs) {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -354,6 +377,13 @@ func (t *cgroupTree) child(name string, l Limits) (*Cgroup, error) {
 			err = errors.Join(err, fmt.Errorf("open cgroup: %w", e))
 		}
 		c.fd = fd
+	}
+	if d, ok := c.dirs["pids"]; ok && err == nil {
+		fd, e := unix.Open(filepath.Join(d, "pids.current"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if e != nil {
+			err = fmt.Errorf("open pids.current: %w", e)
+		}
+		c.pidsFd = fd
 	}
 	if err != nil {
 		c.Close()
@@ -459,7 +489,11 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 				f.Write(tid)
 			}
 		}()
-		for _, d := range folders(c.dirs) {
+		join := folders(c.dirs)
+		if d := t.dirs[cpuShared]; d != "" && t.cpuCapped.Load() {
+			join = append(join, d) // the tree's quota holds for it
+		}
+		for _, d := range join {
 			if err := writeFile(filepath.Join(d, "tasks"), string(tid)); err != nil {
 				return Probe(), fmt.Errorf("start in cgroup: %w", err)
 			}
@@ -513,15 +547,72 @@ func readProcs(dir string) []int {
 // KillOthers SIGKILLs every process of the cgroup but keep (the warm
 // plugin process, between tasks) and waits until they are gone: what a
 // task started does not outlive it. left says whether there were any.
+//
+// It runs after every task, so the common case is one pread of the
+// pids controller's counter (held open): when it equals clean, the
+// number of the plugin's threads when it was last alone in the cgroup,
+// there is nothing else. The counter counts every thread of every
+// process of the group, zombies until they are reaped; the plugin's
+// threads never become fewer (the Go runtime keeps its threads; a
+// plugin that made its threads fewer on purpose gains nothing by it: it
+// is the task's own code and lives on between tasks anyway). Any other
+// value, and no pids controller, reads cgroup.procs (v1 builds a list
+// of the group's processes for it: ten times the cost).
 func (c *Cgroup) KillOthers(keep int) (left bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.clean >= 0 && c.pidsCurrent() == c.clean {
+		return false, nil
+	}
 	dir := folders(c.dirs)[0]
 	self := os.Getpid()
-	if len(slices.DeleteFunc(readProcs(dir), func(p int) bool { return p == keep || p == self })) == 0 {
-		return false, nil // the common case: one read, nothing to kill
+	if len(slices.DeleteFunc(readProcs(dir), func(p int) bool { return p == keep || p == self })) > 0 {
+		left, err = true, killProcs(dir, c.freezerFile(), keep)
 	}
-	return true, killProcs(dir, c.freezerFile(), keep)
+	c.clean = -1
+	if err == nil && c.pidsFd >= 0 {
+		c.clean = threads(keep)
+	}
+	return left, err
+}
+
+// pidsCurrent reads the held pids.current (-1 on error).
+func (c *Cgroup) pidsCurrent() int64 {
+	var buf [32]byte
+	for {
+		n, err := unix.Pread(c.pidsFd, buf[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return -1
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+}
+
+// threads is the number of threads of process pid (-1 if unknown), from
+// /proc/PID/stat: the field after the command name's closing ')' is the
+// 3rd, num_threads the 20th.
+func threads(pid int) int64 {
+	b := readSmall("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 18 {
+		return -1
+	}
+	n, err := strconv.ParseInt(f[17], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // Kill SIGKILLs every process of the cgroup and waits until they are
@@ -660,6 +751,10 @@ func (c *Cgroup) Close() error {
 		unix.Close(c.fd)
 		c.fd = -1
 	}
+	if c.pidsFd >= 0 {
+		unix.Close(c.pidsFd)
+		c.pidsFd = -1
+	}
 	return err
 }
 
@@ -730,7 +825,15 @@ func SetShare(cpus float64, memory int64) error {
 			err = errors.Join(writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cfsPeriod)),
 				writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(cpuQuota(cpus), 10)))
 		default:
-			err = writeFile(filepath.Join(d, "cpu.max"), cpuMax(cpus))
+			// The tree's parent hands the cpu controller down now (see
+			// cpuShared), to the tree only.
+			err = writeFile(filepath.Join(t.home[cpuShared], "cgroup.subtree_control"), "+cpu")
+			if err == nil {
+				err = writeFile(filepath.Join(d, "cpu.max"), cpuMax(cpus))
+			}
+		}
+		if err == nil {
+			t.cpuCapped.Store(true) // plugins started from now on
 		}
 	}
 	if memory > 0 {
@@ -749,6 +852,7 @@ func SetShare(cpus float64, memory int64) error {
 // timeout, a cancel, shutdown) could not die. A plugin started while
 // paused is not frozen (p2pc join starts no task while paused).
 func Freeze(on bool) error {
+	frozenClock.set(on)
 	dir, err := freezerTree()
 	if err != nil {
 		return err

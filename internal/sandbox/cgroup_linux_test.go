@@ -3,12 +3,15 @@
 package sandbox
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
@@ -19,7 +22,12 @@ import (
 // the test's cleanup kills it.
 func startIn(t *testing.T, c *Cgroup) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
+	return startCmdIn(t, c, exec.Command("sleep", "60"))
+}
+
+// startCmdIn starts cmd as startIn does.
+func startCmdIn(t *testing.T, c *Cgroup, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
@@ -70,6 +78,48 @@ func TestCgroupLifetime(t *testing.T) {
 	for _, d := range folders(c.dirs) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there after Close (%v)", d, err)
+		}
+	}
+}
+
+// TestKillOthersAfterEachTask: KillOthers' quick check (the pids
+// counter against the plugin's threads) sees a child left behind and a
+// double-forked daemon, task after task, and lets the plugin be.
+func TestKillOthersAfterEachTask(t *testing.T) {
+	needTree(t)
+	c, err := NewCgroup(Limits{Memory: 64 << 20, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The "plugin": a shell that, per line, leaves a child ("c") or a
+	// double-forked daemon ("d") or nothing ("n"), then answers.
+	cmd := exec.Command("sh", "-c", `while read l; do case $l in c) sleep 60 & ;; d) (sleep 60 &) ;; esac; echo ok; done`)
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	out := bufio.NewReader(outPipe)
+	startCmdIn(t, c, cmd)
+	plugin := cmd.Process.Pid
+	task := func(what string) {
+		t.Helper()
+		if _, err := io.WriteString(in, what+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := out.ReadString('\n'); err != nil || l != "ok\n" {
+			t.Fatalf("task %q: answer %q, %v", what, l, err)
+		}
+	}
+	for i, step := range []struct {
+		task string
+		left bool
+	}{{"n", false}, {"n", false}, {"c", true}, {"n", false}, {"d", true}, {"d", true}, {"n", false}, {"c", true}} {
+		task(step.task)
+		left, err := c.KillOthers(plugin)
+		if err != nil || left != step.left {
+			t.Fatalf("step %d (%s): KillOthers = %v, %v; want %v", i, step.task, left, err, step.left)
+		}
+		if got := c.Procs(); !slices.Equal(got, []int{plugin}) {
+			t.Fatalf("step %d (%s): left in the cgroup %v, want only the plugin %d", i, step.task, got, plugin)
 		}
 	}
 }
@@ -147,6 +197,46 @@ func TestCgroupV2(t *testing.T) {
 	if p := c.Procs(); len(p) != 0 {
 		t.Errorf("left after Kill: %v", p)
 	}
+
+	// A plugin started by clone3 into a cgroup runs under the filter
+	// that let that clone3 through: it still may not unshare; what it
+	// leaves behind is found and killed (no pids controller on this
+	// unified hierarchy: cgroup.procs is read), and a frozen group
+	// (cgroup.freeze) still dies at once.
+	c, err = tree.child("t2", Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sh := exec.Command("sh", "-c", `sleep 60 & unshare -n true 2>/dev/null; echo "unshare $?"; read x`)
+	in, _ := sh.StdinPipe()
+	defer in.Close()
+	outPipe, _ := sh.StdoutPipe()
+	startCmdIn(t, c, sh)
+	line, err := bufio.NewReader(outPipe).ReadString('\n')
+	// unshare(1) exits 1 when the call fails (126, 127: not run at all).
+	if err != nil || line != "unshare 1\n" {
+		t.Errorf("unshare inside the v2-started plugin: %q, %v; want it refused (exit 1)", line, err)
+	}
+	if left, err := c.KillOthers(sh.Process.Pid); err != nil || !left {
+		t.Errorf("KillOthers = %v, %v; want the background sleep found", left, err)
+	}
+	if got := c.Procs(); !slices.Equal(got, []int{sh.Process.Pid}) {
+		t.Errorf("after KillOthers: %v, want only the plugin %d", got, sh.Process.Pid)
+	}
+	fr := freezerAt(c.dirs["freezer"])
+	if fr == nil {
+		t.Skip("no cgroup.freeze here")
+	}
+	if err := fr.set(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Errorf("left after Kill of the frozen group: %v", p)
+	}
 }
 
 func TestMain(m *testing.M) {
@@ -217,5 +307,48 @@ func TestSweepFrozenTree(t *testing.T) {
 	}
 	if err := orphan.Wait(); err == nil {
 		t.Error("the frozen tree's process was not killed")
+	}
+}
+
+// TestCPUGroupOnlyWithQuota: a plugin gets no cpu group of its own (it
+// stays in the host's, which costs a task round trip nothing); once
+// SetShare sets a CPU quota, plugins start in the tree's cpu group.
+func TestCPUGroupOnlyWithQuota(t *testing.T) {
+	needTree(t)
+	tree, _ := cgroupRoot()
+	if tree.version != 1 || tree.dirs["cpu"] == "" {
+		t.Skip("no cgroup v1 cpu hierarchy here")
+	}
+	cpuOf := func(pid int) string {
+		t.Helper()
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return procCgroups(b)["cpu"]
+	}
+	c, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, host := cpuOf(startIn(t, c).Process.Pid), cpuOf(os.Getpid()); got != host {
+		t.Errorf("without a quota the plugin is in cpu group %s, want the host's %s", got, host)
+	}
+	t.Cleanup(func() {
+		writeFile(filepath.Join(tree.dirs["cpu"], "cpu.cfs_quota_us"), "-1")
+		tree.cpuCapped.Store(false)
+	})
+	if err := SetShare(1.5, 0); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := NewCgroup(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	want := "/" + filepath.Base(tree.dirs["cpu"])
+	if got := cpuOf(startIn(t, c2).Process.Pid); !strings.HasSuffix(got, want) {
+		t.Errorf("with a quota the plugin is in cpu group %s, want the tree's (%s)", got, want)
 	}
 }

@@ -61,8 +61,9 @@
 // kernel killed for memory (oom_kill) or refused a fork (pids max).
 // SetShare caps the whole tree (p2pc join --cpus, --memory), Freeze
 // freezes every plugin's cgroup (--pause-when-busy; each on its own: a
-// cgroup beneath a frozen parent could not be thawed to die), CPUUsage
-// says what the tree used.
+// cgroup beneath a frozen parent could not be thawed to die; FrozenTime
+// adds up how long, for the tasks' timeouts), CPUUsage says what the
+// tree used.
 //
 // A tree is owned by a lock file in /run/p2pc/cgroups (package dirlock):
 // the next p2pc removes the trees of processes that died without

@@ -55,6 +55,8 @@ type Output struct {
 	// is nil), not staged.
 	Inline bool
 	Data   []byte
+	// Start and End: when the task ran in the plugin (set by RunBatch).
+	Start, End time.Time
 }
 
 // Run runs the attempt in pool, in the empty work folder work, and

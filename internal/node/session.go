@@ -74,7 +74,9 @@ func (s *peerService) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerp
 
 // queued is a lease waiting for (or holding) a slot.
 type queued struct {
-	lease  *peerpb.Lease
+	lease *peerpb.Lease
+	// group: the leases of one batch share it (session.admit).
+	group  uint64
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -82,6 +84,7 @@ type queued struct {
 // session is one coordinator's job on this node.
 type session struct {
 	n       *Node
+	ctx     context.Context // the session's: ends with its stream
 	hello   *peerpb.Hello
 	log     *slog.Logger
 	job     *jobFiles // nil until prepare
@@ -95,9 +98,14 @@ type session struct {
 
 	// Guarded by the scheduler's mutex.
 	queue    []*queued
+	groups   int // batches in queue
 	running  int
 	credited int
 	ready    bool
+
+	// Used by the receive loop alone: the current batch and how many of
+	// its leases are still to come.
+	group, groupLeft uint64
 
 	mu       sync.Mutex
 	active   map[uint64]*queued
@@ -150,6 +158,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	defer cancel()
 	sess := &session{
 		n:       n,
+		ctx:     ctx,
 		hello:   hello,
 		log:     n.log.With("job", short(hello.JobId), "coordinator", hello.Coordinator),
 		timeout: time.Duration(hello.TimeoutMs) * time.Millisecond,
@@ -432,6 +441,7 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 		case m := <-msgs:
 			switch x := m.Msg.(type) {
 			case *peerpb.ToPeer_Lease:
+				s.groupLeft = 0 // a batch never spans messages
 				if err := s.admit(ctx, x.Lease); err != nil {
 					return err
 				}
@@ -439,6 +449,7 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 				if len(x.Leases.Leases) > maxBatch {
 					return status.Errorf(codes.InvalidArgument, "work: %d leases in one message, at most %d", len(x.Leases.Leases), maxBatch)
 				}
+				s.groupLeft = 0
 				for _, l := range x.Leases.Leases {
 					if err := s.admit(ctx, l); err != nil {
 						return err
@@ -472,8 +483,14 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 		s.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
 	}
+	if s.groupLeft > 0 {
+		s.groupLeft-- // the batch goes on
+	} else {
+		s.group++
+		s.groupLeft = uint64(max(l.Batch, 1)) - 1
+	}
 	lctx, cancel := context.WithCancel(ctx)
-	it := &queued{lease: l, ctx: lctx, cancel: cancel}
+	it := &queued{lease: l, ctx: lctx, cancel: cancel, group: s.group}
 	s.active[l.LeaseId] = it
 	s.mu.Unlock()
 	s.n.mu.Lock()
@@ -518,56 +535,72 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 	}
 }
 
-// exec runs one lease in a slot (called by the scheduler, one call at a
-// time per slot), through the same path as the submitter's own slots
-// (package taskrun), and sends its result.
-func (s *session) exec(it *queued, slot int) {
-	l := it.lease
-	ctx := it.ctx
-	start := time.Now()
-	res := &peerpb.Result{LeaseId: l.LeaseId, StartedUnixNano: start.UnixNano()}
-	defer func() {
-		res.EndedUnixNano = time.Now().UnixNano()
+// exec runs a batch of leases in a slot (called by the scheduler, one
+// call at a time per slot), through the same path as the submitter's own
+// slots (package taskrun): one plugin call where the plugin serves
+// batches, each lease with its own outcome, and sends each result as soon
+// as its task ends.
+func (s *session) exec(batch []*queued, slot int) {
+	items := make([]taskrun.Item, len(batch))
+	for i, it := range batch {
+		l := it.lease
+		a := taskrun.Attempt{
+			JobID:   s.hello.JobId,
+			TaskID:  l.TaskId,
+			Attempt: int(l.Attempt),
+			Params:  l.Params,
+			Inputs:  s.inputs,
+			Timeout: s.timeout,
+			Host:    newTunnelHost(s, l.LeaseId),
+			Disk:    s.n.taskDisk(),
+		}
+		if !l.DigestOnly {
+			a.InlineMax = inlineOutput // sent inline anyway: skip the disk
+		}
+		if s.n.cfg.Lie.Rate > 0 {
+			a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
+		}
+		items[i] = taskrun.Item{Ctx: it.ctx, Attempt: a}
+	}
+	var work string
+	next := func() (string, error) {
+		if work != "" {
+			s.n.clearSlotDir(slot, work, false)
+		}
+		var err error
+		work, err = s.n.slotDir(slot, s.job.work)
+		return work, err
+	}
+	// The session's ctx: a lease revoked stops its own task only.
+	taskrun.RunBatch(s.ctx, s.pool, items, next, func(i int, out taskrun.Output) {
+		it := batch[i]
+		res := &peerpb.Result{LeaseId: it.lease.LeaseId, StartedUnixNano: out.Start.UnixNano(), EndedUnixNano: out.End.UnixNano()}
+		if out.Start.IsZero() {
+			now := time.Now().UnixNano()
+			res.StartedUnixNano, res.EndedUnixNano = now, now
+		}
+		err := out.Err
+		if err == nil {
+			err = s.collect(it.ctx, out, res, it.lease)
+			out.Outcome = pluginhost.Classify(it.ctx, err)
+		}
+		if out.Stage != "" {
+			os.RemoveAll(out.Stage)
+		}
+		res.Outcome = out.Outcome
+		if err != nil {
+			res.Error = plain.Error(err).Error()
+			res.Outputs = nil
+		}
+		if out.Outcome == report.OutcomeCanceled && out.Start.IsZero() {
+			res.Error = "canceled before it started"
+		}
+		s.n.malform(res)
 		s.finish(it, res)
-	}()
-	if ctx.Err() != nil {
-		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
-		return
+	})
+	if work != "" {
+		s.n.clearSlotDir(slot, work, false)
 	}
-	work, err := s.n.slotDir(slot, s.job.work)
-	if err != nil {
-		res.Outcome, res.Error = report.OutcomeLost, err.Error()
-		return
-	}
-	a := taskrun.Attempt{
-		JobID:   s.hello.JobId,
-		TaskID:  l.TaskId,
-		Attempt: int(l.Attempt),
-		Params:  l.Params,
-		Inputs:  s.inputs,
-		Timeout: s.timeout,
-		Host:    newTunnelHost(s, l.LeaseId),
-		Disk:    s.n.taskDisk(),
-	}
-	if !l.DigestOnly {
-		a.InlineMax = inlineOutput // sent inline anyway: skip the disk
-	}
-	if s.n.cfg.Lie.Rate > 0 {
-		a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
-	}
-	out := taskrun.Run(ctx, s.pool, work, a)
-	defer func() { s.n.clearSlotDir(slot, work, out.Stage != "") }()
-	err = out.Err
-	if err == nil {
-		err = s.collect(ctx, out, res, l)
-		out.Outcome = pluginhost.Classify(ctx, err)
-	}
-	res.Outcome = out.Outcome
-	if err != nil {
-		res.Error = plain.Error(err).Error()
-		res.Outputs = nil
-	}
-	s.n.malform(res)
 }
 
 // collect fills res with the output's digest and files: small files

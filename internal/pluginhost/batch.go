@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/plain"
+	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/plugins/sdk"
 	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )

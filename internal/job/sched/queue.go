@@ -115,6 +115,9 @@ type Config struct {
 	// Verifier: the plugin checks outputs itself (sdk.Verifier), which
 	// counts as verification.
 	Verifier bool
+	// BatchMax bounds a batch (batch.go): 0 is DefaultBatchMax, 1 turns
+	// batching off.
+	BatchMax int
 	// MinPeers holds back every lease until this many peers enrolled.
 	MinPeers int
 	// Strikes (default DefaultStrikes) lost attempts in a row, or
@@ -179,7 +182,9 @@ type Result struct {
 	Files  []string
 	Fetch  FetchFunc
 	Digest digest.ID
-	End    time.Time
+	// Start is when the task started to run (zero: the lease's start),
+	// End when it ended.
+	Start, End time.Time
 	// Fault charges a lost attempt to its peer.
 	Fault Fault
 }
@@ -261,6 +266,13 @@ type Queue struct {
 	// caught a wrong result.
 	checks []int
 	caught bool
+	// Batching (batch.go): run time of the successful attempts, slots
+	// of the workers, closed at the first run time measured.
+	batchMax int
+	runSum   time.Duration
+	runN     int
+	slots    map[string]int
+	measured chan struct{}
 }
 
 // New returns a queue over cfg.Pending.
@@ -327,6 +339,12 @@ func New(cfg Config) *Queue {
 		remaining: len(cfg.Pending),
 		open:      make(chan struct{}),
 		enrolled:  map[string]bool{},
+		batchMax:  cfg.BatchMax,
+		slots:     map[string]int{},
+		measured:  make(chan struct{}),
+	}
+	if q.batchMax == 0 {
+		q.batchMax = DefaultBatchMax
 	}
 	q.moved = q.now()
 	if cfg.MinPeers <= 0 {
@@ -593,6 +611,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, stage: res.Stage, files: res.Files, fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
+		q.noteRunLocked(l, res)
 		return q.tallyLocked(l.Task)
 	case report.OutcomeRejected:
 		// The plugin's check rejected the output: a lost vote.

@@ -53,24 +53,28 @@ type BatchResult struct {
 // a later task names, after the task whose process was lost, or because
 // the plugin speaks only single calls (then one task runs per call). The
 // caller collects what it must, empties the work dir and calls again
-// with the rest.
-func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Duration, each func(i int, r BatchResult)) int {
+// with the rest; with alone, with the first of the rest alone: the
+// process crashed during a batch, and the results in flight were lost
+// with it, so which task crashed it is known only by running them again,
+// the first alone (a task alone that crashes its process is crashed, as
+// with Run).
+func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Duration, each func(i int, r BatchResult)) (n int, alone bool) {
 	if len(tasks) == 0 {
-		return 0
+		return 0, false
 	}
 	if len(tasks) == 1 || !pl.batches(ctx) {
 		t := tasks[0]
 		start := time.Now()
 		res, err := pl.Run(t.Ctx, t.Req, t.Host, timeout)
 		each(0, BatchResult{Res: res, Err: err, Start: start, End: time.Now()})
-		return 1
+		return 1, false
 	}
 	first := tasks[0].Req.TaskID
 	p, err := pl.acquire(ctx, "run", first)
 	if err != nil {
 		now := time.Now()
 		each(0, BatchResult{Err: err, Start: now, End: now})
-		return 1
+		return 1, false
 	}
 	pl.stats.calls.Add(1)
 	callCtx, cancel := context.WithCancel(ctx)
@@ -107,7 +111,6 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	for i, t := range tasks {
 		calls[i] = pluginproto.BatchTask{Req: t.Req, Host: t.Host, Timeout: timeout}
 	}
-	n := 0
 	disarm := arm(0)
 	started := time.Now()
 	err = p.task.RunBatch(callCtx, calls, func(r pluginproto.BatchResult) {
@@ -150,14 +153,18 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	mu.Unlock()
 	if err == nil && why == nil {
 		pl.release(p)
-		return n
+		return n, false
 	}
 	if err == nil {
 		err = errors.New("killed")
 	}
 	// The process is lost during task n: it is killed, that task gets
-	// the error Run would give it, the rest did not run.
+	// the error Run would give it, the rest did not run. A crash (or a
+	// kill by a limit of its cgroup) is not blamed on task n: results
+	// sent before it may have been lost with the process, and the culprit
+	// a later task; n runs again, alone (see above).
 	limit := p.limitHit()
+	crashed := !pl.isClosed() && ctx.Err() == nil && why == nil
 	e := &Error{Op: "run", Plugin: pl.cfg.Path, Task: tasks[n].Req.TaskID, PID: p.pidValue(), Err: err}
 	switch {
 	case pl.isClosed():
@@ -190,8 +197,12 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 		pl.hostLog.Warn("plugin crashed", "op", "run", "task", e.Task, "pid", e.PID, "status", e.Status, "err", plain.Error(err))
 	}
 	<-pl.slots
+	if crashed {
+		pl.hostLog.Debug("plugin lost in a batch; the first task not reported runs again, alone", "task", e.Task, "err", e)
+		return n, true
+	}
 	each(n, BatchResult{Err: e, Start: started, End: time.Now()})
-	return n + 1
+	return n + 1, false
 }
 
 // batches reports whether the plugin serves RunBatch (its SDK protocol,

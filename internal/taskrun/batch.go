@@ -27,6 +27,7 @@ type Item struct {
 // ctx ending (the session over) cancels the items not yet run.
 func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work func() (string, error), done func(i int, out Output)) {
 	off := 0
+	alone := false // run the next item alone (pluginhost.Pool.RunBatch)
 	for off < len(items) {
 		if err := ctx.Err(); err != nil {
 			for i := off; i < len(items); i++ {
@@ -42,6 +43,9 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 		rest := items[off:]
 		if len(rest) == 0 {
 			return
+		}
+		if alone {
+			rest = rest[:1]
 		}
 		dir, err := work()
 		if err != nil {
@@ -59,7 +63,8 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 		}
 		base := off
 		// One timeout per batch: a job's tasks share it.
-		n := pool.RunBatch(ctx, tasks, rest[0].Timeout, func(i int, r pluginhost.BatchResult) {
+		var n int
+		n, alone = pool.RunBatch(ctx, tasks, rest[0].Timeout, func(i int, r pluginhost.BatchResult) {
 			it := rest[i]
 			err := r.Err
 			if r.Clean {

@@ -541,6 +541,9 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 // batches, each lease with its own outcome, and sends each result as soon
 // as its task ends.
 func (s *session) exec(batch []*queued, slot int) {
+	if len(batch) > 1 {
+		s.log.Debug("running a batch", "leases", len(batch), "slot", slot)
+	}
 	items := make([]taskrun.Item, len(batch))
 	for i, it := range batch {
 		l := it.lease

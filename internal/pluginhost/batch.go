@@ -64,9 +64,16 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	}
 	if len(tasks) == 1 || !pl.batches(ctx) {
 		t := tasks[0]
-		start := time.Now()
-		res, err := pl.Run(t.Ctx, t.Req, t.Host, timeout)
-		each(0, BatchResult{Res: res, Err: err, Start: start, End: time.Now()})
+		var start time.Time // once it has a process: a start is not run time
+		res, err := pl.call(t.Ctx, "run", t.Req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
+			start = time.Now()
+			return c.Run(ctx, t.Req, t.Host)
+		})
+		end := time.Now()
+		if start.IsZero() {
+			start = end
+		}
+		each(0, BatchResult{Res: res, Err: err, Start: start, End: end})
 		return 1, false
 	}
 	first := tasks[0].Req.TaskID

@@ -266,10 +266,11 @@ type Queue struct {
 	// caught a wrong result.
 	checks []int
 	caught bool
-	// Batching (batch.go): run time of the successful attempts, slots
-	// of the workers, closed at the first run time measured.
+	// Batching (batch.go): the recent run times of successful attempts
+	// (runN of them in all), slots of the workers, closed at the first
+	// run time measured.
 	batchMax int
-	runSum   time.Duration
+	runs     [runSamples]time.Duration
 	runN     int
 	slots    map[string]int
 	measured chan struct{}

@@ -22,8 +22,9 @@ type Item struct {
 // the slot's empty work folder; it is called before every plugin call,
 // and a new call follows a task that left files there (the plugin runs
 // the next task of a batch in the same folder only while it stays empty)
-// or whose process was lost. done must be finished with the output's
-// Stage (remove it) before it returns: the next output is staged there.
+// or whose process was lost. Unless the items name a Stage each, done
+// must be finished with the output's Stage (remove it) before it
+// returns: the next output is staged there.
 // ctx ending (the session over) cancels the items not yet run.
 func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work func() (string, error), done func(i int, out Output)) {
 	off := 0
@@ -74,7 +75,11 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 			}
 			var out Output
 			if err == nil {
-				out, err = Collect(dir, r.Res, it.InlineMax, it.Tamper)
+				stage := it.Stage
+				if stage == "" {
+					stage = dir + ".out"
+				}
+				out, err = collectTo(dir, stage, r.Res, it.InlineMax, it.Tamper)
 			}
 			out.Outcome = pluginhost.Classify(it.Ctx, err)
 			out.Err = err

@@ -33,13 +33,14 @@ type limits struct {
 var defaultLimits = limits{tasks: MaxTasks, paramBytes: MaxParamBytes}
 
 var (
-	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox"}
+	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox", "batch"}
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
 	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust", "spot_check"}
 	resourcesKeys = []string{"cpus", "memory", "os", "arch"}
 	sandboxKeys   = []string{"network"}
+	batchKeys     = []string{"max"}
 )
 
 // job reads the top-level mapping.
@@ -116,10 +117,31 @@ func (p *parser) job(root *yaml.Node) *Job {
 			j.Sandbox.Network, _ = p.boolean(e.v, "sandbox.network")
 		}
 	}
+	if e, ok := f.given("batch"); ok {
+		j.Batch = p.batch(e.v)
+	}
 	if e, ok := required("tasks"); ok {
 		j.Tasks = p.tasks(e.v, j.Params)
 	}
 	return j
+}
+
+// batch reads "batch: off" or "batch: {max: N}" (docs/spec.md, "batch").
+func (p *parser) batch(n *yaml.Node) int {
+	if t := deref(n); t.Kind == yaml.ScalarNode {
+		if t.ShortTag() == "!!str" && t.Value == "off" {
+			return 1
+		}
+		p.errorf(n, "batch: expected off or {max: N}, got %s", describe(n))
+		return 0
+	}
+	bf := p.fields(n, "batch", batchKeys...)
+	if e, ok := bf.given("max"); ok {
+		if v, ok := p.integer(e.v, "batch.max", 1, MaxBatch); ok {
+			return int(v)
+		}
+	}
+	return 0
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

@@ -22,6 +22,7 @@ const (
 	MaxTimeout     = 24 * time.Hour
 	DefaultRetries = 2
 	MaxRetries     = 100
+	MaxBatch       = 256 // batch.max
 
 	// MaxReplicas bounds verify.replicas; verify.max_replicas may go up to
 	// twice that.
@@ -48,6 +49,11 @@ type Job struct {
 	Verify     Verify
 	Resources  Resources
 	Sandbox    Sandbox
+	// Batch bounds how many tiny tasks a worker runs through one plugin
+	// call (docs/spec.md, "batch"): 0 lets the coordinator size batches,
+	// 1 is "batch: off", N is "batch: {max: N}". Not part of the job's
+	// identity: it changes how tasks are run, not what they compute.
+	Batch int
 }
 
 // Sandbox is what a job's tasks may do beyond the confinement every task

@@ -456,6 +456,27 @@ func TestMemory(t *testing.T) {
 	}
 }
 
+func TestBatch(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want int
+	}{
+		{"", 0},
+		{"batch: off", 1},
+		{"batch: {max: 8}", 8},
+		{"batch: {max: 1}", 1},
+		{"batch: {}", 0},
+	} {
+		j, err := Parse("t.yaml", []byte("plugin: p\ntasks: [{}]\n"+c.src), "/")
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		if j.Batch != c.want {
+			t.Errorf("%q: Batch = %d, want %d", c.src, j.Batch, c.want)
+		}
+	}
+}
+
 // TestMessages checks single problems in inline specs, where a golden file
 // per case would be noise.
 func TestMessages(t *testing.T) {
@@ -463,6 +484,9 @@ func TestMessages(t *testing.T) {
 		{"plugin: p\ntasks: [{}]\ntimeout: 1.5", `t.yaml:3:10: timeout: expected a duration like 30s, got !!float 1.5`},
 		{"plugin: p\ntasks: [{}]\ntimeout: 10ms\nretries: -1", `t.yaml:4:10: retries: must be between 0 and 100, got -1`},
 		{"plugin: p\ntasks: [{}]\nreduce: 1", `t.yaml:3:9: reduce: expected true or false, got !!int 1`},
+		{"plugin: p\ntasks: [{}]\nbatch: sometimes", `t.yaml:3:8: batch: expected off or {max: N}, got !!str "sometimes"`},
+		{"plugin: p\ntasks: [{}]\nbatch: {max: 0}", `t.yaml:3:14: batch.max: must be between 1 and 256, got 0`},
+		{"plugin: p\ntasks: [{}]\nbatch:\n  size: 3", `t.yaml:4:3: unknown key "size" in batch`},
 		{"plugin: p\ntasks: [{}]\nverify: 3", `t.yaml:3:9: verify: expected a mapping, got !!int 3`},
 		{"plugin: p\ntasks: [{}]\nverify: {quorum: 2}", `t.yaml:3:18: verify.quorum: must not exceed verify.replicas (1), got 2`},
 		{"plugin: p\ntasks: [{}]\nverify: {replicas: 101}", `t.yaml:3:20: verify.replicas: must be between 1 and 100, got 101`},

@@ -28,6 +28,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		JobID:      r.p.ID.String(),
 		Verify:     r.p.Spec.Verify,
 		Retries:    r.p.Spec.Retries,
+		BatchMax:   r.p.Spec.Batch,
 		Pending:    pending,
 		Alone:      r.opts.Remote == nil || r.opts.Remote.Swarm == nil,
 		Verifier:   r.verifier,

@@ -210,6 +210,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
 		s.q.Enrol(peer.Name)
+		s.q.SetSlots(peer.Name, int(m.Welcome.Slots))
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:
 		return failed(fmt.Errorf("unexpected first message %T", first.Msg))
@@ -222,6 +223,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		release()
 	}
 	err = w.run(ctx, cancel)
+	s.q.SetSlots(peer.Name, 0)
 	s.r.opts.Live.sessionDown(peer.Name, plain.Error(err), outer.Err() != nil)
 	if s.ending() {
 		// The run ends (done, or interrupted): not the peer's fault.
@@ -489,10 +491,14 @@ func (w *remoteWorker) get(id uint64) *sched.Lease {
 	return w.leases[id]
 }
 
-// lease waits for credits and sends one lease per credit: as many as are
-// ready at once go out in one message.
+// lease waits for credits and answers each with a batch of leases,
+// sized by the queue (sched.Queue.BatchSize: one lease until the tasks'
+// run time is known); the batches ready at once go out in one message.
+// Until a run time is measured, the first lease goes out alone and the
+// rest of the credits wait for the measure (at most measureWait).
 func (w *remoteWorker) lease(ctx context.Context) error {
 	credit := 0
+	waited := false // for the first measure
 	for {
 		if credit == 0 {
 			select {
@@ -513,17 +519,38 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			}
 			return nil
 		}
-		batch := []*sched.Lease{l}
-		msgs := []*peerpb.Lease{w.leaseMsg(l)}
-		size := len(msgs[0].Params)
-		for credit--; credit > 0 && len(batch) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes; credit-- {
-			l := w.s.q.TryNext(w.peer.Name)
-			if l == nil {
-				break
-			}
+		var batch []*sched.Lease
+		var msgs []*peerpb.Lease
+		size := 0
+		add := func(l *sched.Lease) {
 			batch = append(batch, l)
 			msgs = append(msgs, w.leaseMsg(l))
 			size += len(msgs[len(msgs)-1].Params)
+		}
+		room := func() bool { return len(msgs) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes }
+		n, measured := w.s.q.BatchSize(w.peer.Name)
+		for first := true; credit > 0 && room(); first = false {
+			if !first {
+				if n, measured = w.s.q.BatchSize(w.peer.Name); !measured && !waited {
+					break
+				}
+				if l = w.s.q.TryNext(w.peer.Name); l == nil {
+					break
+				}
+			}
+			credit--
+			head := len(msgs)
+			add(l)
+			for len(msgs)-head < n && room() {
+				l := w.s.q.TryNext(w.peer.Name)
+				if l == nil {
+					break
+				}
+				add(l)
+			}
+			if k := len(msgs) - head; k > 1 {
+				msgs[head].Batch = uint32(k)
+			}
 		}
 		w.mu.Lock()
 		for _, l := range batch {
@@ -542,8 +569,23 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		for _, l := range batch {
 			go w.watchRevoke(ctx, l)
 		}
+		if !measured && !waited && credit > 0 {
+			waited = true
+			t := time.NewTimer(measureWait)
+			select {
+			case <-w.s.q.Measured():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
 	}
 }
+
+// measureWait bounds how long a peer's credits wait for the first
+// measured run time of the job (tasks of a second or more are never
+// batched, so after it the credits are spent on single leases).
+const measureWait = 20 * time.Millisecond
 
 func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
@@ -577,7 +619,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	if l == nil {
 		return // unknown or already settled lease: ignore
 	}
-	out := sched.Result{Outcome: res.Outcome, End: time.Unix(0, res.EndedUnixNano).UTC()}
+	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
 		out.End = time.Now().UTC()
 	}

@@ -38,6 +38,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	q := newQueue(r, pending)
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	q.SetSlots(r.opts.Node, min(r.opts.Slots, len(pending)))
 	for slot := 0; slot < r.opts.Slots && slot < len(pending); slot++ {
 		wg.Add(1)
 		go func() {
@@ -189,7 +190,8 @@ func (d *watchdog) check(q *sched.Queue) string {
 }
 
 // localWorker runs leases on this machine's plugin pool until the queue
-// drains or ctx ends; checkOnly, only trusted runs (spot checks).
+// drains or ctx ends; checkOnly, only trusted runs (spot checks). Tiny
+// tasks run in batches (sched.Queue.BatchSize), as on a peer's slot.
 func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, checkOnly bool) {
 	next := func() (*sched.Lease, error) { return q.Next(ctx, r.opts.Node) }
 	if checkOnly {
@@ -200,49 +202,86 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 		if err != nil {
 			return
 		}
-		q.Finish(l, r.runLocal(ctx, workRoot, l))
+		batch := []*sched.Lease{l}
+		if !checkOnly && !l.Check {
+			for n, _ := q.BatchSize(r.opts.Node); len(batch) < n; {
+				l := q.TryNext(r.opts.Node)
+				if l == nil {
+					break
+				}
+				batch = append(batch, l)
+			}
+		}
+		r.runLocal(ctx, workRoot, batch, q.Finish)
 	}
 }
 
-// runLocal runs one lease in the local pool, through the same path as a
-// peer's slot (package taskrun), and checks its output with the plugin's
-// Verify if it has one, as an output from a peer is checked.
-func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) sched.Result {
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-l.Revoked():
-			cancel()
-		case <-actx.Done():
+// runLocal runs a batch of leases (often one) in the local pool, through
+// the same path as a peer's slot (package taskrun), checks each output
+// with the plugin's Verify if it has one, as an output from a peer is
+// checked, and hands each result to finish as soon as its task ends.
+func (r *runner) runLocal(ctx context.Context, workRoot string, batch []*sched.Lease, finish func(*sched.Lease, sched.Result) bool) {
+	items := make([]taskrun.Item, len(batch))
+	for i, l := range batch {
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-l.Revoked():
+				cancel()
+			case <-actx.Done():
+			}
+		}()
+		a := r.attempt(l, &leaseHost{r: r, l: l})
+		a.Stage = filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
+		items[i] = taskrun.Item{Ctx: actx, Attempt: a}
+	}
+	// A fresh work folder per plugin call; tasks of a batch that leave
+	// it empty share it.
+	var work string
+	calls := 0
+	next := func() (string, error) {
+		if work != "" {
+			os.RemoveAll(work)
+		}
+		work = filepath.Join(workRoot, batch[0].TaskID+"."+strconv.FormatUint(batch[0].ID, 10))
+		if calls > 0 {
+			work += "-" + strconv.Itoa(calls)
+		}
+		calls++
+		if err := r.makeWork(work); err != nil {
+			return "", r.outputFault(err)
+		}
+		return work, nil
+	}
+	defer func() {
+		if work != "" {
+			os.RemoveAll(work)
 		}
 	}()
-	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
-	defer os.RemoveAll(work)
-	var out taskrun.Output
-	if err := r.makeWork(work); err != nil {
-		out.Err = r.outputFault(err)
-		out.Outcome = pluginhost.Classify(actx, out.Err)
-	} else {
-		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
-	}
-	if out.Err != nil && actx.Err() == nil {
-		// A plugin tells of a disk it could not write to only as text:
-		// see whether the output folder still takes writes.
-		if err := r.outputFault(out.Err); errors.Is(err, ErrLocalDisk) || errors.Is(r.probeOutput(), ErrLocalDisk) {
-			out.Outcome = report.OutcomeCanceled // nobody's failure: the run stops
+	taskrun.RunBatch(ctx, r.pool, items, next, func(i int, out taskrun.Output) {
+		l, actx := batch[i], items[i].Ctx
+		if out.Outcome == report.OutcomeLost { // no work folder
+			out.Outcome = pluginhost.Classify(actx, out.Err)
 		}
-	}
-	if out.Err == nil && r.verifier {
-		if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
-			// A revoked lease (another copy won, or it expired) ends as canceled.
-			out.Err, out.Outcome = err, pluginhost.Classify(actx, err)
-			if errors.Is(err, errRejected) {
-				out.Outcome = report.OutcomeRejected
+		if out.Err != nil && actx.Err() == nil {
+			// A plugin tells of a disk it could not write to only as text:
+			// see whether the output folder still takes writes.
+			if err := r.outputFault(out.Err); errors.Is(err, ErrLocalDisk) || errors.Is(r.probeOutput(), ErrLocalDisk) {
+				out.Outcome = report.OutcomeCanceled // nobody's failure: the run stops
 			}
 		}
-	}
-	return sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, End: time.Now().UTC()}
+		if out.Err == nil && r.verifier {
+			if err := r.verifyOutput(ctx, l, out.Stage, out.Files); err != nil {
+				// A revoked lease (another copy won, or it expired) ends as canceled.
+				out.Err, out.Outcome = err, pluginhost.Classify(actx, err)
+				if errors.Is(err, errRejected) {
+					out.Outcome = report.OutcomeRejected
+				}
+			}
+		}
+		finish(l, sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, Start: out.Start.UTC(), End: time.Now().UTC()})
+	})
 }
 
 // attempt describes lease l for taskrun, on whichever slot it runs.

@@ -19,7 +19,11 @@
 // slots (staging, digest, timeout, outcome); the result goes back with the output's digest and its files,
 // inline when small, else as blocks the coordinator fetches. Leases that
 // arrive together come in one Leases message, results ready together
-// leave in one Results message. Each job has a folder of its own,
+// leave in one Results message. A credit is answered with a
+// batch: one lease, or, for tiny tasks, several (Lease.batch, sized by the
+// coordinator) that the slot runs through one plugin call
+// (taskrun.RunBatch), each with its own outcome and result, sent as soon
+// as its task ends; the node's window counts batches, not leases. Each job has a folder of its own,
 // DATA/work/<pid>-*/<job>-<n> (the node owns DATA/work/<pid>-* through a
 // lock held in it, and removes those of dead nodes, see internal/dirlock):
 // its inputs are a private copy in job/inputs (mode 0444), and each slot

@@ -56,14 +56,14 @@ func (s *sched) runner(ctx context.Context, slot int) {
 	for {
 		s.mu.Lock()
 		var sess *session
-		var item *queued
+		var batch []*queued
 		for {
 			if s.closed {
 				s.mu.Unlock()
 				return
 			}
 			if !s.paused {
-				if sess, item = s.pickLocked(); item != nil {
+				if sess, batch = s.pickLocked(); batch != nil {
 					break
 				}
 			}
@@ -73,7 +73,7 @@ func (s *sched) runner(ctx context.Context, slot int) {
 		s.busy++
 		s.mu.Unlock()
 
-		sess.exec(item, slot)
+		sess.exec(batch, slot)
 
 		s.mu.Lock()
 		sess.running--
@@ -83,23 +83,30 @@ func (s *sched) runner(ctx context.Context, slot int) {
 	}
 }
 
-// pickLocked takes the next queued lease, round robin across sessions.
-func (s *sched) pickLocked() (*session, *queued) {
+// pickLocked takes the next queued batch (a lease alone, or the leases
+// the coordinator sent as one batch), round robin across sessions.
+func (s *sched) pickLocked() (*session, []*queued) {
 	n := len(s.sessions)
 	for i := range n {
 		sess := s.sessions[(s.rr+i)%n]
 		if len(sess.queue) > 0 {
-			item := sess.queue[0]
-			sess.queue = sess.queue[1:]
+			k := 1
+			for k < len(sess.queue) && sess.queue[k].group == sess.queue[0].group {
+				k++
+			}
+			batch := sess.queue[:k:k]
+			sess.queue = sess.queue[k:]
+			sess.groups--
 			s.rr = (s.rr + i + 1) % n
-			return sess, item
+			return sess, batch
 		}
 	}
 	return nil, nil
 }
 
-// window is how many leases a session may hold (queued + running +
-// credited): its fair share of the slots plus a prefetch of half of it.
+// window is how many batches a session may hold (queued + running +
+// credited; a batch is one lease or the leases the coordinator sent for
+// one credit): its fair share of the slots plus a prefetch of half of it.
 func (s *sched) windowLocked() int {
 	n := max(len(s.sessions), 1)
 	share := (s.slots + n - 1) / n
@@ -113,7 +120,7 @@ func (s *sched) topUpLocked() {
 	}
 	w := s.windowLocked()
 	for _, sess := range s.sessions {
-		held := len(sess.queue) + sess.running + sess.credited
+		held := sess.groups + sess.running + sess.credited
 		if want := w - held; want > 0 && sess.ready {
 			sess.credited += want
 			sess.pull(want)
@@ -138,18 +145,22 @@ func (s *sched) remove(sess *session) []*queued {
 		}
 	}
 	q := sess.queue
-	sess.queue = nil
+	sess.queue, sess.groups = nil, 0
 	s.topUpLocked()
 	return q
 }
 
-// enqueue adds a lease the coordinator sent in answer to a credit.
+// enqueue adds a lease the coordinator sent in answer to a credit: the
+// first lease of a batch (a group) takes the credit.
 func (s *sched) enqueue(sess *session, item *queued) {
 	s.mu.Lock()
-	sess.queue = append(sess.queue, item)
-	if sess.credited > 0 {
-		sess.credited--
+	if n := len(sess.queue); n == 0 || sess.queue[n-1].group != item.group {
+		sess.groups++
+		if sess.credited > 0 {
+			sess.credited--
+		}
 	}
+	sess.queue = append(sess.queue, item)
 	s.mu.Unlock()
 	s.cond.Signal()
 }
@@ -160,6 +171,9 @@ func (s *sched) unqueue(sess *session, leaseID uint64) bool {
 	defer s.mu.Unlock()
 	for i, it := range sess.queue {
 		if it.lease.LeaseId == leaseID {
+			if (i == 0 || sess.queue[i-1].group != it.group) && (i+1 == len(sess.queue) || sess.queue[i+1].group != it.group) {
+				sess.groups-- // the last lease of its batch
+			}
 			sess.queue = append(sess.queue[:i:i], sess.queue[i+1:]...)
 			s.topUpLocked()
 			return true
@@ -187,7 +201,7 @@ func (s *sched) drain() map[*session][]*queued {
 	for _, sess := range s.sessions {
 		if len(sess.queue) > 0 {
 			out[sess] = sess.queue
-			sess.queue = nil
+			sess.queue, sess.groups = nil, 0
 		}
 	}
 	return out

@@ -75,7 +75,9 @@ func (s *peerService) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerp
 
 // queued is a lease waiting for (or holding) a slot.
 type queued struct {
-	lease  *peerpb.Lease
+	lease *peerpb.Lease
+	// group: the leases of one batch share it (session.admit).
+	group  uint64
 	ctx    context.Context
 	cancel context.CancelFunc
 	// When it came and how long the tasks had been frozen then, and
@@ -88,6 +90,7 @@ type queued struct {
 // session is one coordinator's job on this node.
 type session struct {
 	n       *Node
+	ctx     context.Context // the session's: ends with its stream
 	hello   *peerpb.Hello
 	log     *slog.Logger
 	job     *jobFiles // nil until prepare
@@ -101,6 +104,7 @@ type session struct {
 
 	// Guarded by the scheduler's mutex.
 	queue    []*queued
+	groups   int // batches in queue
 	running  int
 	credited int
 	ready    bool
@@ -111,6 +115,10 @@ type session struct {
 	base context.Context
 	stop context.CancelFunc
 	gone chan struct{}
+
+	// Used by the receive loop alone: the current batch and how many of
+	// its leases are still to come.
+	group, groupLeft uint64
 
 	mu       sync.Mutex
 	active   map[uint64]*queued
@@ -169,6 +177,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	defer cancel()
 	sess := &session{
 		n:       n,
+		ctx:     ctx,
 		hello:   hello,
 		log:     n.log.With("job", short(hello.JobId), "coordinator", hello.Coordinator),
 		timeout: time.Duration(hello.TimeoutMs) * time.Millisecond,
@@ -454,6 +463,7 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 		case m := <-msgs:
 			switch x := m.Msg.(type) {
 			case *peerpb.ToPeer_Lease:
+				s.groupLeft = 0 // a batch never spans messages
 				if err := s.admit(ctx, x.Lease); err != nil {
 					return err
 				}
@@ -461,6 +471,7 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 				if len(x.Leases.Leases) > maxBatch {
 					return status.Errorf(codes.InvalidArgument, "work: %d leases in one message, at most %d", len(x.Leases.Leases), maxBatch)
 				}
+				s.groupLeft = 0
 				for _, l := range x.Leases.Leases {
 					if err := s.admit(ctx, l); err != nil {
 						return err
@@ -494,8 +505,14 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 		s.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "work: duplicate lease %d", l.LeaseId)
 	}
+	if s.groupLeft > 0 {
+		s.groupLeft-- // the batch goes on
+	} else {
+		s.group++
+		s.groupLeft = uint64(max(l.Batch, 1)) - 1
+	}
 	lctx, cancel := context.WithCancel(s.base)
-	it := &queued{lease: l, ctx: lctx, cancel: cancel, admitted: time.Now(), frozen0: sandbox.FrozenTime()}
+	it := &queued{lease: l, ctx: lctx, cancel: cancel, group: s.group, admitted: time.Now(), frozen0: sandbox.FrozenTime()}
 	s.active[l.LeaseId] = it
 	s.mu.Unlock()
 	s.n.mu.Lock()
@@ -637,64 +654,81 @@ func (s *session) handOver(stream peerpb.Peer_WorkServer, msgs []*peerpb.Handove
 	return nil
 }
 
-// exec runs one lease in a slot (called by the scheduler, one call at a
-// time per slot), through the same path as the submitter's own slots
-// (package taskrun), and sends its result.
-func (s *session) exec(it *queued, slot int) {
-	l := it.lease
-	ctx := it.ctx
-	start := time.Now()
-	res := &peerpb.Result{LeaseId: l.LeaseId, StartedUnixNano: start.UnixNano()}
-	defer func() {
-		res.EndedUnixNano = time.Now().UnixNano()
-		s.finish(it, res)
-	}()
-	if ctx.Err() != nil {
-		res.Outcome, res.Error = report.OutcomeCanceled, "canceled before it started"
-		if it.paused.Load() {
-			res.Error = errPausedLease
+// exec runs a batch of leases in a slot (called by the scheduler, one
+// call at a time per slot), through the same path as the submitter's own
+// slots (package taskrun): one plugin call where the plugin serves
+// batches, each lease with its own outcome, and sends each result as soon
+// as its task ends.
+func (s *session) exec(batch []*queued, slot int) {
+	if len(batch) > 1 {
+		s.log.Debug("running a batch", "leases", len(batch), "slot", slot)
+	}
+	items := make([]taskrun.Item, len(batch))
+	for i, it := range batch {
+		l := it.lease
+		a := taskrun.Attempt{
+			JobID:   s.hello.JobId,
+			TaskID:  l.TaskId,
+			Attempt: int(l.Attempt),
+			Params:  l.Params,
+			Inputs:  s.inputs,
+			Timeout: s.timeout,
+			Host:    newTunnelHost(s, l.LeaseId),
+			Disk:    s.n.taskDisk(),
 		}
-		return
+		if !l.DigestOnly {
+			a.InlineMax = inlineOutput // sent inline anyway: skip the disk
+		}
+		if s.n.cfg.Lie.Rate > 0 {
+			a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
+		}
+		items[i] = taskrun.Item{Ctx: it.ctx, Attempt: a}
 	}
-	work, err := s.n.slotDir(slot, s.job.work)
-	if err != nil {
-		res.Outcome, res.Error = report.OutcomeLost, err.Error()
-		return
+	var work string
+	next := func() (string, error) {
+		if work != "" {
+			s.n.clearSlotDir(slot, work, false)
+		}
+		var err error
+		work, err = s.n.slotDir(slot, s.job.work)
+		return work, err
 	}
-	a := taskrun.Attempt{
-		JobID:   s.hello.JobId,
-		TaskID:  l.TaskId,
-		Attempt: int(l.Attempt),
-		Params:  l.Params,
-		Inputs:  s.inputs,
-		Timeout: s.timeout,
-		Host:    newTunnelHost(s, l.LeaseId),
-		Disk:    s.n.taskDisk(),
-	}
-	if !l.DigestOnly {
-		a.InlineMax = inlineOutput // sent inline anyway: skip the disk
-	}
-	if s.n.cfg.Lie.Rate > 0 {
-		a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
-	}
-	out := taskrun.Run(ctx, s.pool, work, a)
-	defer func() { s.n.clearSlotDir(slot, work, out.Stage != "") }()
-	err = out.Err
-	if err == nil {
-		err = s.collect(ctx, out, res, l)
-		out.Outcome = pluginhost.Classify(ctx, err)
-	}
-	res.Outcome = out.Outcome
-	if err != nil {
-		res.Error = plain.Error(err).Error()
-		res.Outputs = nil
-	}
-	if it.paused.Load() && res.Outcome != report.OutcomeOK { // volunteer.go
-		res.Outcome, res.Error = report.OutcomeCanceled, errPausedLease
-	}
-	s.n.malform(res)
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("task ran", "task", l.TaskId, "attempt", l.Attempt, "outcome", res.Outcome)
+	// The session's base (tasks may outlive a broken session, keep.go): a
+	// lease revoked stops its own task only.
+	taskrun.RunBatch(s.base, s.pool, items, next, func(i int, out taskrun.Output) {
+		it := batch[i]
+		res := &peerpb.Result{LeaseId: it.lease.LeaseId, StartedUnixNano: out.Start.UnixNano(), EndedUnixNano: out.End.UnixNano()}
+		if out.Start.IsZero() {
+			now := time.Now().UnixNano()
+			res.StartedUnixNano, res.EndedUnixNano = now, now
+		}
+		err := out.Err
+		if err == nil {
+			err = s.collect(it.ctx, out, res, it.lease)
+			out.Outcome = pluginhost.Classify(it.ctx, err)
+		}
+		if out.Stage != "" {
+			os.RemoveAll(out.Stage)
+		}
+		res.Outcome = out.Outcome
+		if err != nil {
+			res.Error = plain.Error(err).Error()
+			res.Outputs = nil
+		}
+		if out.Outcome == report.OutcomeCanceled && out.Start.IsZero() {
+			res.Error = "canceled before it started"
+		}
+		if it.paused.Load() && res.Outcome != report.OutcomeOK { // volunteer.go
+			res.Outcome, res.Error = report.OutcomeCanceled, errPausedLease
+		}
+		s.n.malform(res)
+		if s.log.Enabled(it.ctx, slog.LevelDebug) {
+			s.log.Debug("task ran", "task", it.lease.TaskId, "attempt", it.lease.Attempt, "outcome", res.Outcome)
+		}
+		s.finish(it, res)
+	})
+	if work != "" {
+		s.n.clearSlotDir(slot, work, false)
 	}
 }
 

@@ -455,7 +455,12 @@ type Lease struct {
 	Params []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	// Another replica uploads the output: report its digest, keep the files
 	// as blocks (the coordinator fetches them only if this digest wins).
-	DigestOnly    bool `protobuf:"varint,5,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	DigestOnly bool `protobuf:"varint,5,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	// Batch (protocol 2, optional): the leases of a batch answer one
+	// credit together and run in one slot, through one plugin call. The
+	// first lease of a batch carries its length (itself included) and the
+	// others follow it in the same Leases message; 0 or 1: a lease alone.
+	Batch         uint32 `protobuf:"varint,6,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,6 +528,13 @@ func (x *Lease) GetDigestOnly() bool {
 		return x.DigestOnly
 	}
 	return false
+}
+
+func (x *Lease) GetBatch() uint32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
 }
 
 type Cancel struct {
@@ -1784,14 +1796,15 @@ const file_peer_proto_rawDesc = "" +
 	"\x04cpus\x18\x0e \x01(\x01R\x04cpus\x12\x0e\n" +
 	"\x02os\x18\x0f \x01(\tR\x02os\x12\x12\n" +
 	"\x04arch\x18\x10 \x01(\tR\x04arch\x12\x10\n" +
-	"\x03run\x18\x11 \x01(\tR\x03run\"\x8e\x01\n" +
+	"\x03run\x18\x11 \x01(\tR\x03run\"\xa4\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06params\x18\x04 \x01(\fR\x06params\x12\x1f\n" +
 	"\vdigest_only\x18\x05 \x01(\bR\n" +
-	"digestOnly\"#\n" +
+	"digestOnly\x12\x14\n" +
+	"\x05batch\x18\x06 \x01(\rR\x05batch\"#\n" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"5\n" +
 	"\x06Leases\x12+\n" +

@@ -46,6 +46,15 @@
 // The next call starts a fresh process. Retrying is the caller's business:
 // the pool never re-runs a call.
 //
+// RunBatch (batch.go) runs several tasks in one process through one
+// streamed call (SDK protocol 3; one Run per task for older plugins),
+// reporting each as it ends, with the outcome Run would give it. The SDK
+// ends a task's ctx at its timeout (a timeout, the process stays warm);
+// the host kills a process whose task overruns it by batchGrace, or whose
+// task's own ctx ends. A crash mid-batch blames no task: results sent
+// just before it may have died with the process, so the caller runs the
+// tasks not reported again, the first alone.
+//
 // Close kills every process, busy or idle, waits until each is reaped and
 // every goroutine the pool or go-plugin started for it has ended (gRPC's
 // own goroutines end a moment later), and removes the private directory.

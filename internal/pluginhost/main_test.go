@@ -31,6 +31,7 @@ import (
 //	P2PC_TEST_PLUGIN=junk        print junk on stdout, then sleep
 //	P2PC_TEST_PLUGIN=silent      print nothing, sleep (start timeout)
 //	P2PC_TEST_PLUGIN=startcrash  write to stderr and exit 7 before serving
+//	P2PC_TEST_PLUGIN=old         a plugin of SDK protocol 2 (no RunBatch)
 //
 // P2PC_TEST_HOST=1 makes it a host instead: a pool running one long task,
 // printing the plugin's pid, for the host-SIGKILL test. P2PC_TEST_HOST=busy
@@ -46,6 +47,9 @@ func TestMain(m *testing.M) {
 	case "task":
 		earlyLog = sdk.Logger() // made before Serve: writes to file descriptor 2
 		sdk.Serve(testTask{})
+		os.Exit(0)
+	case "old":
+		serveOldPlugin()
 		os.Exit(0)
 	case "junk":
 		fmt.Println("hello, I am not a plugin")
@@ -113,6 +117,24 @@ func (testTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.
 		return pid, nil
 	case "fail":
 		return nil, errors.New(p.Msg)
+	case "panicin": // in the task goroutine: the SDK recovers it
+		panic(p.Msg)
+	case "write": // an output file
+		if err := os.WriteFile(req.WorkDir+"/out.txt", []byte(p.Msg), 0o644); err != nil {
+			return nil, err
+		}
+		return &sdk.Result{Files: []string{"out.txt"}}, nil
+	case "litter": // leaves a file, returns none
+		if err := os.WriteFile(req.WorkDir+"/litter", []byte(p.Msg), 0o644); err != nil {
+			return nil, err
+		}
+		return pid, nil
+	case "empty": // is the work dir empty?
+		names, err := os.ReadDir(req.WorkDir)
+		if err != nil {
+			return nil, err
+		}
+		return &sdk.Result{Data: []byte(strconv.Itoa(os.Getpid()) + " " + strconv.Itoa(len(names)))}, nil
 	case "exit":
 		writeFD2(p.Msg + "\n")
 		os.Exit(p.Code)

@@ -36,6 +36,15 @@ func checkDisk(work string, limit int64, err error) error {
 	return fmt.Errorf("%w: %w", le, err)
 }
 
+// checkDiskClean is checkDisk for a task that left its folder empty:
+// only a write past its file-size limit can have hit the limit.
+func checkDiskClean(limit int64, err error) error {
+	if limit <= 0 || err == nil || !strings.Contains(err.Error(), "file too large") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", &sandbox.LimitError{What: "disk", Limit: limit}, err)
+}
+
 // diskUse adds up the sizes of the files beneath dir, stopping once the
 // sum exceeds limit.
 func diskUse(dir string, limit int64) (int64, error) {

@@ -14,6 +14,12 @@
 // and the plugin's Verify, which the coordinator runs on every output
 // wherever it was produced.
 //
+// RunBatch runs several attempts through as few plugin calls as it can
+// (pluginhost.Pool.RunBatch: one streamed call where the plugin serves
+// batches), in one work folder while the tasks leave it empty, with each
+// attempt's outcome, staging and digest as Run gives them; the node's
+// slots and the submitter's own use it for every lease, alone or batched.
+//
 // An output of inline data alone may skip the disk (Attempt.InlineMax):
 // it is digested in memory, as outputs.DigestInline, and comes back in
 // Output.Data. A peer uses this for small results it sends inline anyway.

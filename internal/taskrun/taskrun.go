@@ -31,6 +31,9 @@ type Attempt struct {
 	// (fault injection for the tests of answer verification: node.Lie).
 	// An attempt with Tamper is always staged.
 	Tamper func(stage string) error
+	// Stage is where the output is staged (default WORK.out; RunBatch
+	// callers that keep several outputs at once name one per attempt).
+	Stage string
 	// Disk > 0 bounds the work folder: a task that leaves more in it, or
 	// whose write past its file-size limit failed, is reported
 	// "exceeded disk limit" (disk.go).
@@ -55,6 +58,8 @@ type Output struct {
 	// is nil), not staged.
 	Inline bool
 	Data   []byte
+	// Start and End: when the task ran in the plugin (set by RunBatch).
+	Start, End time.Time
 }
 
 // Run runs the attempt in pool, in the empty work folder work, and
@@ -84,10 +89,13 @@ func Run(ctx context.Context, pool *pluginhost.Pool, work string, a Attempt) Out
 // them (Run's second half; the reduce step uses it alone). inlineMax and
 // tamper are as in Attempt. On error, nothing staged is left behind.
 func Collect(work string, res *sdk.Result, inlineMax int, tamper func(string) error) (Output, error) {
+	return collectTo(work, work+".out", res, inlineMax, tamper)
+}
+
+func collectTo(work, stage string, res *sdk.Result, inlineMax int, tamper func(string) error) (Output, error) {
 	if inlineMax > 0 && tamper == nil && len(res.Files) == 0 && len(res.Data) <= inlineMax {
 		return Output{Inline: true, Data: res.Data, Digest: outputs.DigestInline(res.Data)}, nil
 	}
-	stage := work + ".out"
 	out, err := stageAndDigest(work, stage, res, tamper)
 	if err != nil {
 		os.RemoveAll(stage)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -113,6 +116,76 @@ func (s *taskServer) Run(ctx context.Context, req *pluginpb.RunRequest) (*plugin
 	}
 	res, err := safeCall(func() (*Result, error) { return s.impl.Run(ctx, r, s.hostFor(req.CallId)) })
 	return resultToPB(res, err), nil
+}
+
+// RunBatch runs the request's tasks one after another, each with its own
+// ctx (its timeout_ms), panic recovery and call_id, and streams each
+// result as soon as its task ends. A task that returned files or left its
+// work dir not empty ends the stream if a later task names the same
+// folder: the host collects the files and sends the rest again.
+func (s *taskServer) RunBatch(req *pluginpb.RunBatchRequest, stream grpc.ServerStreamingServer[pluginpb.RunBatchResult]) error {
+	for i, t := range req.Tasks {
+		if err := stream.Context().Err(); err != nil {
+			return err
+		}
+		res := s.runOne(stream.Context(), t)
+		res.Index = uint32(i)
+		if err := stream.Send(res); err != nil {
+			return err
+		}
+		if !res.Clean && sharesWorkDir(req.Tasks[i+1:], t.WorkDir) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// runOne runs one task of a batch.
+func (s *taskServer) runOne(ctx context.Context, t *pluginpb.RunRequest) *pluginpb.RunBatchResult {
+	if t.TimeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(t.TimeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	r := &Request{
+		JobID:   t.JobId,
+		TaskID:  t.TaskId,
+		Attempt: int(t.Attempt),
+		Params:  t.Params,
+		Inputs:  filesFromPB(t.Inputs),
+		WorkDir: t.WorkDir,
+	}
+	start := time.Now()
+	res, err := safeCall(func() (*Result, error) { return s.impl.Run(ctx, r, s.hostFor(t.CallId)) })
+	out := &pluginpb.RunBatchResult{
+		Response:        resultToPB(res, err),
+		StartedUnixNano: start.UnixNano(),
+		EndedUnixNano:   time.Now().UnixNano(),
+		TimedOut:        errors.Is(ctx.Err(), context.DeadlineExceeded),
+	}
+	out.Clean = len(out.Response.Files) == 0 && emptyDir(t.WorkDir)
+	return out
+}
+
+func sharesWorkDir(rest []*pluginpb.RunRequest, dir string) bool {
+	for _, t := range rest {
+		if t.WorkDir == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// emptyDir reports whether dir is an existing, empty folder (one
+// directory read).
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 func (s *taskServer) Reduce(ctx context.Context, req *pluginpb.ReduceRequest) (*pluginpb.RunResponse, error) {

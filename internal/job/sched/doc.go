@@ -4,7 +4,10 @@
 // Workers (local slots, remote peers) pull leases from a Queue, so fast
 // workers take more work and nobody is flooded; a remote peer prefetches
 // through TryNext up to the credits it granted. Each lease is one attempt
-// (one replica) of a task. A worker reports a Result through Finish; a
+// (one replica) of a task. Tiny tasks are leased in batches (batch.go:
+// BatchSize, guided self-scheduling over measured run times), which a
+// worker runs through one plugin call; each lease keeps its own attempt,
+// result and vote. A worker reports a Result through Finish; a
 // lost peer's leases are requeued at once by Lose, ahead of tasks never
 // tried and without counting against the task's retries, and Expire
 // revokes leases that outlived the lease deadline.

@@ -115,6 +115,9 @@ type Config struct {
 	// Verifier: the plugin checks outputs itself (sdk.Verifier), which
 	// counts as verification.
 	Verifier bool
+	// BatchMax bounds a batch (batch.go): 0 is DefaultBatchMax, 1 turns
+	// batching off.
+	BatchMax int
 	// MinPeers holds back every lease until this many peers enrolled.
 	MinPeers int
 	// Strikes (default DefaultStrikes) lost attempts in a row, or
@@ -183,7 +186,9 @@ type Result struct {
 	Files  []string
 	Fetch  FetchFunc
 	Digest digest.ID
-	End    time.Time
+	// Start is when the task started to run (zero: the lease's start),
+	// End when it ended.
+	Start, End time.Time
 	// Fault charges a lost attempt to its peer.
 	Fault Fault
 }
@@ -269,6 +274,14 @@ type Queue struct {
 	byID map[string]int
 	// holds: leases are held back while this is above 0 (Hold).
 	holds int
+	// Batching (batch.go): the recent run times of successful attempts
+	// (runN of them in all), slots of the workers, closed at the first
+	// run time measured.
+	batchMax int
+	runs     [runSamples]time.Duration
+	runN     int
+	slots    map[string]int
+	measured chan struct{}
 }
 
 // New returns a queue over cfg.Pending.
@@ -335,6 +348,12 @@ func New(cfg Config) *Queue {
 		remaining: len(cfg.Pending),
 		open:      make(chan struct{}),
 		enrolled:  map[string]bool{},
+		batchMax:  cfg.BatchMax,
+		slots:     map[string]int{},
+		measured:  make(chan struct{}),
+	}
+	if q.batchMax == 0 {
+		q.batchMax = DefaultBatchMax
 	}
 	q.moved = q.now()
 	if cfg.MinPeers <= 0 {
@@ -602,6 +621,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, stage: res.Stage, files: res.Files, fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
+		q.noteRunLocked(l, res)
 		return q.tallyLocked(l.Task)
 	case report.OutcomeRejected:
 		// The plugin's check rejected the output: a lost vote.

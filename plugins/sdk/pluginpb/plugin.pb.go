@@ -295,7 +295,10 @@ type RunRequest struct {
 	Params []byte  `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
 	Inputs []*File `protobuf:"bytes,6,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Private, empty, writable directory for this call's output files.
-	WorkDir       string `protobuf:"bytes,7,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
+	WorkDir string `protobuf:"bytes,7,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
+	// The task's timeout in RunBatch (0: none); Run takes the call's
+	// deadline instead.
+	TimeoutMs     uint64 `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +382,148 @@ func (x *RunRequest) GetWorkDir() string {
 	return ""
 }
 
+func (x *RunRequest) GetTimeoutMs() uint64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type RunBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*RunRequest          `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunBatchRequest) Reset() {
+	*x = RunBatchRequest{}
+	mi := &file_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunBatchRequest) ProtoMessage() {}
+
+func (x *RunBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunBatchRequest.ProtoReflect.Descriptor instead.
+func (*RunBatchRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RunBatchRequest) GetTasks() []*RunRequest {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// RunBatchResult is one task's result in a RunBatch stream, sent as soon
+// as the task ends, in the order of the request.
+type RunBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's position in RunBatchRequest.tasks.
+	Index           uint32       `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Response        *RunResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	StartedUnixNano int64        `protobuf:"varint,3,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	EndedUnixNano   int64        `protobuf:"varint,4,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
+	// The task ran past its timeout_ms (its ctx expired): its error is a
+	// timeout, not its own failure.
+	TimedOut bool `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// The task returned no files and left its work_dir empty (checked):
+	// the next task may run there.
+	Clean         bool `protobuf:"varint,6,opt,name=clean,proto3" json:"clean,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunBatchResult) Reset() {
+	*x = RunBatchResult{}
+	mi := &file_plugin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunBatchResult) ProtoMessage() {}
+
+func (x *RunBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunBatchResult.ProtoReflect.Descriptor instead.
+func (*RunBatchResult) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunBatchResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RunBatchResult) GetResponse() *RunResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *RunBatchResult) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *RunBatchResult) GetEndedUnixNano() int64 {
+	if x != nil {
+		return x.EndedUnixNano
+	}
+	return 0
+}
+
+func (x *RunBatchResult) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *RunBatchResult) GetClean() bool {
+	if x != nil {
+		return x.Clean
+	}
+	return false
+}
+
 type RunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Small output returned inline.
@@ -394,7 +539,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +551,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +564,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{6}
+	return file_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunResponse) GetData() []byte {
@@ -455,7 +600,7 @@ type TaskOutput struct {
 
 func (x *TaskOutput) Reset() {
 	*x = TaskOutput{}
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +612,7 @@ func (x *TaskOutput) String() string {
 func (*TaskOutput) ProtoMessage() {}
 
 func (x *TaskOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +625,7 @@ func (x *TaskOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOutput.ProtoReflect.Descriptor instead.
 func (*TaskOutput) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{7}
+	return file_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskOutput) GetTaskId() string {
@@ -518,7 +663,7 @@ type ReduceRequest struct {
 
 func (x *ReduceRequest) Reset() {
 	*x = ReduceRequest{}
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +675,7 @@ func (x *ReduceRequest) String() string {
 func (*ReduceRequest) ProtoMessage() {}
 
 func (x *ReduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +688,7 @@ func (x *ReduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReduceRequest.ProtoReflect.Descriptor instead.
 func (*ReduceRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{8}
+	return file_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReduceRequest) GetCallId() uint64 {
@@ -595,7 +740,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +752,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +765,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VerifyRequest) GetJobId() string {
@@ -670,7 +815,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +827,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +840,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{10}
+	return file_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VerifyResponse) GetOk() bool {
@@ -730,7 +875,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_plugin_proto_msgTypes[11]
+	mi := &file_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +887,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[11]
+	mi := &file_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +900,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{11}
+	return file_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProgressRequest) GetCallId() uint64 {
@@ -789,7 +934,7 @@ type PartialRequest struct {
 
 func (x *PartialRequest) Reset() {
 	*x = PartialRequest{}
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +946,7 @@ func (x *PartialRequest) String() string {
 func (*PartialRequest) ProtoMessage() {}
 
 func (x *PartialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +959,7 @@ func (x *PartialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartialRequest.ProtoReflect.Descriptor instead.
 func (*PartialRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{12}
+	return file_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartialRequest) GetCallId() uint64 {
@@ -839,7 +984,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +996,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1009,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{13}
+	return file_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 type SendRequest struct {
@@ -878,7 +1023,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1035,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1048,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{14}
+	return file_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendRequest) GetCallId() uint64 {
@@ -936,7 +1081,7 @@ type RecvRequest struct {
 
 func (x *RecvRequest) Reset() {
 	*x = RecvRequest{}
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1093,7 @@ func (x *RecvRequest) String() string {
 func (*RecvRequest) ProtoMessage() {}
 
 func (x *RecvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1106,7 @@ func (x *RecvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecvRequest.ProtoReflect.Descriptor instead.
 func (*RecvRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{15}
+	return file_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecvRequest) GetCallId() uint64 {
@@ -983,7 +1128,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1140,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1153,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{16}
+	return file_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Message) GetFrom() string {
@@ -1042,7 +1187,7 @@ type LoadRequest struct {
 
 func (x *LoadRequest) Reset() {
 	*x = LoadRequest{}
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1199,7 @@ func (x *LoadRequest) String() string {
 func (*LoadRequest) ProtoMessage() {}
 
 func (x *LoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1212,7 @@ func (x *LoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
 func (*LoadRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{17}
+	return file_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LoadRequest) GetCallId() uint64 {
@@ -1095,7 +1240,7 @@ type Global struct {
 
 func (x *Global) Reset() {
 	*x = Global{}
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1252,7 @@ func (x *Global) String() string {
 func (*Global) ProtoMessage() {}
 
 func (x *Global) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1265,7 @@ func (x *Global) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Global.ProtoReflect.Descriptor instead.
 func (*Global) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Global) GetVersion() uint64 {
@@ -1148,7 +1293,7 @@ type StoreRequest struct {
 
 func (x *StoreRequest) Reset() {
 	*x = StoreRequest{}
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1305,7 @@ func (x *StoreRequest) String() string {
 func (*StoreRequest) ProtoMessage() {}
 
 func (x *StoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1318,7 @@ func (x *StoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRequest.ProtoReflect.Descriptor instead.
 func (*StoreRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{19}
+	return file_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StoreRequest) GetCallId() uint64 {
@@ -1210,7 +1355,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1367,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1380,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{20}
+	return file_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompareAndSwapRequest) GetCallId() uint64 {
@@ -1277,7 +1422,7 @@ type SwapResult struct {
 
 func (x *SwapResult) Reset() {
 	*x = SwapResult{}
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1434,7 @@ func (x *SwapResult) String() string {
 func (*SwapResult) ProtoMessage() {}
 
 func (x *SwapResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1447,7 @@ func (x *SwapResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwapResult.ProtoReflect.Descriptor instead.
 func (*SwapResult) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{21}
+	return file_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SwapResult) GetSwapped() bool {
@@ -1329,7 +1474,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1486,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1499,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{22}
+	return file_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckpointRequest) GetCallId() uint64 {
@@ -1380,7 +1525,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1537,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1550,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{23}
+	return file_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeRequest) GetCallId() uint64 {
@@ -1425,7 +1570,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1582,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1595,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{24}
+	return file_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResumeResponse) GetFound() bool {
@@ -1485,7 +1630,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0eAttachResponse\".\n" +
 	"\x04File\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"\xd0\x01\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xef\x01\n" +
 	"\n" +
 	"RunRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x15\n" +
@@ -1494,7 +1639,18 @@ const file_plugin_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06params\x18\x05 \x01(\fR\x06params\x12,\n" +
 	"\x06inputs\x18\x06 \x03(\v2\x14.p2pc.plugin.v1.FileR\x06inputs\x12\x19\n" +
-	"\bwork_dir\x18\a \x01(\tR\aworkDir\"M\n" +
+	"\bwork_dir\x18\a \x01(\tR\aworkDir\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\b \x01(\x04R\ttimeoutMs\"C\n" +
+	"\x0fRunBatchRequest\x120\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1a.p2pc.plugin.v1.RunRequestR\x05tasks\"\xe6\x01\n" +
+	"\x0eRunBatchResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x127\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1b.p2pc.plugin.v1.RunResponseR\bresponse\x12*\n" +
+	"\x11started_unix_nano\x18\x03 \x01(\x03R\x0fstartedUnixNano\x12&\n" +
+	"\x0fended_unix_nano\x18\x04 \x01(\x03R\rendedUnixNano\x12\x1b\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\x12\x14\n" +
+	"\x05clean\x18\x06 \x01(\bR\x05clean\"M\n" +
 	"\vRunResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05files\x18\x02 \x03(\tR\x05files\x12\x14\n" +
@@ -1564,11 +1720,12 @@ const file_plugin_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\"<\n" +
 	"\x0eResumeResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state2\xed\x02\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state2\xbc\x03\n" +
 	"\x04Task\x12M\n" +
 	"\bDescribe\x12\x1f.p2pc.plugin.v1.DescribeRequest\x1a .p2pc.plugin.v1.DescribeResponse\x12G\n" +
 	"\x06Attach\x12\x1d.p2pc.plugin.v1.AttachRequest\x1a\x1e.p2pc.plugin.v1.AttachResponse\x12>\n" +
-	"\x03Run\x12\x1a.p2pc.plugin.v1.RunRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12D\n" +
+	"\x03Run\x12\x1a.p2pc.plugin.v1.RunRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12M\n" +
+	"\bRunBatch\x12\x1f.p2pc.plugin.v1.RunBatchRequest\x1a\x1e.p2pc.plugin.v1.RunBatchResult0\x01\x12D\n" +
 	"\x06Reduce\x12\x1d.p2pc.plugin.v1.ReduceRequest\x1a\x1b.p2pc.plugin.v1.RunResponse\x12G\n" +
 	"\x06Verify\x12\x1d.p2pc.plugin.v1.VerifyRequest\x1a\x1e.p2pc.plugin.v1.VerifyResponse2\xe0\x04\n" +
 	"\x04Host\x12@\n" +
@@ -1595,7 +1752,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil),       // 0: p2pc.plugin.v1.DescribeRequest
 	(*DescribeResponse)(nil),      // 1: p2pc.plugin.v1.DescribeResponse
@@ -1603,66 +1760,72 @@ var file_plugin_proto_goTypes = []any{
 	(*AttachResponse)(nil),        // 3: p2pc.plugin.v1.AttachResponse
 	(*File)(nil),                  // 4: p2pc.plugin.v1.File
 	(*RunRequest)(nil),            // 5: p2pc.plugin.v1.RunRequest
-	(*RunResponse)(nil),           // 6: p2pc.plugin.v1.RunResponse
-	(*TaskOutput)(nil),            // 7: p2pc.plugin.v1.TaskOutput
-	(*ReduceRequest)(nil),         // 8: p2pc.plugin.v1.ReduceRequest
-	(*VerifyRequest)(nil),         // 9: p2pc.plugin.v1.VerifyRequest
-	(*VerifyResponse)(nil),        // 10: p2pc.plugin.v1.VerifyResponse
-	(*ProgressRequest)(nil),       // 11: p2pc.plugin.v1.ProgressRequest
-	(*PartialRequest)(nil),        // 12: p2pc.plugin.v1.PartialRequest
-	(*Ack)(nil),                   // 13: p2pc.plugin.v1.Ack
-	(*SendRequest)(nil),           // 14: p2pc.plugin.v1.SendRequest
-	(*RecvRequest)(nil),           // 15: p2pc.plugin.v1.RecvRequest
-	(*Message)(nil),               // 16: p2pc.plugin.v1.Message
-	(*LoadRequest)(nil),           // 17: p2pc.plugin.v1.LoadRequest
-	(*Global)(nil),                // 18: p2pc.plugin.v1.Global
-	(*StoreRequest)(nil),          // 19: p2pc.plugin.v1.StoreRequest
-	(*CompareAndSwapRequest)(nil), // 20: p2pc.plugin.v1.CompareAndSwapRequest
-	(*SwapResult)(nil),            // 21: p2pc.plugin.v1.SwapResult
-	(*CheckpointRequest)(nil),     // 22: p2pc.plugin.v1.CheckpointRequest
-	(*ResumeRequest)(nil),         // 23: p2pc.plugin.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 24: p2pc.plugin.v1.ResumeResponse
+	(*RunBatchRequest)(nil),       // 6: p2pc.plugin.v1.RunBatchRequest
+	(*RunBatchResult)(nil),        // 7: p2pc.plugin.v1.RunBatchResult
+	(*RunResponse)(nil),           // 8: p2pc.plugin.v1.RunResponse
+	(*TaskOutput)(nil),            // 9: p2pc.plugin.v1.TaskOutput
+	(*ReduceRequest)(nil),         // 10: p2pc.plugin.v1.ReduceRequest
+	(*VerifyRequest)(nil),         // 11: p2pc.plugin.v1.VerifyRequest
+	(*VerifyResponse)(nil),        // 12: p2pc.plugin.v1.VerifyResponse
+	(*ProgressRequest)(nil),       // 13: p2pc.plugin.v1.ProgressRequest
+	(*PartialRequest)(nil),        // 14: p2pc.plugin.v1.PartialRequest
+	(*Ack)(nil),                   // 15: p2pc.plugin.v1.Ack
+	(*SendRequest)(nil),           // 16: p2pc.plugin.v1.SendRequest
+	(*RecvRequest)(nil),           // 17: p2pc.plugin.v1.RecvRequest
+	(*Message)(nil),               // 18: p2pc.plugin.v1.Message
+	(*LoadRequest)(nil),           // 19: p2pc.plugin.v1.LoadRequest
+	(*Global)(nil),                // 20: p2pc.plugin.v1.Global
+	(*StoreRequest)(nil),          // 21: p2pc.plugin.v1.StoreRequest
+	(*CompareAndSwapRequest)(nil), // 22: p2pc.plugin.v1.CompareAndSwapRequest
+	(*SwapResult)(nil),            // 23: p2pc.plugin.v1.SwapResult
+	(*CheckpointRequest)(nil),     // 24: p2pc.plugin.v1.CheckpointRequest
+	(*ResumeRequest)(nil),         // 25: p2pc.plugin.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 26: p2pc.plugin.v1.ResumeResponse
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: p2pc.plugin.v1.RunRequest.inputs:type_name -> p2pc.plugin.v1.File
-	4,  // 1: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
-	7,  // 2: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
-	4,  // 3: p2pc.plugin.v1.VerifyRequest.inputs:type_name -> p2pc.plugin.v1.File
-	4,  // 4: p2pc.plugin.v1.VerifyRequest.output:type_name -> p2pc.plugin.v1.File
-	18, // 5: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
-	0,  // 6: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
-	2,  // 7: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
-	5,  // 8: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
-	8,  // 9: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
-	9,  // 10: p2pc.plugin.v1.Task.Verify:input_type -> p2pc.plugin.v1.VerifyRequest
-	11, // 11: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
-	12, // 12: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
-	14, // 13: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
-	15, // 14: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
-	17, // 15: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
-	19, // 16: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
-	20, // 17: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
-	22, // 18: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
-	23, // 19: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
-	1,  // 20: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
-	3,  // 21: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
-	6,  // 22: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
-	6,  // 23: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
-	10, // 24: p2pc.plugin.v1.Task.Verify:output_type -> p2pc.plugin.v1.VerifyResponse
-	13, // 25: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
-	13, // 26: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
-	13, // 27: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
-	16, // 28: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
-	18, // 29: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
-	18, // 30: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
-	21, // 31: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
-	13, // 32: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
-	24, // 33: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
-	20, // [20:34] is the sub-list for method output_type
-	6,  // [6:20] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	5,  // 1: p2pc.plugin.v1.RunBatchRequest.tasks:type_name -> p2pc.plugin.v1.RunRequest
+	8,  // 2: p2pc.plugin.v1.RunBatchResult.response:type_name -> p2pc.plugin.v1.RunResponse
+	4,  // 3: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
+	9,  // 4: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
+	4,  // 5: p2pc.plugin.v1.VerifyRequest.inputs:type_name -> p2pc.plugin.v1.File
+	4,  // 6: p2pc.plugin.v1.VerifyRequest.output:type_name -> p2pc.plugin.v1.File
+	20, // 7: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
+	0,  // 8: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
+	2,  // 9: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
+	5,  // 10: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
+	6,  // 11: p2pc.plugin.v1.Task.RunBatch:input_type -> p2pc.plugin.v1.RunBatchRequest
+	10, // 12: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
+	11, // 13: p2pc.plugin.v1.Task.Verify:input_type -> p2pc.plugin.v1.VerifyRequest
+	13, // 14: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
+	14, // 15: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
+	16, // 16: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
+	17, // 17: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
+	19, // 18: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
+	21, // 19: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
+	22, // 20: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
+	24, // 21: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
+	25, // 22: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
+	1,  // 23: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
+	3,  // 24: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
+	8,  // 25: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
+	7,  // 26: p2pc.plugin.v1.Task.RunBatch:output_type -> p2pc.plugin.v1.RunBatchResult
+	8,  // 27: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
+	12, // 28: p2pc.plugin.v1.Task.Verify:output_type -> p2pc.plugin.v1.VerifyResponse
+	15, // 29: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
+	15, // 30: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
+	15, // 31: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
+	18, // 32: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
+	20, // 33: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
+	20, // 34: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
+	23, // 35: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
+	15, // 36: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
+	26, // 37: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
+	23, // [23:38] is the sub-list for method output_type
+	8,  // [8:23] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -1676,7 +1839,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -30,6 +30,7 @@ const (
 	Task_Describe_FullMethodName = "/p2pc.plugin.v1.Task/Describe"
 	Task_Attach_FullMethodName   = "/p2pc.plugin.v1.Task/Attach"
 	Task_Run_FullMethodName      = "/p2pc.plugin.v1.Task/Run"
+	Task_RunBatch_FullMethodName = "/p2pc.plugin.v1.Task/RunBatch"
 	Task_Reduce_FullMethodName   = "/p2pc.plugin.v1.Task/Reduce"
 	Task_Verify_FullMethodName   = "/p2pc.plugin.v1.Task/Verify"
 )
@@ -47,6 +48,15 @@ type TaskClient interface {
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*AttachResponse, error)
 	// Run executes one task.
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*RunResponse, error)
+	// RunBatch executes several tasks one after another in this process
+	// (SDK protocol 3) and streams each task's result as soon as it ends.
+	// Each task has its own ctx (its own timeout_ms), panic recovery and
+	// call_id; a task's failure fails only that task. Tasks that name the
+	// same work_dir run there only while it stays empty: after a task that
+	// returned files or left anything in its work_dir, the stream ends
+	// (without error) if a later task names the same folder, and the host
+	// sends the rest again once it has collected the files.
+	RunBatch(ctx context.Context, in *RunBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunBatchResult], error)
 	// Reduce assembles all task outputs into the job's final artifact.
 	Reduce(ctx context.Context, in *ReduceRequest, opts ...grpc.CallOption) (*RunResponse, error)
 	// Verify checks a task's output cheaply (plugins that implement
@@ -92,6 +102,25 @@ func (c *taskClient) Run(ctx context.Context, in *RunRequest, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *taskClient) RunBatch(ctx context.Context, in *RunBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunBatchResult], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Task_ServiceDesc.Streams[0], Task_RunBatch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RunBatchRequest, RunBatchResult]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Task_RunBatchClient = grpc.ServerStreamingClient[RunBatchResult]
+
 func (c *taskClient) Reduce(ctx context.Context, in *ReduceRequest, opts ...grpc.CallOption) (*RunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RunResponse)
@@ -125,6 +154,15 @@ type TaskServer interface {
 	Attach(context.Context, *AttachRequest) (*AttachResponse, error)
 	// Run executes one task.
 	Run(context.Context, *RunRequest) (*RunResponse, error)
+	// RunBatch executes several tasks one after another in this process
+	// (SDK protocol 3) and streams each task's result as soon as it ends.
+	// Each task has its own ctx (its own timeout_ms), panic recovery and
+	// call_id; a task's failure fails only that task. Tasks that name the
+	// same work_dir run there only while it stays empty: after a task that
+	// returned files or left anything in its work_dir, the stream ends
+	// (without error) if a later task names the same folder, and the host
+	// sends the rest again once it has collected the files.
+	RunBatch(*RunBatchRequest, grpc.ServerStreamingServer[RunBatchResult]) error
 	// Reduce assembles all task outputs into the job's final artifact.
 	Reduce(context.Context, *ReduceRequest) (*RunResponse, error)
 	// Verify checks a task's output cheaply (plugins that implement
@@ -148,6 +186,9 @@ func (UnimplementedTaskServer) Attach(context.Context, *AttachRequest) (*AttachR
 }
 func (UnimplementedTaskServer) Run(context.Context, *RunRequest) (*RunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Run not implemented")
+}
+func (UnimplementedTaskServer) RunBatch(*RunBatchRequest, grpc.ServerStreamingServer[RunBatchResult]) error {
+	return status.Error(codes.Unimplemented, "method RunBatch not implemented")
 }
 func (UnimplementedTaskServer) Reduce(context.Context, *ReduceRequest) (*RunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reduce not implemented")
@@ -230,6 +271,17 @@ func _Task_Run_Handler(srv interface{}, ctx context.Context, dec func(interface{
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Task_RunBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RunBatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TaskServer).RunBatch(m, &grpc.GenericServerStream[RunBatchRequest, RunBatchResult]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Task_RunBatchServer = grpc.ServerStreamingServer[RunBatchResult]
+
 func _Task_Reduce_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReduceRequest)
 	if err := dec(in); err != nil {
@@ -294,7 +346,13 @@ var Task_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Task_Verify_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RunBatch",
+			Handler:       _Task_RunBatch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "plugin.proto",
 }
 

@@ -13,8 +13,12 @@ const ProtocolVersion = 1
 // SDKProtocol is the revision of the plugin protocol within
 // ProtocolVersion; it grows when RPCs or fields are added. Revision 2
 // added Verify and the Host calls Send, Recv, Load, Store,
-// CompareAndSwap, Checkpoint and Resume.
-const SDKProtocol = 2
+// CompareAndSwap, Checkpoint and Resume; revision 3 added RunBatch (a
+// host sends a plugin of revision 2 or less single Run calls).
+const SDKProtocol = 3
+
+// BatchProtocol is the first revision that serves RunBatch.
+const BatchProtocol = 3
 
 // PluginName is the name of the task plugin in go-plugin's plugin set.
 const PluginName = "task"

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// waitLog waits until p's stderr holds s (the peers log at debug level).
+func waitLog(t *testing.T, p *peer, s string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(p.proc.Stderr(), s) {
+		select {
+		case <-ctx.Done():
+			err := p.proc.Stderr()
+			t.Fatalf("%s never logged %q; stderr ends:\n%s", p.name, s, err[max(0, len(err)-3000):])
+		case <-tick.C:
+		}
+	}
+}
+
+const batchLog = "running a batch"
+
+// A verified job of tiny tasks runs in batches; the liar's batches lose
+// their votes, it is excluded, and every accepted digest is the honest
+// one, as without batches.
+func TestBatchVerifiedOneLiar(t *testing.T) {
+	dir := t.TempDir()
+	var peers []*peer
+	for i := range 3 {
+		peers = append(peers, startPeer(t, dir, fmt.Sprintf("h%d", i), 2, "--log-level", "debug"))
+	}
+	liar := startPeer(t, dir, "liar", 2, "--fault-lie-rate", "1", "--log-level", "debug")
+	peers = append(peers, liar)
+	spec := writeSpec(t, dir, "b.yaml", `
+plugin: {{repo}}/plugins/echo
+tasks:
+  - range: {param: n, from: 0, to: 399}
+verify: {replicas: 2, quorum: 2, max_replicas: 5}
+`)
+	honest := localDigests(t, spec, filepath.Join(dir, "local"))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "4", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	for _, task := range rep.Tasks {
+		if task.State != report.TaskDone || task.Digest != honest[task.ID] {
+			t.Errorf("task %s: %s, digest %.12s, honest %.12s, votes %v", task.ID, task.State, task.Digest, honest[task.ID], task.Votes)
+		}
+		seen := map[string]bool{}
+		for _, v := range task.Votes {
+			if seen[v.Peer] {
+				t.Errorf("task %s: two votes of %s", task.ID, v.Peer)
+			}
+			seen[v.Peer] = true
+		}
+	}
+	excluded := false
+	for _, e := range rep.Excluded {
+		excluded = excluded || e.Peer == "liar"
+	}
+	if !excluded {
+		t.Errorf("the liar was not excluded: %v", rep.Excluded)
+	}
+	batched := false
+	for _, p := range peers {
+		batched = batched || strings.Contains(p.proc.Stderr(), batchLog)
+	}
+	if !batched {
+		t.Error("no peer ran a batch")
+	}
+}
+
+// A peer killed while it holds batches: its leases are lost and run
+// elsewhere, no task fails or is charged a retry, each is done once (a
+// backup copy near the end may win over a lease: canceled, uncharged).
+func TestBatchPeerKilled(t *testing.T) {
+	dir := t.TempDir()
+	victim := startPeer(t, dir, "victim", 4, "--log-level", "debug")
+	peers := []*peer{victim, startPeer(t, dir, "p1", 4), startPeer(t, dir, "p2", 4)}
+	spec := writeSpec(t, dir, "k.yaml", `
+plugin: {{repo}}/plugins/echo
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 3999}
+`)
+	out := filepath.Join(dir, "out")
+	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "3", "--join", addrs(peers)}, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, victim, batchLog, 30*time.Second)
+	victim.proc.Kill()
+	select {
+	case <-run.Done():
+		t.Log("the job ended before the kill")
+	default:
+	}
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	rep := readReport(t, out)
+	checkOnce(t, rep)
+	lost := 0
+	for _, task := range rep.Tasks {
+		for _, a := range task.Attempts {
+			switch a.Outcome {
+			case report.OutcomeOK, report.OutcomeCanceled:
+			case report.OutcomeLost:
+				lost++
+			default:
+				t.Errorf("task %s: attempt %s (%s)", task.ID, a.Outcome, a.Error)
+			}
+		}
+	}
+	t.Logf("%d leases lost with the victim and run elsewhere", lost)
+}

@@ -1,0 +1,220 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/plain"
+	"github.com/p2pc/p2pc/internal/pluginproto"
+	"github.com/p2pc/p2pc/plugins/sdk"
+	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
+)
+
+// batchGrace is how long past its timeout a task of a batch may take
+// before the host kills the process: the SDK ends the task's ctx at its
+// timeout, and a task that honours it returns at once (outcome timeout,
+// the process stays warm); one that ignores it is killed.
+const batchGrace = 200 * time.Millisecond
+
+// BatchTask is one task of RunBatch.
+type BatchTask struct {
+	// Ctx is the task's own (its lease): when it ends while the task
+	// runs, the process is killed, as Run's ctx. A task whose Ctx ends
+	// before it starts still runs; the caller ignores its result.
+	Ctx  context.Context
+	Req  *sdk.Request
+	Host sdk.Host
+}
+
+// BatchResult is one task's result of RunBatch.
+type BatchResult struct {
+	// Res and Err are as Run returns them.
+	Res        *sdk.Result
+	Err        error
+	Start, End time.Time
+	// Clean: the task returned no files and left its work dir empty
+	// (the plugin checked), so the next task may run there.
+	Clean bool
+}
+
+// RunBatch runs tasks one after another in one warm process, through one
+// plugin call when the plugin serves batches (pluginpb.BatchProtocol),
+// and calls each, from this goroutine and in order, with every task's
+// result as soon as it ends. Each task has its own timeout (the plugin
+// ends its ctx; the host kills a process whose task overruns it by
+// batchGrace), panic recovery and callbacks; one task's failure, timeout
+// or crash is its own, with the outcome Run would give it.
+//
+// It returns how many tasks were reported: fewer than len(tasks) when
+// the call ended early, after a task that left files in a work dir that
+// a later task names, after the task whose process was lost, or because
+// the plugin speaks only single calls (then one task runs per call). The
+// caller collects what it must, empties the work dir and calls again
+// with the rest; with alone, with the first of the rest alone: the
+// process crashed during a batch, and the results in flight were lost
+// with it, so which task crashed it is known only by running them again,
+// the first alone (a task alone that crashes its process is crashed, as
+// with Run).
+func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Duration, each func(i int, r BatchResult)) (n int, alone bool) {
+	if len(tasks) == 0 {
+		return 0, false
+	}
+	if len(tasks) == 1 || !pl.batches(ctx) {
+		t := tasks[0]
+		var start time.Time // once it has a process: a start is not run time
+		res, err := pl.call(t.Ctx, "run", t.Req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
+			start = time.Now()
+			return c.Run(ctx, t.Req, t.Host)
+		})
+		end := time.Now()
+		if start.IsZero() {
+			start = end
+		}
+		each(0, BatchResult{Res: res, Err: err, Start: start, End: end})
+		return 1, false
+	}
+	first := tasks[0].Req.TaskID
+	p, err := pl.acquire(ctx, "run", first)
+	if err != nil {
+		now := time.Now()
+		each(0, BatchResult{Err: err, Start: now, End: now})
+		return 1, false
+	}
+	pl.stats.calls.Add(1)
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The watchdog of the task that runs now: its timeout (plus grace)
+	// or the end of its own ctx kills the process.
+	var (
+		mu  sync.Mutex
+		cur int
+		why error // ErrTimeout, or the task's ctx error
+	)
+	kill := func(i int, reason error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cur == i && why == nil {
+			why = reason
+			cancel()
+			p.killGroup()
+		}
+	}
+	arm := func(i int) func() {
+		if i >= len(tasks) {
+			return func() {}
+		}
+		stopCtx := context.AfterFunc(tasks[i].Ctx, func() { kill(i, tasks[i].Ctx.Err()) })
+		if timeout <= 0 {
+			return func() { stopCtx() }
+		}
+		t := time.AfterFunc(timeout+batchGrace, func() { kill(i, ErrTimeout) })
+		return func() { stopCtx(); t.Stop() }
+	}
+	calls := make([]pluginproto.BatchTask, len(tasks))
+	for i, t := range tasks {
+		calls[i] = pluginproto.BatchTask{Req: t.Req, Host: t.Host, Timeout: timeout}
+	}
+	disarm := arm(0)
+	started := time.Now()
+	err = p.task.RunBatch(callCtx, calls, func(r pluginproto.BatchResult) {
+		disarm()
+		mu.Lock()
+		if why != nil { // killed as the result came: the process is lost
+			mu.Unlock()
+			disarm = func() {}
+			return
+		}
+		cur = r.Index + 1
+		mu.Unlock()
+		disarm = arm(r.Index + 1)
+		started = r.End
+		out := BatchResult{Res: r.Res, Start: r.Start, End: r.End, Clean: r.Clean}
+		var te *sdk.TaskError
+		switch {
+		case r.TimedOut:
+			pl.stats.timeouts.Add(1)
+			p.endTask()
+			out.Err = &Error{Op: "run", Plugin: pl.cfg.Path, Task: tasks[r.Index].Req.TaskID, PID: p.pidValue(), Kind: ErrTimeout,
+				Err: fmt.Errorf("not done within %v: %w", timeout, r.Err)}
+			out.Res = nil
+		case errors.As(r.Err, &te):
+			pl.stats.taskErrors.Add(1)
+			limit := p.limitHit()
+			p.endTask()
+			out.Err = pl.limitError("run", te.TaskID, p, limit, r.Err)
+		default:
+			if p.endTask() {
+				p.limitHit()
+			}
+		}
+		n = r.Index + 1
+		each(r.Index, out)
+	})
+	disarm()
+	mu.Lock()
+	cur = -1 // no watchdog fires from here on
+	mu.Unlock()
+	if err == nil && why == nil {
+		pl.release(p)
+		return n, false
+	}
+	if err == nil {
+		err = errors.New("killed")
+	}
+	// The process is lost during task n: it is killed, that task gets
+	// the error Run would give it, the rest did not run. A crash (or a
+	// kill by a limit of its cgroup) is not blamed on task n: results
+	// sent before it may have been lost with the process, and the culprit
+	// a later task; n runs again, alone (see above).
+	limit := p.limitHit()
+	crashed := !pl.isClosed() && ctx.Err() == nil && why == nil
+	e := &Error{Op: "run", Plugin: pl.cfg.Path, Task: tasks[n].Req.TaskID, PID: p.pidValue(), Err: err}
+	switch {
+	case pl.isClosed():
+		e.Kind = ErrClosed
+		p.shutdown()
+	case ctx.Err() != nil:
+		e.Kind = ctx.Err()
+		pl.stats.canceled.Add(1)
+		p.shutdown()
+	case errors.Is(why, ErrTimeout):
+		e.Kind = ErrTimeout
+		e.Err = fmt.Errorf("no answer within %v: %w", timeout, err)
+		pl.stats.timeouts.Add(1)
+		p.shutdown()
+		pl.hostLog.Info("plugin killed: task timed out", "task", e.Task, "pid", e.PID, "timeout", timeout)
+	case why != nil:
+		e.Kind = why
+		pl.stats.canceled.Add(1)
+		p.shutdown()
+	default:
+		e.Kind = ErrCrashed
+		pl.stats.crashes.Add(1)
+		p.shutdownAfterCrash()
+		if limit != nil {
+			e.Kind = limit
+		}
+	}
+	p.finishError(e)
+	if e.Kind == ErrCrashed {
+		pl.hostLog.Warn("plugin crashed", "op", "run", "task", e.Task, "pid", e.PID, "status", e.Status, "err", plain.Error(err))
+	}
+	<-pl.slots
+	if crashed {
+		pl.hostLog.Debug("plugin lost in a batch; the first task not reported runs again, alone", "task", e.Task, "err", e)
+		return n, true
+	}
+	each(n, BatchResult{Err: e, Start: started, End: time.Now()})
+	return n + 1, false
+}
+
+// batches reports whether the plugin serves RunBatch (its SDK protocol,
+// from the cached Describe).
+func (pl *Pool) batches(ctx context.Context) bool {
+	info, err := pl.Describe(ctx)
+	return err == nil && info.SDKProtocol >= pluginpb.BatchProtocol
+}

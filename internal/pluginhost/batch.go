@@ -111,8 +111,10 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 		if timeout <= 0 {
 			return func() { stopCtx() }
 		}
-		t := time.AfterFunc(timeout+batchGrace, func() { kill(i, ErrTimeout) })
-		return func() { stopCtx(); t.Stop() }
+		// Running time: a frozen spell (--pause-when-busy) does not count.
+		tctx, tcancel := withTaskTimeout(context.Background(), timeout+batchGrace)
+		stopT := context.AfterFunc(tctx, func() { kill(i, ErrTimeout) })
+		return func() { stopCtx(); stopT(); tcancel() }
 	}
 	calls := make([]pluginproto.BatchTask, len(tasks))
 	for i, t := range tasks {

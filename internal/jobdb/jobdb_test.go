@@ -390,3 +390,59 @@ func TestEmpty(t *testing.T) {
 	}
 	w.Close()
 }
+
+// TestIncremental: a task written again writes only what changed, and
+// still reads back as it was put: attempts appended, votes recounted,
+// partial results shifted, and rows an earlier run left replaced.
+func TestIncremental(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	att := func(n int) report.Attempt {
+		return report.Attempt{Peer: "p" + strconv.Itoa(n), Start: t0, End: t0.Add(time.Duration(n) * time.Second), Outcome: report.OutcomeTaskError, Error: "e" + strconv.Itoa(n)}
+	}
+	check := func(db *DB, want report.Task) {
+		t.Helper()
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Tasks) != 1 {
+			t.Fatalf("%d tasks", len(got.Tasks))
+		}
+		g := got.Tasks[0]
+		if g.State != want.State || !reflect.DeepEqual(g.Attempts, want.Attempts) || len(g.Votes) != len(want.Votes) || len(g.Partials) != len(want.Partials) {
+			t.Fatalf("got %+v\nwant %+v", g, want)
+		}
+		for i := range want.Partials {
+			if g.Partials[i].Text != want.Partials[i].Text {
+				t.Fatalf("partial %d: %q, want %q", i, g.Partials[i].Text, want.Partials[i].Text)
+			}
+		}
+	}
+	db := open(t, path)
+	task := report.Task{ID: "a", Params: json.RawMessage(`{}`), State: report.TaskRunning, Attempts: []report.Attempt{att(0), att(1), att(2)},
+		Votes: []report.Vote{{Peer: "x", Digest: "d"}, {Peer: "y", Digest: "d"}}, Partials: []report.Partial{{Time: t0, Peer: "p", Text: "1"}, {Time: t0, Peer: "p", Text: "2"}}}
+	db.PutTask(0, &task)
+	check(db, task)
+	task.Attempts = append(task.Attempts, att(3))
+	task.Votes = task.Votes[:1]
+	task.Partials = []report.Partial{task.Partials[1], {Time: t0, Peer: "p", Text: "3"}}
+	db.PutTask(0, &task)
+	check(db, task)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A rerun starts the task afresh: the earlier run's rows go.
+	db = open(t, path)
+	defer db.Close()
+	task = report.Task{ID: "a", Params: json.RawMessage(`{}`), State: report.TaskPending, Attempts: []report.Attempt{}}
+	db.PutTask(0, &task)
+	check(db, task)
+	task.State, task.Attempts = report.TaskDone, []report.Attempt{att(7)}
+	db.PutTask(0, &task)
+	check(db, task)
+}

@@ -35,29 +35,75 @@ type writer struct {
 	closed bool
 
 	stmts map[string]*sql.Stmt // prepared once, used by the loop only
+
+	// rows says, per task index, what the database holds of the task's
+	// rows, so that a change writes only what is new (used by the loop
+	// only). fresh: the tasks table was empty at Open, so a task never
+	// written has no rows.
+	rows  []taskRows
+	fresh bool
+	// execs counts statements executed (benchmarks report it per task).
+	execs int
+}
+
+// taskRows is what the database holds of one task, as far as the writer
+// knows.
+type taskRows struct {
+	seen bool // the entry is set up
+	row  bool // this writer wrote the task's row
+	// Rows of attempts, votes and partial results; -1: unknown (rows of
+	// an earlier run may be there).
+	attempts, votes, partials int32
+}
+
+// rowsOf returns task idx's entry, growing the table.
+func (w *writer) rowsOf(idx int) *taskRows {
+	if idx >= len(w.rows) {
+		w.rows = append(w.rows, make([]taskRows, idx+1-len(w.rows))...)
+	}
+	r := &w.rows[idx]
+	if !r.seen {
+		r.seen = true
+		if !w.fresh {
+			r.attempts, r.votes, r.partials = -1, -1, -1
+		}
+	}
+	return r
 }
 
 // batch is one transaction of the writer: changes execute statements
 // through it, each prepared once for the writer's life.
 type batch struct {
-	ctx context.Context
-	tx  *sql.Tx
-	w   *writer
+	ctx   context.Context
+	tx    *sql.Tx
+	w     *writer
+	stmts map[string]*sql.Stmt // the writer's statements bound to tx
 }
 
 func (b *batch) exec(query string, args ...any) error {
-	var err error
-	if st := b.w.stmts[query]; st != nil {
-		_, err = b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
-	} else {
-		_, err = b.tx.ExecContext(b.ctx, query, args...)
+	b.w.execs++
+	st := b.stmts[query]
+	if st == nil {
+		prep := b.w.stmts[query]
+		if prep == nil {
+			_, err := b.tx.ExecContext(b.ctx, query, args...)
+			return err
+		}
+		st = b.tx.StmtContext(b.ctx, prep)
+		b.stmts[query] = st
 	}
+	_, err := st.ExecContext(b.ctx, args...)
 	return err
 }
 
 func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
 		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	var n int
+	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM tasks LIMIT 1)").Scan(&n); err != nil {
+		return nil, db.wrap("read tasks", err)
+	}
+	w.fresh = n == 0
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
 	for _, q := range writeQueries {
@@ -194,7 +240,7 @@ func (w *writer) apply(changes []change) error {
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w}
+	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue

@@ -131,6 +131,8 @@ type runner struct {
 	vc   *vc.State
 	// workRoot holds per-attempt folders (OUT/.p2pc/work).
 	workRoot string
+	// folders: which tasks may have an output folder (place).
+	folders taskFolders
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
 
@@ -211,6 +213,10 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return nil, bad(err)
 	}
 	reused := r.reuse(ctx)
+	if err := r.scanFolders(len(r.rep.Tasks)); err != nil {
+		r.db.Close()
+		return nil, err
+	}
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))
 	r.mu.Lock()

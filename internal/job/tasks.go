@@ -220,7 +220,13 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 		out.Err = r.outputFault(err)
 		out.Outcome = pluginhost.Classify(actx, out.Err)
 	} else {
-		out = taskrun.Run(actx, r.pool, work, r.attempt(l, &leaseHost{r: r, l: l}))
+		a := r.attempt(l, &leaseHost{r: r, l: l})
+		if !r.verifier {
+			// An inline output goes to the job database from memory; the
+			// plugin's Verify, if it has one, reads the output as files.
+			a.InlineMax = maxInlineOutput
+		}
+		out = taskrun.Run(actx, r.pool, work, a)
 	}
 	if out.Err != nil && actx.Err() == nil {
 		// A plugin tells of a disk it could not write to only as text:
@@ -238,7 +244,14 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 			}
 		}
 	}
-	return sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, End: time.Now().UTC()}
+	res := sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, End: time.Now().UTC()}
+	if out.Inline && out.Err == nil {
+		res.Inline, res.Data, res.Files = true, out.Data, nil
+		if out.Data != nil {
+			res.Files = []string{sdk.DataFile}
+		}
+	}
+	return res
 }
 
 // attempt describes lease l for taskrun, on whichever slot it runs.
@@ -266,41 +279,92 @@ func (r *runner) inputFiles() []sdk.File {
 // that is only the inline data file, up to this size, gets no folder.
 const maxInlineOutput = 1 << 20
 
-// place stores a complete staged output: an inline output (only the data
-// file, or nothing) goes into the job database, anything else is renamed
-// to OUT/tasks/<id>, replacing what an earlier run left there. The folder
-// is thus either complete or absent.
-func (r *runner) place(task int, id, stage string, files []string) error {
+// place stores a complete output: an inline output (only the data file,
+// or nothing), whether held in memory or staged, goes into the job
+// database; anything else is renamed to OUT/tasks/<id>, replacing what
+// an earlier run (or an earlier placing of this run) left there. The
+// folder is thus either complete or absent. It is called under the
+// queue's lock.
+func (r *runner) place(task int, id string, out sched.Output) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
-	if data, ok, err := inlineStage(stage, files); err != nil {
-		return fmt.Errorf("store output of task %s: %w", id, err)
-	} else if ok {
-		if data != nil {
-			err = r.db.PutOutput(task, sdk.DataFile, data)
+	if !out.Inline {
+		data, ok, err := inlineStage(out.Stage, out.Files)
+		if err != nil {
+			return fmt.Errorf("store output of task %s: %w", id, err)
+		}
+		if ok {
+			os.RemoveAll(out.Stage)
+			out = sched.Output{Inline: true, Files: out.Files, Data: data}
+		}
+	}
+	if out.Inline && len(out.Data) > maxInlineOutput {
+		// Too large for the database (a peer's inline output may be):
+		// it gets a folder like any output of files.
+		stage, err := os.MkdirTemp(r.workRoot, id+".place-*")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(stage, sdk.DataFile), out.Data, 0o644)
+		}
+		if err != nil {
+			os.RemoveAll(stage)
+			return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
+		}
+		out = sched.Output{Stage: stage, Files: out.Files}
+	}
+	if out.Inline {
+		var err error
+		if len(out.Files) > 0 {
+			err = r.db.PutOutput(task, sdk.DataFile, out.Data)
 		} else {
 			err = r.db.DeleteOutput(task)
 		}
 		if err != nil {
 			return fmt.Errorf("store output of task %s: %w", id, err)
 		}
-		os.RemoveAll(stage)
-		if err := os.RemoveAll(final); err != nil { // an earlier run's files
-			return fmt.Errorf("replace output of task %s: %w", id, err)
+		if r.mayHaveFolder(task) {
+			if err := os.RemoveAll(final); err != nil { // an earlier run's files
+				return fmt.Errorf("replace output of task %s: %w", id, err)
+			}
 		}
 		return nil
 	}
 	if err := r.db.DeleteOutput(task); err != nil {
 		return fmt.Errorf("store output of task %s: %w", id, err)
 	}
-	if os.Rename(stage, final) == nil {
+	r.folders.placed[task] = true
+	if os.Rename(out.Stage, final) == nil {
 		return nil // the usual case: nothing there yet
 	}
 	if err := os.RemoveAll(final); err != nil {
 		return r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
 	}
-	if err := os.Rename(stage, final); err != nil {
+	if err := os.Rename(out.Stage, final); err != nil {
 		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
+	return nil
+}
+
+// taskFolders tells which tasks may have a folder OUT/tasks/<id>: none
+// but those this run placed, when OUT/tasks was empty at the start.
+type taskFolders struct {
+	old    bool   // OUT/tasks held something at the start
+	placed []bool // by task: this run placed a folder (under the queue's lock)
+}
+
+func (r *runner) mayHaveFolder(task int) bool { return r.folders.old || r.folders.placed[task] }
+
+// scanFolders sets up r.folders for n tasks.
+func (r *runner) scanFolders(n int) error {
+	r.folders.placed = make([]bool, n)
+	f, err := os.Open(filepath.Join(r.p.OutDir, "tasks"))
+	if err != nil {
+		return r.outputFault(fmt.Errorf("read tasks dir: %w", err))
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return r.outputFault(fmt.Errorf("read tasks dir: %w", err))
+	}
+	r.folders.old = len(names) > 0
 	return nil
 }
 

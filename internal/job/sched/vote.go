@@ -178,7 +178,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	rt := &q.rep.Tasks[task]
 	var winner *vote
 	for i := range ts.votes {
-		if v := &ts.votes[i]; v.digest == d && v.stage != "" {
+		if v := &ts.votes[i]; v.digest == d && v.out.held() {
 			winner = v
 			break
 		}
@@ -191,17 +191,18 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		}
 		return false
 	}
-	if err := q.env.Place(task, rt.ID, winner.stage, winner.files); err != nil {
+	if err := q.env.Place(task, rt.ID, winner.out); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.needLocked(task, 1)
 		return false
 	}
-	winner.stage = ""
+	files := winner.out.Files
+	winner.out = Output{}
 	ts.settled, ts.accepted = true, d
 	ts.need = 0
 	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
 	q.remaining--
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, d.String(), report.TaskFiles(rt.ID, winner.files)
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, d.String(), report.TaskFiles(rt.ID, files)
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	if q.Verifying() {
 		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, d), len(ts.votes))
@@ -258,7 +259,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 				if gone {
 					w.fetch = nil
 				} else {
-					w.stage, w.files = stage, files
+					w.out = Output{Stage: stage, Files: files}
 				}
 			}
 			if gone {

@@ -477,9 +477,11 @@ func (q *Queue) takeLocked(peer string) *Lease {
 // involvedLocked: peer runs a replica of task, or already voted on it.
 // Replicas of a task go to distinct peers.
 func (q *Queue) involvedLocked(peer string, task int) bool {
-	for _, l := range q.running {
-		if l.Task == task && l.Peer == peer {
-			return true
+	if q.tasks[task].running > 0 { // else no need to scan every lease
+		for _, l := range q.running {
+			if l.Task == task && l.Peer == peer {
+				return true
+			}
 		}
 	}
 	if q.Verifying() {
@@ -771,6 +773,9 @@ func (q *Queue) cleanVotes(task int) {
 }
 
 func (q *Queue) revokeCopiesLocked(task int) {
+	if q.tasks[task].running == 0 {
+		return // the usual case: no other copy (the scan is of every lease)
+	}
 	for _, l := range q.running {
 		if l.Task == task {
 			revoke(l)

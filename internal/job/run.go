@@ -196,9 +196,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
 	r.opts.Live.attach(r)
-	ids := make([]string, len(job.Tasks))
-	for i, t := range job.Tasks {
-		ids[i] = t.ID
+	ids := make([]string, len(r.rep.Tasks))
+	for i := range r.rep.Tasks {
+		ids[i] = r.rep.Tasks[i].ID // shared with the report
 	}
 	var keep func(ctx context.Context, data []byte) error
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
@@ -230,7 +230,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	jctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	stopJournal := r.startJournal(stopRun)
-	r.opts.Events.Started(len(job.Tasks), reused)
+	r.opts.Events.Started(job.Tasks.Len(), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
 	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
@@ -266,7 +266,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 		return r.rep, fmt.Errorf("%s: %w", stall, ErrStalled)
 	case failed > 0:
-		msg := fmt.Sprintf("%d of %d tasks failed", failed, len(job.Tasks))
+		msg := fmt.Sprintf("%d of %d tasks failed", failed, job.Tasks.Len())
 		r.finish(report.StateFailed, msg)
 		if err := r.end(stopJournal); err != nil {
 			return r.rep, err
@@ -309,11 +309,11 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 			Name:    info.Name,
 			Version: info.Version,
 		},
-		Summary: report.Summary{Total: len(job.Tasks)},
-		Tasks:   make([]report.Task, len(job.Tasks)),
+		Summary: report.Summary{Total: job.Tasks.Len()},
+		Tasks:   make([]report.Task, job.Tasks.Len()),
 	}
-	for i, t := range job.Tasks {
-		rep.Tasks[i] = report.Task{ID: t.ID, Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
+	for i := range rep.Tasks {
+		rep.Tasks[i] = report.Task{ID: job.Tasks.ID(i), Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
 	}
 	return rep
 }

@@ -39,7 +39,7 @@ func TestSettleInline(t *testing.T) {
 			ctx := context.Background()
 			out := t.TempDir()
 			r := &runner{
-				p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: []spec.Task{{ID: "t0", Params: map[string]any{}}}}},
+				p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: spec.TaskList([]spec.Task{{ID: "t0", Params: map[string]any{}}})}},
 				opts:    RunOptions{Events: nopEvents{}, Node: "me"},
 				log:     slog.New(slog.DiscardHandler),
 				kick:    make(chan struct{}, 1),

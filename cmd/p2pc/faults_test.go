@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
-	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -160,93 +158,6 @@ func TestRefusedEverywhereStalls(t *testing.T) {
 	run.Signal(syscall.SIGINT)
 	if code, err := run.Wait(30 * time.Second); err != nil || code != 130 {
 		t.Errorf("interrupted: exit %d, %v, want 130", code, err)
-	}
-}
-
-// A --join peer stopped with leases: the membership declares it failed,
-// its session ends and its tasks run elsewhere at once, ahead of the
-// tasks never tried (before, they waited for gRPC keepalive, 10 s at
-// least, and then for the end of the queue).
-func TestStoppedJoinPeerLeasesRunElsewhere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow; TestRefusedEverywhereStalls covers the watchdog in -short")
-	}
-	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2)}
-	// Long enough that tasks are still pending when s1 stops: no backup
-	// copies yet, only the take-back can redo its tasks.
-	spec := writeSpec(t, dir, "s.yaml", `
-plugin: {{repo}}/plugins/echo
-params: {sleep_ms: 500}
-timeout: 1m
-tasks:
-  - range: {param: n, from: 0, to: 39}
-`)
-	out := filepath.Join(dir, "out")
-	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0",
-		"--min-peers", "2", "--join", addrs(peers)}, harness.Options{Name: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rep, err := jobdb.ReadReport(context.Background(), out)
-		if err == nil && sharesOf(rep)["s1"] > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("s1 never ran a task\n%s", run.Stderr())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopped := time.Now()
-	peers[0].proc.Signal(syscall.SIGSTOP)
-	defer peers[0].proc.Signal(syscall.SIGCONT)
-	code, err := run.Wait(time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
-	}
-	rep := readReport(t, out)
-	checkOnce(t, rep)
-	taken := 0
-	for _, task := range rep.Tasks {
-		var lost *report.Attempt
-		for i, a := range task.Attempts {
-			if a.Peer == "s1" && a.Outcome != report.OutcomeOK {
-				lost = &task.Attempts[i]
-			}
-		}
-		if lost == nil {
-			continue
-		}
-		taken++
-		var redo time.Time
-		for _, a := range task.Attempts {
-			if a.Outcome == report.OutcomeOK {
-				redo = a.Start
-			}
-		}
-		back, again := lost.End.Sub(stopped), redo.Sub(stopped)
-		t.Logf("task %s: s1's lease taken back %s after SIGSTOP (%s: %s), run again at %s on %s",
-			task.ID, back.Round(time.Millisecond), lost.Outcome, lost.Error, again.Round(time.Millisecond), task.Peer)
-		if lost.Outcome != report.OutcomeLost {
-			t.Errorf("task %s: s1's attempt ended %s, want lost (taken back, not a backup copy)", task.ID, lost.Outcome)
-		}
-		if back > 3*time.Second {
-			t.Errorf("task %s: s1's lease was taken back %s after the stop, want within 3s", task.ID, back.Round(time.Millisecond))
-		}
-		// s2's slots free up every quarter second or so; its prefetched
-		// lease goes first.
-		if again > 4*time.Second {
-			t.Errorf("task %s: run again %s after the stop, want within 4s", task.ID, again.Round(time.Millisecond))
-		}
-	}
-	if taken == 0 {
-		t.Errorf("s1 held no lease when it stopped")
 	}
 }
 

@@ -20,7 +20,7 @@ type JoinCmd struct {
 	Name          string        `help:"Node name, unique in the swarm (default: hostname-pid)." env:"P2PC_NAME"`
 	Listen        string        `help:"gRPC listen address, host:port (default ${default}: all interfaces, port 7070; port 0 picks a free one). A --join address without a port means port 7070." default:"0.0.0.0:7070" placeholder:"ADDR"`
 	Advertise     string        `help:"Address (host or host:port) peers should dial, if not the one detected." placeholder:"ADDR"`
-	Join          []string      `help:"Static peers to join (gRPC addresses host:port), for routed networks and tests." sep:"," placeholder:"ADDR"`
+	Join          []string      `help:"Static peers to join (host or host:port; port 7070 when none is given), for routed networks and tests." sep:"," placeholder:"ADDR"`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`

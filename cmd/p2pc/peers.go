@@ -15,7 +15,7 @@ import (
 
 // PeersCmd is `p2pc peers`: list the live swarm.
 type PeersCmd struct {
-	Join   []string      `help:"Peers to ask (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR"`
+	Join   []string      `help:"Peers to ask (host or host:port; port 7070 when none is given), besides those found with mDNS." sep:"," placeholder:"ADDR"`
 	NoMDNS bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
 	Wait   time.Duration `help:"How long to look for peers." default:"2s"`
 	JSON   bool          `help:"Print the members as JSON."`

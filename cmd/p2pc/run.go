@@ -23,7 +23,7 @@ type RunCmd struct {
 	Spec       string        `arg:"" optional:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
 	Out        string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
 	LocalSlots int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
-	Join       []string      `help:"Peers to use (gRPC addresses host:port), besides those found with mDNS." sep:"," placeholder:"ADDR"`
+	Join       []string      `help:"Peers to use (host or host:port; port 7070 when none is given), besides those found with mDNS." sep:"," placeholder:"ADDR"`
 	NoMDNS     bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
 	MinPeers   int           `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
 	WaitPeers  time.Duration `name:"wait-peers" help:"How long to wait for a peer while none can take the work left (none found, or each refused or excluded) before failing with exit code 3 (default ${default}); 0: wait for ever." default:"1m" placeholder:"DURATION"`

@@ -7,12 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
-	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -192,69 +190,6 @@ loop:
 func restart(t *testing.T, dir string, p *peer) *peer {
 	t.Helper()
 	return startPeerAt(t, dir, p.name, p.addr, 2)
-}
-
-func TestSwarmStoppedPeer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow; TestSwarmStaticPeers covers the swarm in -short")
-	}
-	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "s1", 2), startPeer(t, dir, "s2", 2)}
-	spec := writeSpec(t, dir, "s.yaml", `
-plugin: {{repo}}/plugins/echo
-params: {sleep_ms: 500}
-timeout: 1m
-tasks:
-  - range: {param: n, from: 0, to: 11}
-`)
-	out := filepath.Join(dir, "out")
-	run, err := harness.Start(p2pcBin, []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers)}, harness.Options{Name: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stop s1 while it holds leases: wait until it has run a task.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rep, err := jobdb.ReadReport(context.Background(), out)
-		if err == nil && sharesOf(rep)["s1"] > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			run.Kill()
-			t.Fatalf("s1 never ran a task\n%s", run.Stderr())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopped := time.Now()
-	peers[0].proc.Signal(syscall.SIGSTOP)
-	defer peers[0].proc.Signal(syscall.SIGCONT)
-	code, err := run.Wait(time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
-	}
-	rep := readReport(t, out)
-	checkOnce(t, rep)
-	// Every lease s1 lost was redone elsewhere within 5 s of the stop.
-	for _, task := range rep.Tasks {
-		var lostAt time.Time
-		var why string
-		for _, a := range task.Attempts {
-			if a.Peer == "s1" && a.Outcome != report.OutcomeOK {
-				lostAt, why = a.End, a.Error
-			}
-		}
-		if lostAt.IsZero() {
-			continue
-		}
-		if d := lostAt.Sub(stopped); d > 5*time.Second {
-			t.Errorf("task %s: s1's lease was taken back %s after the stop", task.ID, d.Round(time.Millisecond))
-		} else {
-			t.Logf("task %s: s1's lease taken back %s after SIGSTOP (%s), redone on %s", task.ID, d.Round(time.Millisecond), why, task.Peer)
-		}
-	}
 }
 
 func TestTwoSubmitters(t *testing.T) {

@@ -119,7 +119,7 @@ func (p *runPeers) Peers() []webui.Peer {
 				st = webui.PeerLost
 			}
 			byID[m.ID] = len(out)
-			out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st})
+			out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox})
 		}
 	}
 	for _, s := range p.live.Sessions() {
@@ -158,7 +158,7 @@ func (p *nodePeers) Peers() []webui.Peer {
 		if m.State != discovery.StateAlive {
 			st = webui.PeerLost
 		}
-		out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st})
+		out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox})
 	}
 	return out
 }

@@ -218,29 +218,40 @@ func TestExpandUIFlag(t *testing.T) {
 // with its slots and confinement, and no job.
 func TestJoinWebView(t *testing.T) {
 	dir := t.TempDir()
-	p := startPeer(t, dir, "viewer", 3, "--ui", "127.0.0.1:0")
+	other := startPeer(t, dir, "other", 1)
+	p := startPeer(t, dir, "viewer", 3, "--ui", "127.0.0.1:0", "--join", other.addr)
 	waitStderr(t, p.proc, webViewRe)
 	url := webViewRe.FindStringSubmatch(p.proc.Stderr())[1]
 	base := url[:strings.Index(url, "/?token=")]
-	resp, err := http.Get(base + "/api/snapshot")
-	if err != nil {
-		t.Fatal(err)
+	type peerView struct {
+		Name        string `json:"name"`
+		Slots       int    `json:"slots"`
+		Self        bool   `json:"self"`
+		Confinement string `json:"confinement"`
 	}
-	defer resp.Body.Close()
 	var snap struct {
 		Job   json.RawMessage `json:"job"`
-		Peers []struct {
-			Name        string `json:"name"`
-			Slots       int    `json:"slots"`
-			Self        bool   `json:"self"`
-			Confinement string `json:"confinement"`
-		} `json:"peers"`
+		Peers []peerView      `json:"peers"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
-		t.Fatal(err)
-	}
-	if len(snap.Peers) != 1 || snap.Peers[0].Name != "viewer" || !snap.Peers[0].Self || snap.Peers[0].Slots != 3 || snap.Peers[0].Confinement == "" || snap.Job != nil {
+	// The other peer appears once gossip has it, with the confinement it
+	// gossips.
+	waitFor(t, 30*time.Second, "the other peer in the web view", func() bool {
+		resp, err := http.Get(base + "/api/snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+			t.Fatal(err)
+		}
+		return len(snap.Peers) == 2
+	})
+	self, peer := snap.Peers[0], snap.Peers[1]
+	if self.Name != "viewer" || !self.Self || self.Slots != 3 || self.Confinement == "" || snap.Job != nil {
 		t.Fatalf("peer view: %+v (job %s)", snap.Peers, snap.Job)
+	}
+	if peer.Name != "other" || peer.Self || peer.Slots != 1 || peer.Confinement != self.Confinement {
+		t.Errorf("the other peer: %+v, want its gossiped confinement %q", peer, self.Confinement)
 	}
 	if r, err := http.Get(base + "/api/tasks"); err != nil || r.StatusCode != http.StatusNotFound {
 		t.Errorf("task table on a peer: %v %v", r.StatusCode, err)

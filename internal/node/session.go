@@ -191,7 +191,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	}
 	sess.mu.Unlock()
 	wg.Wait()
-	sess.log.Info("job session ended", "err", err)
+	sess.log.Info("job session ended", "err", plain.Error(err))
 	return err
 }
 

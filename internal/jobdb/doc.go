@@ -6,7 +6,8 @@
 // milliseconds (group commit): many changes to one task inside a batch
 // cost one write. The writer remembers what it wrote of each task, so a
 // task that finished writes its row (an UPDATE) and its new attempt, and
-// nothing else: attempts are appended, never rewritten. The database is in
+// nothing else: attempts are appended, never rewritten. Inserts of a
+// batch go in statements of many rows. The database is in
 // WAL mode with synchronous=NORMAL: a committed batch survives the
 // coordinator's SIGKILL (not necessarily a power cut), and readers such as
 // `p2pc status` read it while the run writes.

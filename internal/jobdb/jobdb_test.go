@@ -446,3 +446,41 @@ func TestIncremental(t *testing.T) {
 	db.PutTask(0, &task)
 	check(db, task)
 }
+
+// TestManyRows: rows gathered into statements of many rows (and the rest
+// one at a time) all arrive, each in its place.
+func TestManyRows(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, filepath.Join(t.TempDir(), FileName))
+	defer db.Close()
+	const n = 3*multiRows + 5
+	for i := range n {
+		id := strconv.Itoa(i)
+		task := report.Task{ID: id, Params: json.RawMessage(`{"i":` + id + `}`), State: report.TaskDone, Digest: "d" + id,
+			Attempts: []report.Attempt{{Peer: "p", Start: t0, End: t0, Outcome: report.OutcomeLost, Error: "a" + id}, {Peer: "p", Start: t0, End: t0, Outcome: report.OutcomeOK}},
+			Votes:    []report.Vote{{Peer: "p", Digest: "d" + id}}}
+		if err := db.PutTask(i, &task); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PutOutput(i, "data", []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Load(ctx)
+	if err != nil || len(rep.Tasks) != n {
+		t.Fatalf("%d tasks, %v", len(rep.Tasks), err)
+	}
+	for i, task := range rep.Tasks {
+		id := strconv.Itoa(i)
+		if task.ID != id || string(task.Params) != `{"i":`+id+`}` || len(task.Attempts) != 2 || task.Attempts[0].Error != "a"+id ||
+			len(task.Votes) != 1 || task.Votes[0].Digest != "d"+id {
+			t.Fatalf("task %d: %+v", i, task)
+		}
+		if _, data, found, err := db.Output(ctx, i); !found || err != nil || string(data) != id {
+			t.Fatalf("output %d: %q %v %v", i, data, found, err)
+		}
+	}
+}

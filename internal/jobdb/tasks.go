@@ -28,6 +28,10 @@ const (
 	qDeletePartials = "DELETE FROM partials WHERE task = ?"
 )
 
+// multiRowQueries are the inserts that a batch gathers into statements of
+// many rows (batch.insert).
+var multiRowQueries = []string{qPutOutput, qTask, qAttempt, qVote}
+
 var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qTaskUpdate, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
 
 // PutJob queues the report's job-level fields (everything but the tasks)
@@ -109,7 +113,7 @@ func (db *DB) PutOutput(idx int, name string, data []byte) error {
 		data = []byte{}
 	}
 	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
-		err := tx.exec(qPutOutput, idx, name, data)
+		err := tx.insert(qPutOutput, idx, name, data)
 		return err
 	}})
 }
@@ -156,7 +160,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 		if params == "" {
 			params = "null"
 		}
-		if err := tx.exec(qTask,
+		if err := tx.insert(qTask,
 			idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
 			return err
 		}
@@ -172,7 +176,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	for n := from; n < len(t.Attempts); n++ {
 		a := &t.Attempts[n]
 		peer, peerID := split(a.Peer, a.PeerID)
-		if err := tx.exec(qAttempt,
+		if err := tx.insert(qAttempt,
 			idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed, a.Check); err != nil {
 			return err
 		}
@@ -187,7 +191,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 		}
 		for n, v := range t.Votes {
 			peer, peerID := split(v.Peer, v.PeerID)
-			if err := tx.exec(qVote,
+			if err := tx.insert(qVote,
 				idx, n, peer, peerID, v.Digest); err != nil {
 				return err
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,8 +44,9 @@ type writer struct {
 	// written has no rows.
 	rows  []taskRows
 	fresh bool
-	// execs counts statements executed (benchmarks report it per task).
-	execs int
+	// execs counts statements executed (benchmarks report it per task),
+	// commits the transactions; Close logs both.
+	execs, commits int
 }
 
 // taskRows is what the database holds of one task, as far as the writer
@@ -78,6 +81,55 @@ type batch struct {
 	tx    *sql.Tx
 	w     *writer
 	stmts map[string]*sql.Stmt // the writer's statements bound to tx
+	// rows of inserts (multiRowQueries) not executed yet, by query, and
+	// the queries in the order of their first row.
+	rows  map[string][]any
+	order []string
+}
+
+// insert queues a row of query, one of multiRowQueries: rows go into the
+// database multiRows at a time, in one statement, and the rest when the
+// batch ends (flush). A batch holds one change per task, so no statement
+// of the batch depends on a row still queued.
+func (b *batch) insert(query string, args ...any) error {
+	n := strings.Count(query, "?")
+	q, ok := b.rows[query]
+	if !ok {
+		b.order = append(b.order, query)
+	}
+	q = append(q, args...)
+	if len(q) < multiRows*n {
+		b.rows[query] = q
+		return nil
+	}
+	b.rows[query] = q[:0]
+	return b.exec(multiRowQuery(query, multiRows), q...)
+}
+
+// flush executes the queued rows.
+func (b *batch) flush() error {
+	for _, query := range b.order {
+		q := b.rows[query]
+		n := strings.Count(query, "?")
+		for len(q) > 0 {
+			if err := b.exec(query, q[:n]...); err != nil {
+				return err
+			}
+			q = q[n:]
+		}
+		b.rows[query] = q
+	}
+	return nil
+}
+
+// multiRows rows of an insert go in one statement.
+const multiRows = 32
+
+// multiRowQuery is query (INSERT ... VALUES (?, ...)) for rows rows.
+func multiRowQuery(query string, rows int) string {
+	i := strings.LastIndex(query, "VALUES ")
+	tuple := query[i+len("VALUES "):]
+	return query[:i] + "VALUES " + strings.Repeat(tuple+", ", rows-1) + tuple
 }
 
 func (b *batch) exec(query string, args ...any) error {
@@ -106,7 +158,11 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w.fresh = n == 0
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
-	for _, q := range writeQueries {
+	queries := slices.Clone(writeQueries)
+	for _, q := range multiRowQueries {
+		queries = append(queries, multiRowQuery(q, multiRows))
+	}
+	for _, q := range queries {
 		st, err := db.sql.PrepareContext(ctx, q)
 		if err != nil {
 			for _, st := range w.stmts {
@@ -167,6 +223,7 @@ func (w *writer) close() error {
 	w.mu.Unlock()
 	close(w.in)
 	<-w.done
+	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits)
 	return w.failed()
 }
 
@@ -240,7 +297,7 @@ func (w *writer) apply(changes []change) error {
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}}
+	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: map[string][]any{}}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue
@@ -250,9 +307,14 @@ func (w *writer) apply(changes []change) error {
 			return w.db.wrap("write", err)
 		}
 	}
+	if err := b.flush(); err != nil {
+		tx.Rollback()
+		return w.db.wrap("write", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return w.db.wrap("commit", err)
 	}
+	w.commits++
 	return nil
 }
 

@@ -86,3 +86,26 @@ func TestSettleInline(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotWork: a local slot keeps its work folder while tasks leave it
+// empty, and a task that leaves something behind gets it removed, so the
+// next task starts in a new, empty folder.
+func TestSlotWork(t *testing.T) {
+	sw := &slotWork{dir: filepath.Join(t.TempDir(), "local0")}
+	sw.clear() // never made: nothing to do
+	if err := os.Mkdir(sw.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sw.made = true
+	sw.clear()
+	if !sw.made || !emptyDir(sw.dir) {
+		t.Fatalf("empty folder not kept: made %v", sw.made)
+	}
+	if err := os.WriteFile(filepath.Join(sw.dir, "scratch"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sw.clear()
+	if _, err := os.Lstat(sw.dir); sw.made || err == nil {
+		t.Fatalf("folder with leftovers kept: made %v, %v", sw.made, err)
+	}
+}

@@ -42,7 +42,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot, false)
+			r.localWorker(wctx, q, workRoot, slot, false)
 		}()
 	}
 	if r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck > 0 {
@@ -51,7 +51,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot, true)
+			r.localWorker(wctx, q, workRoot, r.opts.Slots, true)
 		}()
 	}
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
@@ -186,24 +186,55 @@ func (d *watchdog) check(q *sched.Queue) string {
 
 // localWorker runs leases on this machine's plugin pool until the queue
 // drains or ctx ends; checkOnly, only trusted runs (spot checks).
-func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, checkOnly bool) {
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, slot int, checkOnly bool) {
 	next := func() (*sched.Lease, error) { return q.Next(ctx, r.opts.Node) }
 	if checkOnly {
 		next = func() (*sched.Lease, error) { return q.NextCheck(ctx) }
 	}
+	sw := &slotWork{dir: filepath.Join(workRoot, "local"+strconv.Itoa(slot))}
+	defer os.RemoveAll(sw.dir)
 	for {
 		l, err := next()
 		if err != nil {
 			return
 		}
-		q.Finish(l, r.runLocal(ctx, workRoot, l))
+		q.Finish(l, r.runLocal(ctx, sw, l))
 	}
+}
+
+// slotWork is a local slot's work folder: made once and used from task
+// to task while the tasks leave it empty, as a peer's slots do (making
+// and removing a folder per task is most of a tiny task's cost on a disk).
+type slotWork struct {
+	dir  string
+	made bool
+}
+
+// clear empties the folder after a task: a folder that is not empty is
+// removed, and made again for the next task.
+func (sw *slotWork) clear() {
+	if !sw.made || emptyDir(sw.dir) {
+		return
+	}
+	os.RemoveAll(sw.dir)
+	sw.made = false
+}
+
+// emptyDir reports whether dir is an existing, empty folder.
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // runLocal runs one lease in the local pool, through the same path as a
 // peer's slot (package taskrun), and checks its output with the plugin's
 // Verify if it has one, as an output from a peer is checked.
-func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) sched.Result {
+func (r *runner) runLocal(ctx context.Context, sw *slotWork, l *sched.Lease) sched.Result {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -213,13 +244,18 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 		case <-actx.Done():
 		}
 	}()
-	work := filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10))
-	defer os.RemoveAll(work)
+	work := sw.dir
+	defer sw.clear()
 	var out taskrun.Output
-	if err := r.makeWork(work); err != nil {
-		out.Err = r.outputFault(err)
-		out.Outcome = pluginhost.Classify(actx, out.Err)
-	} else {
+	if !sw.made {
+		if err := r.makeWork(work); err != nil {
+			out.Err = r.outputFault(err)
+			out.Outcome = pluginhost.Classify(actx, out.Err)
+		} else {
+			sw.made = true
+		}
+	}
+	if sw.made {
 		a := r.attempt(l, &leaseHost{r: r, l: l})
 		if !r.verifier {
 			// An inline output goes to the job database from memory; the
@@ -227,6 +263,18 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, l *sched.Lease) 
 			a.InlineMax = maxInlineOutput
 		}
 		out = taskrun.Run(actx, r.pool, work, a)
+		if out.Stage != "" {
+			// A staged output lives on with its vote, after the slot has
+			// moved on: it gets a name of its own.
+			stage := filepath.Join(filepath.Dir(work), l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
+			if err := os.Rename(out.Stage, stage); err != nil {
+				os.RemoveAll(out.Stage)
+				out = taskrun.Output{Err: r.outputFault(fmt.Errorf("stage output: %w", err))}
+				out.Outcome = pluginhost.Classify(actx, out.Err)
+			} else {
+				out.Stage = stage
+			}
+		}
 	}
 	if out.Err != nil && actx.Err() == nil {
 		// A plugin tells of a disk it could not write to only as text:

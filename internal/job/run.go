@@ -137,6 +137,9 @@ type runner struct {
 	verifier bool
 
 	db *jobdb.DB
+	// stopRun ends the run's work (its cause: why), as when the job
+	// database fails.
+	stopRun context.CancelCauseFunc
 	// kick wakes the journal: something changed.
 	kick chan struct{}
 
@@ -229,6 +232,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.mu.Unlock()
 	jctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
+	r.stopRun = stopRun
 	stopJournal := r.startJournal(stopRun)
 	r.opts.Events.Started(job.Tasks.Len(), reused)
 

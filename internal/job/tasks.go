@@ -366,6 +366,7 @@ func (r *runner) place(task int, id string, out sched.Output) error {
 			err = r.db.DeleteOutput(task)
 		}
 		if err != nil {
+			r.dbFailed(err)
 			return fmt.Errorf("store output of task %s: %w", id, err)
 		}
 		if r.mayHaveFolder(task) {
@@ -376,6 +377,7 @@ func (r *runner) place(task int, id string, out sched.Output) error {
 		return nil
 	}
 	if err := r.db.DeleteOutput(task); err != nil {
+		r.dbFailed(err)
 		return fmt.Errorf("store output of task %s: %w", id, err)
 	}
 	r.folders.placed[task] = true
@@ -389,6 +391,15 @@ func (r *runner) place(task int, id string, out sched.Output) error {
 		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
 	return nil
+}
+
+// dbFailed stops the run when the job database failed (its errors are
+// sticky: a full disk), at once rather than at the journal's next write,
+// so that no task runs again only to find it full.
+func (r *runner) dbFailed(err error) {
+	if r.stopRun != nil && r.db.Err() != nil {
+		r.stopRun(err)
+	}
 }
 
 // taskFolders tells which tasks may have a folder OUT/tasks/<id>: none

@@ -20,7 +20,7 @@ func BenchmarkParse64(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		j, err := Parse("bench.yaml", data, "/bench")
-		if err != nil || len(j.Tasks) != 64 {
+		if err != nil || j.Tasks.Len() != 64 {
 			b.Fatal(err)
 		}
 	}

@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"slices"
 )
 
@@ -63,6 +65,20 @@ type canonicalVerify struct {
 // The job ID is built on these bytes together with the digests of the
 // plugin and of the input files, which this package does not read.
 func (j *Job) Canonical() []byte {
+	var buf bytes.Buffer
+	j.WriteCanonical(&buf)
+	return buf.Bytes()
+}
+
+// tasksMember is where the tasks go in the canonical object: the members
+// after it (timeout_ns, verify) hold no text of the user's, so its last
+// occurrence is the one.
+const tasksMember = `,"tasks":[],"timeout_ns":`
+
+// WriteCanonical writes Canonical's bytes to w a task at a time, so that
+// a million tasks are never in memory as one document. It returns w's
+// first error.
+func (j *Job) WriteCanonical(w io.Writer) error {
 	c := canonicalJob{
 		Format:    CanonicalFormat,
 		Inputs:    make([]string, len(j.Inputs)),
@@ -72,7 +88,7 @@ func (j *Job) Canonical() []byte {
 		Resources: canonicalRes{Arch: j.Resources.Arch, CPUs: j.Resources.CPUs, Memory: j.Resources.Memory, OS: j.Resources.OS},
 		Retries:   j.Retries,
 		Sandbox:   canonicalSandboxOf(j.Sandbox),
-		Tasks:     make([]canonicalTask, len(j.Tasks)),
+		Tasks:     []canonicalTask{},
 		TimeoutNS: int64(j.Timeout),
 		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, SpotCheck: j.Verify.SpotCheck, Trust: j.Verify.Trust},
 	}
@@ -80,16 +96,29 @@ func (j *Job) Canonical() []byte {
 		c.Inputs[i] = in.Name
 	}
 	slices.Sort(c.Inputs)
-	for i, t := range j.Tasks {
-		c.Tasks[i] = canonicalTask{ID: t.ID, Params: nonNil(t.Params)}
+	head := encode(c)
+	cut := bytes.LastIndex(head, []byte(tasksMember))
+	if cut < 0 {
+		panic("spec: canonical encoding: unexpected layout")
 	}
-	return encode(c)
+	cut += len(`,"tasks":[`)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(head[:cut])
+	for i := range j.Tasks.Len() {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		t := j.Tasks.At(i)
+		bw.Write(encode(canonicalTask{ID: t.ID, Params: nonNil(t.Params)}))
+	}
+	bw.Write(head[cut:])
+	return bw.Flush()
 }
 
 // TaskParamsJSON returns task i's params as a canonical JSON object, the
 // form plugins receive. It panics if i is out of range.
 func (j *Job) TaskParamsJSON(i int) []byte {
-	return encode(nonNil(j.Tasks[i].Params))
+	return encode(nonNil(j.Tasks.At(i).Params))
 }
 
 func nonNil(m map[string]any) map[string]any {

@@ -17,9 +17,11 @@
 // # Parsing
 //
 // Parse and ParseFile return a fully validated Job with every default
-// filled in, generators expanded into Tasks (each with its merged params and
-// an id), and every path made absolute against the spec's directory. Nothing
-// outside the spec is touched: paths are not checked for existence.
+// filled in, generators in Tasks (Tasks.At gives a task with its merged
+// params and an id, expanded on demand: a range of a million tasks is not
+// a million maps in memory), and every path made absolute against the
+// spec's directory. Nothing outside the spec is touched: paths are not
+// checked for existence.
 //
 // Decoding is strict: unknown keys, wrong types, duplicate keys, duplicate
 // task ids and input names are errors. An invalid spec gives an ErrorList
@@ -33,7 +35,7 @@
 // size (MaxSize), the nesting depth (MaxDepth), the number of aliases
 // (MaxAliases) and how much they would expand the document (MaxAliasNodes),
 // so a "billion laughs" document is rejected in time linear in its length.
-// Generators are counted before they are expanded: the number of tasks
+// Generators are counted before any task is built: the number of tasks
 // (MaxTasks) and the size of all their params together (MaxParamBytes).
 //
 // # Canonical form

@@ -44,8 +44,8 @@ func FuzzParse(f *testing.F) {
 			checkErrorList(t, err)
 			return
 		}
-		if len(job.Tasks) < 1 || uint64(len(job.Tasks)) > fuzzLimits.tasks {
-			t.Fatalf("%d tasks", len(job.Tasks))
+		if job.Tasks.Len() < 1 || uint64(job.Tasks.Len()) > fuzzLimits.tasks {
+			t.Fatalf("%d tasks", job.Tasks.Len())
 		}
 		if job.Params == nil || job.Name == "" || job.PluginPath == "" || job.Output == "" {
 			t.Fatalf("incomplete job %+v", job)
@@ -58,7 +58,8 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("bad verify %+v", v)
 		}
 		seen := make(map[string]bool)
-		for i, tk := range job.Tasks {
+		for i := range job.Tasks.Len() {
+			tk := job.Tasks.At(i)
 			if tk.Params == nil || seen[tk.ID] || tk.Pos.Line < 1 {
 				t.Fatalf("bad task %d %+v", i, tk)
 			}
@@ -104,7 +105,7 @@ func FuzzRoundTrip(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		job, err := parseWith("fuzz.yaml", data, "/fuzz", fuzzLimits)
-		if err != nil || len(job.Tasks) > 1000 {
+		if err != nil || job.Tasks.Len() > 1000 {
 			return
 		}
 		again := respell(t, job)
@@ -121,8 +122,9 @@ func FuzzRoundTrip(f *testing.F) {
 // is out of the limits (it can be deeper and larger than the original).
 func respell(t *testing.T, job *Job) *Job {
 	t.Helper()
-	tasks := make([]any, len(job.Tasks))
-	for i, tk := range job.Tasks {
+	tasks := make([]any, job.Tasks.Len())
+	for i := range job.Tasks.Len() {
+		tk := job.Tasks.At(i)
 		tasks[i] = map[string]any{"id": tk.ID, "params": tk.Params}
 	}
 	inputs := make([]any, len(job.Inputs))

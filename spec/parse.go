@@ -448,11 +448,11 @@ type axis struct {
 }
 
 // tasks reads the tasks list and expands it.
-func (p *parser) tasks(n *yaml.Node, jobParams map[string]any) []Task {
+func (p *parser) tasks(n *yaml.Node, jobParams map[string]any) Tasks {
 	list := deref(n)
 	if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
 		p.errorf(n, "tasks: expected a non-empty list of task entries, got %s", describeList(n))
-		return nil
+		return Tasks{}
 	}
 	before := p.adds
 	entries := make([]*entry, 0, len(list.Content))
@@ -462,43 +462,40 @@ func (p *parser) tasks(n *yaml.Node, jobParams map[string]any) []Task {
 		}
 	}
 	if p.adds != before {
-		return nil
+		return Tasks{}
 	}
 	// Count before building anything.
 	var total uint64
 	for _, e := range entries {
 		if e.count == math.MaxUint64 {
 			p.errorf(e.genKey, "%s expands to far more tasks than the limit of %d", e.title(), p.limits.tasks)
-			return nil
+			return Tasks{}
 		}
 		if e.count > p.limits.tasks {
 			p.errorf(e.genKey, "%s expands to %d tasks, more than the limit of %d", e.title(), e.count, p.limits.tasks)
-			return nil
+			return Tasks{}
 		}
 		total += e.count // both at most MaxTasks: no overflow
 		if total > p.limits.tasks {
 			p.errorf(e.genKey, "%s brings the job to %d tasks, more than the limit of %d", e.title(), total, p.limits.tasks)
-			return nil
+			return Tasks{}
 		}
 	}
 	if !p.checkParamBytes(entries, jobParams) {
-		return nil
+		return Tasks{}
 	}
 	width := max(4, len(strconv.FormatUint(total-1, 10)))
-	tasks := make([]Task, 0, total)
+	tasks := Tasks{segs: make([]segment, 0, len(entries)), n: int(total)}
+	start := 0
 	for _, e := range entries {
-		tasks = e.expand(tasks, jobParams, width)
+		tasks.segs = append(tasks.segs, e.segment(start, jobParams, width))
+		start += int(e.count)
 	}
-	seen := make(map[string]int, len(tasks))
-	for i, t := range tasks {
-		if j, dup := seen[t.ID]; dup {
-			p.add(t.Pos.Line, t.Pos.Col, "duplicate task id %q (first used by the task at %s)", t.ID, tasks[j].Pos)
-			if p.full {
-				break
-			}
-			continue
+	for _, d := range tasks.duplicates() {
+		p.add(d.pos.Line, d.pos.Col, "duplicate task id %q (first used by the task at %s)", d.id, d.first)
+		if p.full {
+			break
 		}
-		seen[t.ID] = i
 	}
 	return tasks
 }
@@ -753,66 +750,4 @@ func (p *parser) gridGen(e *entry, n *yaml.Node) {
 		}
 		e.count = lo
 	}
-}
-
-// expand appends the entry's tasks.
-func (e *entry) expand(tasks []Task, jobParams map[string]any, width int) []Task {
-	base := jobParams
-	if len(e.params) > 0 {
-		base = make(map[string]any, len(jobParams)+len(e.params))
-		for k, v := range jobParams {
-			base[k] = v
-		}
-		for k, v := range e.params {
-			base[k] = v
-		}
-	}
-	pos := Pos{max(e.node.Line, 1), max(e.node.Column, 1)}
-	add := func(extra int) map[string]any {
-		m := make(map[string]any, len(base)+extra)
-		for k, v := range base {
-			m[k] = v
-		}
-		return m
-	}
-	id := func() string {
-		if e.id != "" && e.kind == "task" {
-			return e.id
-		}
-		s := strconv.Itoa(len(tasks))
-		if len(s) < width {
-			s = strings.Repeat("0", width-len(s)) + s
-		}
-		return s
-	}
-	switch e.kind {
-	case "task":
-		tasks = append(tasks, Task{ID: id(), Params: add(0), Pos: pos})
-	case "range":
-		v := e.from
-		for i := uint64(0); i < e.count; i++ {
-			m := add(1)
-			m[e.param] = v
-			tasks = append(tasks, Task{ID: id(), Params: m, Pos: pos})
-			v += e.step // past the last value this may wrap; it is not used
-		}
-	case "grid":
-		idx := make([]int, len(e.axes))
-		for i := uint64(0); i < e.count; i++ {
-			m := add(len(e.axes))
-			for a, ax := range e.axes {
-				m[ax.key] = ax.values[idx[a]]
-			}
-			tasks = append(tasks, Task{ID: id(), Params: m, Pos: pos})
-			// Odometer: the last axis turns fastest.
-			for a := len(idx) - 1; a >= 0; a-- {
-				idx[a]++
-				if idx[a] < len(e.axes[a].values) {
-					break
-				}
-				idx[a] = 0
-			}
-		}
-	}
-	return tasks
 }

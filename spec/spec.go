@@ -40,7 +40,7 @@ type Job struct {
 	Plugin     string         // plugin path as written in the spec
 	PluginPath string         // Plugin resolved against Dir; existence is not checked
 	Params     map[string]any // job-level params (never nil)
-	Tasks      []Task         // at least one, in spec order
+	Tasks      Tasks          // at least one, in spec order, expanded on demand
 	Inputs     []Input        // in spec order
 	Output     string         // absolute output directory
 	Reduce     bool
@@ -64,7 +64,7 @@ type Sandbox struct {
 	Network bool
 }
 
-// Task is one unit of work after expansion of the generators.
+// Task is one unit of work after expansion of the generators (Tasks.At).
 type Task struct {
 	ID string
 	// Params holds job params, overridden by the entry's params, overridden

@@ -50,7 +50,8 @@ func dump(t *testing.T, j *Job) []byte {
 	for _, in := range j.Inputs {
 		fmt.Fprintf(&b, "input %s: %s = %s\n", in.Pos, in.Name, in.Path)
 	}
-	for i, tk := range j.Tasks {
+	for i := range j.Tasks.Len() {
+		tk := j.Tasks.At(i)
 		fmt.Fprintf(&b, "task %s: %s %s\n", tk.Pos, tk.ID, j.TaskParamsJSON(i))
 	}
 	fmt.Fprintf(&b, "canonical: %s\n", j.Canonical())
@@ -245,8 +246,9 @@ func parse(t *testing.T, src string) *Job {
 }
 
 func ids(j *Job) []string {
-	out := make([]string, len(j.Tasks))
-	for i, t := range j.Tasks {
+	out := make([]string, j.Tasks.Len())
+	for i := range j.Tasks.Len() {
+		t := j.Tasks.At(i)
 		out[i] = t.ID
 	}
 	return out
@@ -301,7 +303,7 @@ func TestExpansion(t *testing.T) {
 			t.Errorf("%s: ids %s, want %s", c.src, got, c.ids)
 		}
 		var ps []string
-		for i := range j.Tasks {
+		for i := range j.Tasks.Len() {
 			ps = append(ps, string(j.TaskParamsJSON(i)))
 		}
 		if got := strings.Join(ps, " "); got != c.params {
@@ -321,10 +323,10 @@ func TestIDWidth(t *testing.T) {
 		{123456, "000000", "123456"},
 	} {
 		j := parse(t, "plugin: p\ntasks: [{range: {param: i, from: 0, to: "+itoa(c.to)+"}}]")
-		if got := j.Tasks[0].ID; got != c.first {
+		if got := j.Tasks.At(0).ID; got != c.first {
 			t.Errorf("to %d: first id %q, want %q", c.to, got, c.first)
 		}
-		if got := j.Tasks[len(j.Tasks)-1].ID; got != c.end {
+		if got := j.Tasks.At(j.Tasks.Len() - 1).ID; got != c.end {
 			t.Errorf("to %d: last id %q, want %q", c.to, got, c.end)
 		}
 	}
@@ -364,8 +366,9 @@ tasks:
 		t.Errorf("job params changed by expansion: %s", got)
 	}
 	// Each task has its own map.
-	j.Tasks[0].Params["new"] = 1
-	if _, leaked := j.Tasks[1].Params["new"]; leaked {
+	j.Tasks.At(0).Params["new"] = 1
+	_, leaked0 := j.Tasks.At(0).Params["new"]
+	if _, leaked := j.Tasks.At(1).Params["new"]; leaked || leaked0 {
 		t.Error("tasks share a params map")
 	}
 }
@@ -386,7 +389,7 @@ tasks:
       l: [1, [2]]
       m: {k: v}
 `)
-	p := j.Tasks[0].Params
+	p := j.Tasks.At(0).Params
 	for k, want := range map[string]any{
 		"i": int64(42), "h": int64(16), "f": 2.5, "fi": 3.0, "b": false, "n": nil, "s": "x", "d": "2024-01-31",
 	} {
@@ -410,7 +413,7 @@ func TestDefaults(t *testing.T) {
 	if want := (Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
 	}
-	if j.Resources != (Resources{}) || j.Params == nil || j.Tasks[0].Params == nil || j.Inputs != nil {
+	if j.Resources != (Resources{}) || j.Params == nil || j.Tasks.At(0).Params == nil || j.Inputs != nil {
 		t.Errorf("job %+v", j)
 	}
 	if j.Name != "t" || j.Output != filepath.Join("/spec", "out", "t") {
@@ -569,7 +572,7 @@ func countedParamBytes(t testing.TB, src []byte, lim limits) (before, after uint
 	if p.err() != nil {
 		return 0, 0, false
 	}
-	for i := range j.Tasks {
+	for i := range j.Tasks.Len() {
 		after += uint64(len(j.TaskParamsJSON(i)))
 	}
 	return p.paramBytes, after, true

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/report"
 )
 
 // TestReportFromDatabase: `p2pc report OUT` writes the same report.json
@@ -304,4 +306,59 @@ tasks:
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// TestSwarmInlineExport: outputs a peer sends inline (small) or as blocks
+// (large) end up exactly as a local run's: the same digests and files in
+// the report, and byte-identical files after p2pc export.
+func TestSwarmInlineExport(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "p1", 2)
+	spec := writeSpec(t, dir, "e.yaml", `
+plugin: {{repo}}/plugins/echo
+tasks:
+  - grid: {output_bytes: [0, 1, 1000, 200000]}
+`)
+	swarm, local := filepath.Join(dir, "swarm"), filepath.Join(dir, "local")
+	if r := p2pc(t, "run", spec, "--out", swarm, "--no-mdns", "--local-slots", "0", "--min-peers", "1", "--join", p.addr); r.code != 0 {
+		t.Fatalf("swarm run: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := p2pc(t, "run", spec, "--out", local, "--no-mdns"); r.code != 0 {
+		t.Fatalf("local run: exit %d\n%s", r.code, r.stderr)
+	}
+	rs, rl := readReport(t, swarm), readReport(t, local)
+	for i := range rl.Tasks {
+		s, l := rs.Tasks[i], rl.Tasks[i]
+		if s.State != report.TaskDone || s.Digest != l.Digest || !slices.Equal(s.Files, l.Files) {
+			t.Errorf("task %s: swarm %s %.12s %v, local %s %.12s %v", l.ID, s.State, s.Digest, s.Files, l.State, l.Digest, l.Files)
+		}
+		if !strings.Contains(s.Peer, "p1") {
+			t.Errorf("task %s ran on %q, not the peer", s.ID, s.Peer)
+		}
+	}
+	for _, out := range []string{swarm, local} {
+		if r := p2pc(t, "export", out); r.code != 0 {
+			t.Fatalf("export %s: exit %d\n%s", out, r.code, r.stderr)
+		}
+	}
+	n := 0
+	for _, task := range rl.Tasks {
+		for _, f := range task.Files {
+			a, err := os.ReadFile(filepath.Join(swarm, filepath.FromSlash(f)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(local, filepath.FromSlash(f)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Errorf("%s: swarm %d bytes, local %d bytes, differ", f, len(a), len(b))
+			}
+			n++
+		}
+	}
+	if n != len(rl.Tasks) {
+		t.Errorf("%d files for %d tasks", n, len(rl.Tasks))
+	}
 }

@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -77,14 +79,61 @@ func main() {
 // (GOGC=400) unless GOGC is set. A peer or coordinator keeps a heap of a
 // few MB and allocates per message: at the default it spent a sixth of
 // its CPU collecting during a tiny-task job; the price is a few more MB.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+// A coordinator of a job of a hundred thousand tasks or more keeps a heap
+// of hundreds of bytes per task, though, and five times that is too much:
+// while the live heap is over bigHeap the collector runs at Go's default
+// (memory about twice the live heap). It returns a func that stops the
+// watch.
+func tuneGC() (stop func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	debug.SetGCPercent(400)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchHeap(done, time.Second)
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// bigHeap is the live heap above which the collector runs at Go's
+// default rate; it goes back to a quarter of that below half as much.
+const bigHeap = 48 << 20
+
+// watchHeap reads the live heap (as of the last collection) every period
+// until done, and sets the collector's rate for it.
+func watchHeap(done <-chan struct{}, period time.Duration) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	big := false
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return // not this Go's metric: leave the rate alone
+		}
+		live := sample[0].Value.Uint64()
+		switch {
+		case !big && live > bigHeap:
+			big = true
+			debug.SetGCPercent(100)
+		case big && live < bigHeap/2:
+			big = false
+			debug.SetGCPercent(400)
+		}
 	}
 }
 
 func run(args []string) int {
-	tuneGC()
+	defer tuneGC()()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

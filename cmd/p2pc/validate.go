@@ -29,7 +29,7 @@ func (c *ValidateCmd) Run(g *Globals) error {
 			bad++
 			continue
 		}
-		fmt.Printf("%s: ok: job %q, %d tasks, plugin %s\n", path, js.Name, len(js.Tasks), js.Plugin)
+		fmt.Printf("%s: ok: job %q, %d tasks, plugin %s\n", path, js.Name, js.Tasks.Len(), js.Plugin)
 	}
 	if bad > 0 {
 		return withCode(exitBadInput, nil)

@@ -59,8 +59,8 @@ func (l reportLock) Unlock() {
 // queueEnv is the runner's side of the queue: output folders and events.
 type queueEnv struct{ r *runner }
 
-func (e queueEnv) Place(task int, id, stage string, files []string) error {
-	return e.r.place(task, id, stage, files)
+func (e queueEnv) Place(task int, id string, out sched.Output) error {
+	return e.r.place(task, id, out)
 }
 
 func (e queueEnv) Discard(stage string) { os.RemoveAll(stage) }

@@ -168,7 +168,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 	h := sha256.New()
 	h.Write([]byte("p2pc-job-v1\n"))
-	h.Write(job.Canonical())
+	job.WriteCanonical(h)
 	fmt.Fprintf(h, "\nplugin %s\n", plugin)
 	for _, in := range inputs {
 		fmt.Fprintf(h, "input %q %s\n", in.Name, in.Digest)

@@ -644,6 +644,15 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 				return err
 			}
 		}
+	} else if out.Outcome == report.OutcomeOK && inlineOnly(res.Outputs) && !w.s.r.verifier {
+		// The usual result of a small task: checked and kept in memory,
+		// on to the job database without a folder.
+		d, files, data, err := inlineResult(res)
+		if err != nil {
+			out.Outcome, out.Err, out.Fault = report.OutcomeLost, fmt.Errorf("collect output from %s: %w", w.peer.Name, err), sched.FaultMalformed
+		} else {
+			out.Inline, out.Digest, out.Files, out.Data = true, d, files, data
+		}
 	} else if out.Outcome == report.OutcomeOK {
 		stage := filepath.Join(w.s.workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
 		d, files, err := w.stage(ctx, stage, res)
@@ -753,22 +762,35 @@ func (w *remoteWorker) stageFiles(ctx context.Context, stage string, res *peerpb
 	return d, files, nil
 }
 
-// stageInline stages an output that is only inline data (or nothing): the
-// most common result of small tasks, so it takes the fewest file system
-// calls (mkdir, create, write, close) and is digested from memory.
-func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) {
+// inlineResult checks an output that is only inline data (or nothing)
+// against the peer's digest, in memory: files is [sdk.DataFile], or none.
+func inlineResult(res *peerpb.Result) (digest.ID, []string, []byte, error) {
 	var data []byte
 	var files []string
 	if len(res.Outputs) == 1 {
 		o := res.Outputs[0]
 		if err := checkInline(o); err != nil {
-			return digest.ID{}, nil, err
+			return digest.ID{}, nil, nil, err
 		}
 		data, files = o.Data, []string{sdk.DataFile}
+		if data == nil {
+			data = []byte{} // an empty data file, not none
+		}
 	}
 	d := outputs.DigestInline(data)
 	if !bytes.Equal(res.Digest, d[:]) {
-		return digest.ID{}, nil, fmt.Errorf("%w: output digest mismatch: peer said %.6x, data hashes to %.12s", errMalformed, res.Digest, d.String())
+		return digest.ID{}, nil, nil, fmt.Errorf("%w: output digest mismatch: peer said %.6x, data hashes to %.12s", errMalformed, res.Digest, d.String())
+	}
+	return d, files, data, nil
+}
+
+// stageInline stages an output that is only inline data (or nothing),
+// for the plugin's Verify or a fetch, with the fewest file system calls
+// (mkdir, create, write, close).
+func stageInline(stage string, res *peerpb.Result) (digest.ID, []string, error) {
+	d, files, data, err := inlineResult(res)
+	if err != nil {
+		return digest.ID{}, nil, err
 	}
 	if err := os.Mkdir(stage, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return digest.ID{}, nil, err

@@ -145,10 +145,15 @@ type runner struct {
 	vc   *vc.State
 	// workRoot holds per-attempt folders (OUT/.p2pc/work).
 	workRoot string
+	// folders: which tasks may have an output folder (place).
+	folders taskFolders
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
 
 	db *jobdb.DB
+	// stopRun ends the run's work (its cause: why), as when the job
+	// database fails.
+	stopRun context.CancelCauseFunc
 	// kick wakes the journal: something changed.
 	kick chan struct{}
 
@@ -252,9 +257,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
 	r.opts.Live.attach(r)
-	ids := make([]string, len(job.Tasks))
-	for i, t := range job.Tasks {
-		ids[i] = t.ID
+	ids := make([]string, len(r.rep.Tasks))
+	for i := range r.rep.Tasks {
+		ids[i] = r.rep.Tasks[i].ID // shared with the report
 	}
 	var keep func(ctx context.Context, data []byte) (string, error)
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
@@ -269,6 +274,10 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		r.db.Close()
 		return nil, bad(fmt.Errorf("read the shared state of the earlier run: %w", err))
 	}
+	if err := r.scanFolders(len(r.rep.Tasks)); err != nil {
+		r.db.Close()
+		return nil, err
+	}
 	r.kick = make(chan struct{}, 1)
 	r.marked = make([]bool, len(r.rep.Tasks))
 	r.mu.Lock()
@@ -281,8 +290,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.mu.Unlock()
 	jctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
+	r.stopRun = stopRun
 	stopJournal := r.startJournal(stopRun)
-	r.opts.Events.Started(len(job.Tasks), reused)
+	r.opts.Events.Started(job.Tasks.Len(), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
 	r.opts.Phase("tasks over")
@@ -319,7 +329,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 		return r.rep, fmt.Errorf("%s: %w", stall, ErrStalled)
 	case failed > 0:
-		msg := fmt.Sprintf("%d of %d tasks failed", failed, len(job.Tasks))
+		msg := fmt.Sprintf("%d of %d tasks failed", failed, job.Tasks.Len())
 		r.finish(report.StateFailed, msg)
 		if err := r.end(stopJournal); err != nil {
 			return r.rep, err
@@ -375,11 +385,11 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 			Name:    info.Name,
 			Version: info.Version,
 		},
-		Summary: report.Summary{Total: len(job.Tasks)},
-		Tasks:   make([]report.Task, len(job.Tasks)),
+		Summary: report.Summary{Total: job.Tasks.Len()},
+		Tasks:   make([]report.Task, job.Tasks.Len()),
 	}
-	for i, t := range job.Tasks {
-		rep.Tasks[i] = report.Task{ID: t.ID, Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
+	for i := range rep.Tasks {
+		rep.Tasks[i] = report.Task{ID: job.Tasks.ID(i), Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
 	}
 	return rep
 }

@@ -43,7 +43,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot, false)
+			r.localWorker(wctx, q, workRoot, slot, false)
 		}()
 	}
 	if r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck > 0 {
@@ -52,7 +52,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.localWorker(wctx, q, workRoot, true)
+			r.localWorker(wctx, q, workRoot, r.opts.Slots, true)
 		}()
 	}
 	var sess *Session
@@ -192,11 +192,13 @@ func (d *watchdog) check(q *sched.Queue) string {
 // localWorker runs leases on this machine's plugin pool until the queue
 // drains or ctx ends; checkOnly, only trusted runs (spot checks). Tiny
 // tasks run in batches (sched.Queue.BatchSize), as on a peer's slot.
-func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, checkOnly bool) {
+func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot string, slot int, checkOnly bool) {
 	next := func() (*sched.Lease, error) { return q.Next(ctx, r.opts.Node) }
 	if checkOnly {
 		next = func() (*sched.Lease, error) { return q.NextCheck(ctx) }
 	}
+	sw := &slotWork{dir: filepath.Join(workRoot, "local"+strconv.Itoa(slot))}
+	defer os.RemoveAll(sw.dir)
 	for {
 		l, err := next()
 		if err != nil {
@@ -212,15 +214,45 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 				batch = append(batch, l)
 			}
 		}
-		r.runLocal(ctx, workRoot, batch, q.Finish)
+		r.runLocal(ctx, sw, workRoot, batch, q.Finish)
 	}
 }
 
+// slotWork is a local slot's work folder: made once and used from task
+// to task while the tasks leave it empty, as a peer's slots do (making
+// and removing a folder per task is most of a tiny task's cost on a disk).
+type slotWork struct {
+	dir  string
+	made bool
+}
+
+// clear empties the folder after a task: a folder that is not empty (or
+// was moved away) is removed, and made again for the next task.
+func (sw *slotWork) clear() {
+	if !sw.made || emptyDir(sw.dir) {
+		return
+	}
+	os.RemoveAll(sw.dir)
+	sw.made = false
+}
+
+// emptyDir reports whether dir is an existing, empty folder.
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
+}
+
 // runLocal runs a batch of leases (often one) in the local pool, through
-// the same path as a peer's slot (package taskrun), checks each output
-// with the plugin's Verify if it has one, as an output from a peer is
-// checked, and hands each result to finish as soon as its task ends.
-func (r *runner) runLocal(ctx context.Context, workRoot string, batch []*sched.Lease, finish func(*sched.Lease, sched.Result) bool) {
+// the same path as a peer's slot (package taskrun), in the slot's work
+// folder sw, checks each output with the plugin's Verify if it has one,
+// as an output from a peer is checked, and hands each result to finish as
+// soon as its task ends.
+func (r *runner) runLocal(ctx context.Context, sw *slotWork, workRoot string, batch []*sched.Lease, finish func(*sched.Lease, sched.Result) bool) {
 	items := make([]taskrun.Item, len(batch))
 	for i, l := range batch {
 		actx, cancel := context.WithCancel(ctx)
@@ -233,32 +265,29 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, batch []*sched.L
 			}
 		}()
 		a := r.attempt(l, &leaseHost{r: r, l: l})
+		// A staged output lives on with its vote, after the slot has moved
+		// on: it gets a name of its own.
 		a.Stage = filepath.Join(workRoot, l.TaskID+"."+strconv.FormatUint(l.ID, 10)+".out")
+		if !r.verifier {
+			// An inline output goes to the job database from memory; the
+			// plugin's Verify, if it has one, reads the output as files.
+			a.InlineMax = maxInlineOutput
+		}
 		items[i] = taskrun.Item{Ctx: actx, Attempt: a}
 	}
-	// A fresh work folder per plugin call; tasks of a batch that leave
-	// it empty share it.
-	var work string
-	calls := 0
+	// The slot's folder, emptied before each plugin call; tasks of a
+	// batch that leave it empty share it.
 	next := func() (string, error) {
-		if work != "" {
-			os.RemoveAll(work)
+		sw.clear()
+		if !sw.made {
+			if err := r.makeWork(sw.dir); err != nil {
+				return "", r.outputFault(err)
+			}
+			sw.made = true
 		}
-		work = filepath.Join(workRoot, batch[0].TaskID+"."+strconv.FormatUint(batch[0].ID, 10))
-		if calls > 0 {
-			work += "-" + strconv.Itoa(calls)
-		}
-		calls++
-		if err := r.makeWork(work); err != nil {
-			return "", r.outputFault(err)
-		}
-		return work, nil
+		return sw.dir, nil
 	}
-	defer func() {
-		if work != "" {
-			os.RemoveAll(work)
-		}
-	}()
+	defer sw.clear()
 	taskrun.RunBatch(ctx, r.pool, items, next, func(i int, out taskrun.Output) {
 		l, actx := batch[i], items[i].Ctx
 		if out.Outcome == report.OutcomeLost { // no work folder
@@ -280,7 +309,14 @@ func (r *runner) runLocal(ctx context.Context, workRoot string, batch []*sched.L
 				}
 			}
 		}
-		finish(l, sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, Start: out.Start.UTC(), End: time.Now().UTC()})
+		res := sched.Result{Outcome: out.Outcome, Err: out.Err, Stage: out.Stage, Files: out.Files, Digest: out.Digest, Start: out.Start.UTC(), End: time.Now().UTC()}
+		if out.Inline && out.Err == nil {
+			res.Inline, res.Data, res.Files = true, out.Data, nil
+			if out.Data != nil {
+				res.Files = []string{sdk.DataFile}
+			}
+		}
+		finish(l, res)
 	})
 }
 
@@ -309,41 +345,103 @@ func (r *runner) inputFiles() []sdk.File {
 // that is only the inline data file, up to this size, gets no folder.
 const maxInlineOutput = 1 << 20
 
-// place stores a complete staged output: an inline output (only the data
-// file, or nothing) goes into the job database, anything else is renamed
-// to OUT/tasks/<id>, replacing what an earlier run left there. The folder
-// is thus either complete or absent.
-func (r *runner) place(task int, id, stage string, files []string) error {
+// place stores a complete output: an inline output (only the data file,
+// or nothing), whether held in memory or staged, goes into the job
+// database; anything else is renamed to OUT/tasks/<id>, replacing what
+// an earlier run (or an earlier placing of this run) left there. The
+// folder is thus either complete or absent. It is called under the
+// queue's lock.
+func (r *runner) place(task int, id string, out sched.Output) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
-	if data, ok, err := inlineStage(stage, files); err != nil {
-		return fmt.Errorf("store output of task %s: %w", id, err)
-	} else if ok {
-		if data != nil {
-			err = r.db.PutOutput(task, sdk.DataFile, data)
+	if !out.Inline {
+		data, ok, err := inlineStage(out.Stage, out.Files)
+		if err != nil {
+			return fmt.Errorf("store output of task %s: %w", id, err)
+		}
+		if ok {
+			os.RemoveAll(out.Stage)
+			out = sched.Output{Inline: true, Files: out.Files, Data: data}
+		}
+	}
+	if out.Inline && len(out.Data) > maxInlineOutput {
+		// Too large for the database (a peer's inline output may be):
+		// it gets a folder like any output of files.
+		stage, err := os.MkdirTemp(r.workRoot, id+".place-*")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(stage, sdk.DataFile), out.Data, 0o644)
+		}
+		if err != nil {
+			os.RemoveAll(stage)
+			return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
+		}
+		out = sched.Output{Stage: stage, Files: out.Files}
+	}
+	if out.Inline {
+		var err error
+		if len(out.Files) > 0 {
+			err = r.db.PutOutput(task, sdk.DataFile, out.Data)
 		} else {
 			err = r.db.DeleteOutput(task)
 		}
 		if err != nil {
+			r.dbFailed(err)
 			return fmt.Errorf("store output of task %s: %w", id, err)
 		}
-		os.RemoveAll(stage)
-		if err := os.RemoveAll(final); err != nil { // an earlier run's files
-			return fmt.Errorf("replace output of task %s: %w", id, err)
+		if r.mayHaveFolder(task) {
+			if err := os.RemoveAll(final); err != nil { // an earlier run's files
+				return fmt.Errorf("replace output of task %s: %w", id, err)
+			}
 		}
 		return nil
 	}
 	if err := r.db.DeleteOutput(task); err != nil {
+		r.dbFailed(err)
 		return fmt.Errorf("store output of task %s: %w", id, err)
 	}
-	if os.Rename(stage, final) == nil {
+	r.folders.placed[task] = true
+	if os.Rename(out.Stage, final) == nil {
 		return nil // the usual case: nothing there yet
 	}
 	if err := os.RemoveAll(final); err != nil {
 		return r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
 	}
-	if err := os.Rename(stage, final); err != nil {
+	if err := os.Rename(out.Stage, final); err != nil {
 		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
+	return nil
+}
+
+// dbFailed stops the run when the job database failed (its errors are
+// sticky: a full disk), at once rather than at the journal's next write,
+// so that no task runs again only to find it full.
+func (r *runner) dbFailed(err error) {
+	if r.stopRun != nil && r.db.Err() != nil {
+		r.stopRun(err)
+	}
+}
+
+// taskFolders tells which tasks may have a folder OUT/tasks/<id>: none
+// but those this run placed, when OUT/tasks was empty at the start.
+type taskFolders struct {
+	old    bool   // OUT/tasks held something at the start
+	placed []bool // by task: this run placed a folder (under the queue's lock)
+}
+
+func (r *runner) mayHaveFolder(task int) bool { return r.folders.old || r.folders.placed[task] }
+
+// scanFolders sets up r.folders for n tasks.
+func (r *runner) scanFolders(n int) error {
+	r.folders.placed = make([]bool, n)
+	f, err := os.Open(filepath.Join(r.p.OutDir, "tasks"))
+	if err != nil {
+		return r.outputFault(fmt.Errorf("read tasks dir: %w", err))
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return r.outputFault(fmt.Errorf("read tasks dir: %w", err))
+	}
+	r.folders.old = len(names) > 0
 	return nil
 }
 

@@ -3,8 +3,11 @@
 //
 // The coordinator is its only writer. Changes go through one writer
 // goroutine that batches them into one transaction every few
-// milliseconds (group commit): a task's row is replaced whole, so many
-// changes to one task inside a batch cost one write. The database is in
+// milliseconds (group commit): many changes to one task inside a batch
+// cost one write. The writer remembers what it wrote of each task, so a
+// task that finished writes its row (an UPDATE) and its new attempt, and
+// nothing else: attempts are appended, never rewritten. Inserts of a
+// batch go in statements of many rows. The database is in
 // WAL mode with synchronous=NORMAL: a committed batch survives the
 // coordinator's SIGKILL (not necessarily a power cut), and readers such as
 // `p2pc status` read it while the run writes.

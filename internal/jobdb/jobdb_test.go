@@ -390,3 +390,97 @@ func TestEmpty(t *testing.T) {
 	}
 	w.Close()
 }
+
+// TestIncremental: a task written again writes only what changed, and
+// still reads back as it was put: attempts appended, votes recounted,
+// partial results shifted, and rows an earlier run left replaced.
+func TestIncremental(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	att := func(n int) report.Attempt {
+		return report.Attempt{Peer: "p" + strconv.Itoa(n), Start: t0, End: t0.Add(time.Duration(n) * time.Second), Outcome: report.OutcomeTaskError, Error: "e" + strconv.Itoa(n)}
+	}
+	check := func(db *DB, want report.Task) {
+		t.Helper()
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Tasks) != 1 {
+			t.Fatalf("%d tasks", len(got.Tasks))
+		}
+		g := got.Tasks[0]
+		if g.State != want.State || !reflect.DeepEqual(g.Attempts, want.Attempts) || len(g.Votes) != len(want.Votes) || len(g.Partials) != len(want.Partials) {
+			t.Fatalf("got %+v\nwant %+v", g, want)
+		}
+		for i := range want.Partials {
+			if g.Partials[i].Text != want.Partials[i].Text {
+				t.Fatalf("partial %d: %q, want %q", i, g.Partials[i].Text, want.Partials[i].Text)
+			}
+		}
+	}
+	db := open(t, path)
+	task := report.Task{ID: "a", Params: json.RawMessage(`{}`), State: report.TaskRunning, Attempts: []report.Attempt{att(0), att(1), att(2)},
+		Votes: []report.Vote{{Peer: "x", Digest: "d"}, {Peer: "y", Digest: "d"}}, Partials: []report.Partial{{Time: t0, Peer: "p", Text: "1"}, {Time: t0, Peer: "p", Text: "2"}}}
+	db.PutTask(0, &task)
+	check(db, task)
+	task.Attempts = append(task.Attempts, att(3))
+	task.Votes = task.Votes[:1]
+	task.Partials = []report.Partial{task.Partials[1], {Time: t0, Peer: "p", Text: "3"}}
+	db.PutTask(0, &task)
+	check(db, task)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A rerun starts the task afresh: the earlier run's rows go.
+	db = open(t, path)
+	defer db.Close()
+	task = report.Task{ID: "a", Params: json.RawMessage(`{}`), State: report.TaskPending, Attempts: []report.Attempt{}}
+	db.PutTask(0, &task)
+	check(db, task)
+	task.State, task.Attempts = report.TaskDone, []report.Attempt{att(7)}
+	db.PutTask(0, &task)
+	check(db, task)
+}
+
+// TestManyRows: rows gathered into statements of many rows (and the rest
+// one at a time) all arrive, each in its place.
+func TestManyRows(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, filepath.Join(t.TempDir(), FileName))
+	defer db.Close()
+	const n = 3*multiRows + 5
+	for i := range n {
+		id := strconv.Itoa(i)
+		task := report.Task{ID: id, Params: json.RawMessage(`{"i":` + id + `}`), State: report.TaskDone, Digest: "d" + id,
+			Attempts: []report.Attempt{{Peer: "p", Start: t0, End: t0, Outcome: report.OutcomeLost, Error: "a" + id}, {Peer: "p", Start: t0, End: t0, Outcome: report.OutcomeOK}},
+			Votes:    []report.Vote{{Peer: "p", Digest: "d" + id}}}
+		if err := db.PutTask(i, &task); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PutOutput(i, "data", []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Load(ctx)
+	if err != nil || len(rep.Tasks) != n {
+		t.Fatalf("%d tasks, %v", len(rep.Tasks), err)
+	}
+	for i, task := range rep.Tasks {
+		id := strconv.Itoa(i)
+		if task.ID != id || string(task.Params) != `{"i":`+id+`}` || len(task.Attempts) != 2 || task.Attempts[0].Error != "a"+id ||
+			len(task.Votes) != 1 || task.Votes[0].Digest != "d"+id {
+			t.Fatalf("task %d: %+v", i, task)
+		}
+		if _, data, found, err := db.Output(ctx, i); !found || err != nil || string(data) != id {
+			t.Fatalf("output %d: %q %v %v", i, data, found, err)
+		}
+	}
+}

@@ -19,15 +19,20 @@ const (
 	qPutOutput      = "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)"
 	qDeleteOutput   = "DELETE FROM outputs WHERE task = ?"
 	qTask           = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qAttempt        = `INSERT INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qTaskUpdate     = `UPDATE tasks SET state = ?, peer = ?, peer_id = ?, digest = ?, files = ?, error = ?, verdict = ?, checkpoints = ?, updated = ? WHERE idx = ?`
+	qAttempt        = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qVote           = `INSERT INTO votes(task, n, peer, peer_id, digest) VALUES (?, ?, ?, ?, ?)`
 	qPartial        = `INSERT INTO partials(task, n, time, peer, peer_id, text, bytes, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qDeleteAttempts = "DELETE FROM attempts WHERE task = ?"
+	qDeleteAttempts = "DELETE FROM attempts WHERE task = ? AND n >= ?"
 	qDeleteVotes    = "DELETE FROM votes WHERE task = ?"
 	qDeletePartials = "DELETE FROM partials WHERE task = ?"
 )
 
-var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
+// multiRowQueries are the inserts that a batch gathers into statements of
+// many rows (batch.insert).
+var multiRowQueries = []string{qPutOutput, qTask, qAttempt, qVote}
+
+var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qTaskUpdate, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
 
 // PutJob queues the report's job-level fields (everything but the tasks)
 // as rows of the table job, unless they are what it queued last. It
@@ -88,6 +93,12 @@ func jobRows(r *report.Report) ([][2]string, error) {
 // PutTask queues task idx's row with its attempts, votes and partial
 // results, replacing what was stored. It copies t before it returns, so
 // the caller may change t at once.
+//
+// Attempts are a log: an attempt PutTask wrote once is not written again
+// (a task whose attempts grew by one costs its row and that attempt's
+// row), so the caller changes an attempt only before the task is put
+// with it. Votes and partial results are rewritten whole when they
+// change in number.
 func (db *DB) PutTask(idx int, t *report.Task) error {
 	c := copyTask(t)
 	return db.w.put(change{key: "t" + strconv.Itoa(idx), apply: func(tx *batch) error {
@@ -103,7 +114,7 @@ func (db *DB) PutOutput(idx int, name string, data []byte) error {
 		data = []byte{}
 	}
 	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
-		err := tx.exec(qPutOutput, idx, name, data)
+		err := tx.insert(qPutOutput, idx, name, data)
 		return err
 	}})
 }
@@ -138,46 +149,77 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 		}
 		files = string(b)
 	}
-	params := string(t.Params)
-	if params == "" {
-		params = "null"
-	}
+	rows := tx.w.rowsOf(idx)
 	peer, peerID := split(t.Peer, t.PeerID)
-	if err := tx.exec(qTask,
-		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
-		return err
-	}
-	for _, q := range []string{qDeleteAttempts, qDeleteVotes, qDeletePartials} {
-		if err := tx.exec(q, idx); err != nil {
+	if rows.row {
+		if err := tx.exec(qTaskUpdate,
+			t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now(), idx); err != nil {
+			return err
+		}
+	} else {
+		params := string(t.Params)
+		if params == "" {
+			params = "null"
+		}
+		if err := tx.insert(qTask,
+			idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
 			return err
 		}
 	}
-	for n, a := range t.Attempts {
+	rows.row = true
+	from := int(rows.attempts)
+	if from < 0 || from > len(t.Attempts) {
+		if err := tx.exec(qDeleteAttempts, idx, len(t.Attempts)); err != nil {
+			return err
+		}
+		from = 0
+	}
+	for n := from; n < len(t.Attempts); n++ {
+		a := &t.Attempts[n]
 		peer, peerID := split(a.Peer, a.PeerID)
-		if err := tx.exec(qAttempt,
+		if err := tx.insert(qAttempt,
 			idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed, a.Check); err != nil {
 			return err
 		}
 	}
-	for n, v := range t.Votes {
-		peer, peerID := split(v.Peer, v.PeerID)
-		if err := tx.exec(qVote,
-			idx, n, peer, peerID, v.Digest); err != nil {
-			return err
+	rows.attempts = int32(len(t.Attempts))
+	if int(rows.votes) != len(t.Votes) || len(t.Votes) > 0 {
+		// Votes are few and change whole (a vote is recounted): rewritten.
+		if rows.votes != 0 {
+			if err := tx.exec(qDeleteVotes, idx); err != nil {
+				return err
+			}
 		}
+		for n, v := range t.Votes {
+			peer, peerID := split(v.Peer, v.PeerID)
+			if err := tx.insert(qVote,
+				idx, n, peer, peerID, v.Digest); err != nil {
+				return err
+			}
+		}
+		rows.votes = int32(len(t.Votes))
 	}
-	for n, p := range t.Partials {
-		peer, peerID := split(p.Peer, p.PeerID)
-		var text, raw any
-		if p.Bytes != nil {
-			raw = p.Bytes
-		} else {
-			text = p.Text
+	if int(rows.partials) != len(t.Partials) || len(t.Partials) > 0 {
+		// Partial results shift when the oldest is dropped: rewritten.
+		if rows.partials != 0 {
+			if err := tx.exec(qDeletePartials, idx); err != nil {
+				return err
+			}
 		}
-		if err := tx.exec(qPartial,
-			idx, n, fmtTime(p.Time), peer, peerID, text, raw, p.Truncated); err != nil {
-			return err
+		for n, p := range t.Partials {
+			peer, peerID := split(p.Peer, p.PeerID)
+			var text, raw any
+			if p.Bytes != nil {
+				raw = p.Bytes
+			} else {
+				text = p.Text
+			}
+			if err := tx.exec(qPartial,
+				idx, n, fmtTime(p.Time), peer, peerID, text, raw, p.Truncated); err != nil {
+				return err
+			}
 		}
+		rows.partials = int32(len(t.Partials))
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,32 +37,132 @@ type writer struct {
 	closed bool
 
 	stmts map[string]*sql.Stmt // prepared once, used by the loop only
+
+	// rows says, per task index, what the database holds of the task's
+	// rows, so that a change writes only what is new (used by the loop
+	// only). fresh: the tasks table was empty at Open, so a task never
+	// written has no rows.
+	rows  []taskRows
+	fresh bool
+	// execs counts statements executed (benchmarks report it per task),
+	// commits the transactions; Close logs both.
+	execs, commits int
+}
+
+// taskRows is what the database holds of one task, as far as the writer
+// knows.
+type taskRows struct {
+	seen bool // the entry is set up
+	row  bool // this writer wrote the task's row
+	// Rows of attempts, votes and partial results; -1: unknown (rows of
+	// an earlier run may be there).
+	attempts, votes, partials int32
+}
+
+// rowsOf returns task idx's entry, growing the table.
+func (w *writer) rowsOf(idx int) *taskRows {
+	if idx >= len(w.rows) {
+		w.rows = append(w.rows, make([]taskRows, idx+1-len(w.rows))...)
+	}
+	r := &w.rows[idx]
+	if !r.seen {
+		r.seen = true
+		if !w.fresh {
+			r.attempts, r.votes, r.partials = -1, -1, -1
+		}
+	}
+	return r
 }
 
 // batch is one transaction of the writer: changes execute statements
 // through it, each prepared once for the writer's life.
 type batch struct {
-	ctx context.Context
-	tx  *sql.Tx
-	w   *writer
+	ctx   context.Context
+	tx    *sql.Tx
+	w     *writer
+	stmts map[string]*sql.Stmt // the writer's statements bound to tx
+	// rows of inserts (multiRowQueries) not executed yet, by query, and
+	// the queries in the order of their first row.
+	rows  map[string][]any
+	order []string
+}
+
+// insert queues a row of query, one of multiRowQueries: rows go into the
+// database multiRows at a time, in one statement, and the rest when the
+// batch ends (flush). A batch holds one change per task, so no statement
+// of the batch depends on a row still queued.
+func (b *batch) insert(query string, args ...any) error {
+	n := strings.Count(query, "?")
+	q, ok := b.rows[query]
+	if !ok {
+		b.order = append(b.order, query)
+	}
+	q = append(q, args...)
+	if len(q) < multiRows*n {
+		b.rows[query] = q
+		return nil
+	}
+	b.rows[query] = q[:0]
+	return b.exec(multiRowQuery(query, multiRows), q...)
+}
+
+// flush executes the queued rows.
+func (b *batch) flush() error {
+	for _, query := range b.order {
+		q := b.rows[query]
+		n := strings.Count(query, "?")
+		for len(q) > 0 {
+			if err := b.exec(query, q[:n]...); err != nil {
+				return err
+			}
+			q = q[n:]
+		}
+		b.rows[query] = q
+	}
+	return nil
+}
+
+// multiRows rows of an insert go in one statement.
+const multiRows = 32
+
+// multiRowQuery is query (INSERT ... VALUES (?, ...)) for rows rows.
+func multiRowQuery(query string, rows int) string {
+	i := strings.LastIndex(query, "VALUES ")
+	tuple := query[i+len("VALUES "):]
+	return query[:i] + "VALUES " + strings.Repeat(tuple+", ", rows-1) + tuple
 }
 
 func (b *batch) exec(query string, args ...any) error {
-	var err error
-	if st := b.w.stmts[query]; st != nil {
-		_, err = b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
-	} else {
-		_, err = b.tx.ExecContext(b.ctx, query, args...)
+	b.w.execs++
+	st := b.stmts[query]
+	if st == nil {
+		prep := b.w.stmts[query]
+		if prep == nil {
+			_, err := b.tx.ExecContext(b.ctx, query, args...)
+			return err
+		}
+		st = b.tx.StmtContext(b.ctx, prep)
+		b.stmts[query] = st
 	}
+	_, err := st.ExecContext(b.ctx, args...)
 	return err
 }
 
 func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
 		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	var n int
+	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM tasks LIMIT 1)").Scan(&n); err != nil {
+		return nil, db.wrap("read tasks", err)
+	}
+	w.fresh = n == 0
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
-	for _, q := range writeQueries {
+	queries := slices.Clone(writeQueries)
+	for _, q := range multiRowQueries {
+		queries = append(queries, multiRowQuery(q, multiRows))
+	}
+	for _, q := range queries {
 		st, err := db.sql.PrepareContext(ctx, q)
 		if err != nil {
 			for _, st := range w.stmts {
@@ -121,6 +223,7 @@ func (w *writer) close() error {
 	w.mu.Unlock()
 	close(w.in)
 	<-w.done
+	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits)
 	return w.failed()
 }
 
@@ -194,7 +297,7 @@ func (w *writer) apply(changes []change) error {
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w}
+	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: map[string][]any{}}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue
@@ -204,9 +307,14 @@ func (w *writer) apply(changes []change) error {
 			return w.db.wrap("write", err)
 		}
 	}
+	if err := b.flush(); err != nil {
+		tx.Rollback()
+		return w.db.wrap("write", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return w.db.wrap("commit", err)
 	}
+	w.commits++
 	return nil
 }
 

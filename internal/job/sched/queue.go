@@ -74,10 +74,9 @@ type FetchFunc func(ctx context.Context, dir string) error
 // TaskDone and TaskRetry are called with the queue's locks held and must
 // not call back into the queue; Fetch is called on a goroutine of its own.
 type Env interface {
-	// Place moves the accepted output staged at stage (holding files, as
-	// the worker listed them) to the final place of task (index) id (the
-	// stage is gone afterwards).
-	Place(task int, id, stage string, files []string) error
+	// Place moves the accepted output out (a staged folder, gone
+	// afterwards, or inline data) to the final place of task (index) id.
+	Place(task int, id string, out Output) error
 	// Discard removes a staged output that no vote needs any more.
 	Discard(stage string)
 	// Fetch gets the output of task id with digest d into a new stage
@@ -180,10 +179,14 @@ type Result struct {
 	Outcome string
 	Err     error
 	// Stage is a folder holding the complete output (outcome ok, unless
-	// digest-only); it is placed if this copy wins, discarded otherwise.
-	// Fetch gets the output of a digest-only replica.
-	Stage  string
-	Files  []string
+	// digest-only or inline); it is placed if this copy wins, discarded
+	// otherwise. Fetch gets the output of a digest-only replica.
+	Stage string
+	Files []string
+	// Inline: the output is Data alone (Files is [sdk.DataFile]) or
+	// nothing (Files empty), held in memory: no folder (Stage is "").
+	Inline bool
+	Data   []byte
 	Fetch  FetchFunc
 	Digest digest.ID
 	// Start is when the task started to run (zero: the lease's start),
@@ -193,14 +196,30 @@ type Result struct {
 	Fault Fault
 }
 
+// Output is a complete output as a worker produced it: a staged folder
+// holding Files, or (Inline) the inline data file alone or nothing, in
+// memory.
+type Output struct {
+	Stage  string
+	Files  []string
+	Inline bool
+	Data   []byte
+}
+
+// held: the output is here, in a folder or in memory.
+func (o Output) held() bool { return o.Stage != "" || o.Inline }
+
+func (r *Result) output() Output {
+	return Output{Stage: r.Stage, Files: r.Files, Inline: r.Inline, Data: r.Data}
+}
+
 // vote is a replica's successful result.
 type vote struct {
 	peer   string
 	digest digest.ID
-	// stage holds the output, if this replica uploaded it; fetch gets it
+	// out holds the output, if this replica uploaded it; fetch gets it
 	// into a folder otherwise.
-	stage string
-	files []string
+	out   Output
 	fetch FetchFunc
 }
 
@@ -485,9 +504,11 @@ func (q *Queue) takeLocked(peer string) *Lease {
 // involvedLocked: peer runs a replica of task, or already voted on it.
 // Replicas of a task go to distinct peers.
 func (q *Queue) involvedLocked(peer string, task int) bool {
-	for _, l := range q.running {
-		if l.Task == task && l.Peer == peer {
-			return true
+	if q.tasks[task].running > 0 { // else no need to scan every lease
+		for _, l := range q.running {
+			if l.Task == task && l.Peer == peer {
+				return true
+			}
 		}
 	}
 	if q.Verifying() {
@@ -618,7 +639,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 			return false
 		}
 		q.trustOf(l.Peer).losses = 0 // a valid result forgives lost attempts
-		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, stage: res.Stage, files: res.Files, fetch: res.Fetch})
+		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, out: res.output(), fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
 		q.noteRunLocked(l, res)
@@ -772,14 +793,18 @@ func (q *Queue) failLocked(task int, err error) {
 // cleanVotes discards staged outputs that lost.
 func (q *Queue) cleanVotes(task int) {
 	for i := range q.tasks[task].votes {
-		if s := q.tasks[task].votes[i].stage; s != "" {
-			q.env.Discard(s)
-			q.tasks[task].votes[i].stage = ""
+		v := &q.tasks[task].votes[i]
+		if v.out.Stage != "" {
+			q.env.Discard(v.out.Stage)
 		}
+		v.out = Output{}
 	}
 }
 
 func (q *Queue) revokeCopiesLocked(task int) {
+	if q.tasks[task].running == 0 {
+		return // the usual case: no other copy (the scan is of every lease)
+	}
 	for _, l := range q.running {
 		if l.Task == task {
 			revoke(l)

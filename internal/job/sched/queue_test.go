@@ -29,13 +29,16 @@ type fakeEnv struct {
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{placed: map[string]string{}, done: map[string]bool{}} }
 
-func (e *fakeEnv) Place(_ int, id, stage string, _ []string) error {
+func (e *fakeEnv) Place(_ int, id string, out Output) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.placeErr != nil {
 		return e.placeErr
 	}
-	e.placed[id] = stage
+	e.placed[id] = out.Stage
+	if out.Inline {
+		e.placed[id] = "inline:" + string(out.Data)
+	}
 	return nil
 }
 
@@ -402,5 +405,28 @@ func TestRevokedLeaseOfDecidedTask(t *testing.T) {
 	}
 	if n := len(f.rep.Tasks[0].Attempts); n != 3 || canceled != 1 {
 		t.Errorf("%d attempts (%d canceled), want 3 with c's canceled once: %+v", n, canceled, f.rep.Tasks[0].Attempts)
+	}
+}
+
+// TestInlineVotes: an output held in memory counts as held: the winning
+// replica's inline data is placed, a losing replica's is dropped without
+// a Discard (there is no folder).
+func TestInlineVotes(t *testing.T) {
+	f := newFixture(t, 1, Config{Verify: verify(2, 2, 3)})
+	a, b := f.take(t, "a"), f.take(t, "b")
+	if f.q.Finish(a, Result{Outcome: report.OutcomeOK, Digest: dg("x"), Inline: true, Data: []byte("from a"), Files: []string{"data"}}) {
+		t.Fatal("accepted on one vote of two")
+	}
+	if !f.q.Finish(b, Result{Outcome: report.OutcomeOK, Digest: dg("x"), Inline: true, Data: []byte("from b"), Files: []string{"data"}}) {
+		t.Fatal("two matching inline votes not accepted")
+	}
+	if got := f.env.placed["t0"]; got != "inline:from a" {
+		t.Errorf("placed %q, want the first inline vote", got)
+	}
+	if len(f.env.discarded) != 0 {
+		t.Errorf("discarded %v: inline outputs have no folder", f.env.discarded)
+	}
+	if got := f.rep.Tasks[0].Files; !slices.Equal(got, []string{"tasks/t0/data"}) {
+		t.Errorf("files %v", got)
 	}
 }

@@ -125,7 +125,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	}
 	// The trusted run disagrees (or no result had been accepted): its
 	// output wins, and whoever voted otherwise lied.
-	if err := q.env.Place(l.Task, rt.ID, res.Stage, res.Files); err != nil {
+	if err := q.env.Place(l.Task, rt.ID, res.output()); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.wantCheckLocked(l.Task)
 		return false, false

@@ -178,7 +178,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	rt := &q.rep.Tasks[task]
 	var winner *vote
 	for i := range ts.votes {
-		if v := &ts.votes[i]; v.digest == d && v.stage != "" {
+		if v := &ts.votes[i]; v.digest == d && v.out.held() {
 			winner = v
 			break
 		}
@@ -191,18 +191,19 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		}
 		return false
 	}
-	if err := q.env.Place(task, rt.ID, winner.stage, winner.files); err != nil {
+	if err := q.env.Place(task, rt.ID, winner.out); err != nil {
 		q.log.Warn("place output", "task", rt.ID, "err", err)
 		q.needLocked(task, 1)
 		return false
 	}
-	winner.stage = ""
+	files := winner.out.Files
+	winner.out = Output{}
 	ts.settled, ts.accepted = true, d
 	ts.need = 0
 	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
 	q.remaining--
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, d.String(), report.TaskFiles(rt.ID, winner.files)
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digestString(rt.Votes, ts.votes, d), report.TaskFiles(rt.ID, files)
 	if q.Verifying() {
 		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, d), len(ts.votes))
 		if ts.quorum == 1 && q.verify.Replicas > 1 {
@@ -224,6 +225,9 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
+	if !q.Verifying() && q.spot == 0 {
+		ts.votes = nil // nothing reads them again: a million tasks' worth of memory
+	}
 	q.env.TaskDone(rt.ID, true)
 	return true
 }
@@ -258,7 +262,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 				if gone {
 					w.fetch = nil
 				} else {
-					w.stage, w.files = stage, files
+					w.out = Output{Stage: stage, Files: files}
 				}
 			}
 			if gone {
@@ -291,8 +295,24 @@ func countOf(vs []vote, d digest.ID) int {
 
 // reportVotes appends the votes as report.json gives them (hex digests).
 func reportVotes(out []report.Vote, vs []vote) []report.Vote {
+	var last digest.ID
+	s := ""
 	for _, v := range vs {
-		out = append(out, report.Vote{Peer: v.peer, Digest: v.digest.String()})
+		if s == "" || v.digest != last {
+			last, s = v.digest, v.digest.String() // votes that agree share it
+		}
+		out = append(out, report.Vote{Peer: v.peer, Digest: s})
 	}
 	return out
+}
+
+// digestString is d as text, shared with a report vote (rvs, made from
+// vs by reportVotes) for it: a task's digest is then one string.
+func digestString(rvs []report.Vote, vs []vote, d digest.ID) string {
+	for i, v := range vs {
+		if v.digest == d && i < len(rvs) {
+			return rvs[i].Digest
+		}
+	}
+	return d.String()
 }

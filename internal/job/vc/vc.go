@@ -29,7 +29,8 @@ var ErrRevoked = errors.New("lease revoked")
 // State is the shared state of a job's tasks.
 type State struct {
 	mu      sync.Mutex
-	tasks   map[string]bool // valid task IDs
+	ids     []string        // valid task IDs
+	tasks   map[string]bool // ids as a set, made at the first message
 	globals map[string]sdk.Global
 	mail    map[string]*mailbox
 	ckpt    map[string]checkpoint
@@ -100,16 +101,13 @@ func New(taskIDs []string, store func(ctx context.Context, data []byte) (string,
 		log = slog.Default()
 	}
 	v := &State{
-		tasks:   map[string]bool{},
+		ids:     taskIDs,
 		globals: map[string]sdk.Global{},
 		mail:    map[string]*mailbox{},
 		ckpt:    map[string]checkpoint{},
 		ops:     map[string][]opRecord{},
 		store:   store,
 		log:     log,
-	}
-	for _, id := range taskIDs {
-		v.tasks[id] = true
 	}
 	return v
 }
@@ -179,6 +177,14 @@ func (v *State) Send(c *Cursor, to string, data []byte) error {
 
 // deliverLocked appends a message to the recipient's mailbox.
 func (v *State) deliverLocked(from, to string, data []byte) error {
+	if v.tasks == nil {
+		// Made at the first message: most jobs send none, and a map of
+		// every task ID costs a million jobs' worth of memory.
+		v.tasks = make(map[string]bool, len(v.ids))
+		for _, id := range v.ids {
+			v.tasks[id] = true
+		}
+	}
 	if !v.tasks[to] {
 		return fmt.Errorf("send to %s: no such task in this job", to)
 	}

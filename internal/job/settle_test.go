@@ -1,0 +1,111 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/p2pc/p2pc/internal/job/sched"
+	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/outputs"
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/spec"
+)
+
+// TestSettleInline: a peer's result that is only inline data goes into
+// the job database from memory: no folder under the work root or the
+// output folder, ever. A result whose data does not match its digest is
+// the peer's fault, and nothing is stored.
+func TestSettleInline(t *testing.T) {
+	digestOf := func(data []byte) []byte { d := outputs.DigestInline(data); return d[:] }
+	for _, c := range []struct {
+		name    string
+		outputs []*peerpb.Output
+		digest  []byte
+		state   string
+		stored  []byte // nil: no output row
+	}{
+		{"data", []*peerpb.Output{{Name: "data", Size: 6, Data: []byte("hello\n")}}, digestOf([]byte("hello\n")), report.TaskDone, []byte("hello\n")},
+		// proto3 sends an empty data file's bytes as nothing at all.
+		{"empty data file", []*peerpb.Output{{Name: "data", Size: 0}}, digestOf([]byte{}), report.TaskDone, []byte{}},
+		{"no output", nil, digestOf(nil), report.TaskDone, nil},
+		{"digest mismatch", []*peerpb.Output{{Name: "data", Size: 2, Data: []byte("no")}}, digestOf([]byte("yes")), report.TaskPending, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			out := t.TempDir()
+			r := &runner{
+				p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: spec.TaskList([]spec.Task{{ID: "t0", Params: map[string]any{}}})}},
+				opts:    RunOptions{Events: nopEvents{}, Node: "me"},
+				log:     slog.New(slog.DiscardHandler),
+				kick:    make(chan struct{}, 1),
+				faulted: make(chan struct{}),
+				rep:     &report.Report{Tasks: []report.Task{{ID: "t0", State: report.TaskPending, Attempts: []report.Attempt{}}}},
+				marked:  make([]bool, 1),
+			}
+			// No work root at all: settling an inline result must not need
+			// one (a folder made there would fail the attempt).
+			r.workRoot = filepath.Join(out, ".p2pc", "work")
+			if err := os.MkdirAll(filepath.Join(out, "tasks"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if r.db, err = jobdb.Open(ctx, filepath.Join(out, jobdb.FileName), jobdb.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			defer r.db.Close()
+			if err := r.scanFolders(1); err != nil {
+				t.Fatal(err)
+			}
+			q := newQueue(r, []int{0})
+			defer q.Close()
+			l, err := q.Next(ctx, "p1@X")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{l.ID: l}}
+			w.settle(ctx, &peerpb.Result{LeaseId: l.ID, Outcome: report.OutcomeOK, Digest: c.digest, Outputs: c.outputs})
+
+			if got := r.rep.Tasks[0].State; got != c.state {
+				t.Fatalf("state %s, want %s (attempts %+v)", got, c.state, r.rep.Tasks[0].Attempts)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(out, "tasks")); len(ents) != 0 {
+				t.Errorf("tasks folder holds %v", ents)
+			}
+			if err := r.db.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, data, found, err := r.db.Output(ctx, 0)
+			if err != nil || found != (c.stored != nil) || !bytes.Equal(data, c.stored) {
+				t.Errorf("stored %q (found %v, %v), want %q", data, found, err, c.stored)
+			}
+		})
+	}
+}
+
+// TestSlotWork: a local slot keeps its work folder while tasks leave it
+// empty, and a task that leaves something behind gets it removed, so the
+// next task starts in a new, empty folder.
+func TestSlotWork(t *testing.T) {
+	sw := &slotWork{dir: filepath.Join(t.TempDir(), "local0")}
+	sw.clear() // never made: nothing to do
+	if err := os.Mkdir(sw.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sw.made = true
+	sw.clear()
+	if !sw.made || !emptyDir(sw.dir) {
+		t.Fatalf("empty folder not kept: made %v", sw.made)
+	}
+	if err := os.WriteFile(filepath.Join(sw.dir, "scratch"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sw.clear()
+	if _, err := os.Lstat(sw.dir); sw.made || err == nil {
+		t.Fatalf("folder with leftovers kept: made %v, %v", sw.made, err)
+	}
+}

@@ -324,7 +324,7 @@ func TestHardCap(t *testing.T) {
 		}
 	}
 	recent := putN(t, s, 10, 2, size) // evicts the two least recently used
-	for i, id := range recent { // recent[0] before recent[1], whatever the clock's grain
+	for i, id := range recent {       // recent[0] before recent[1], whatever the clock's grain
 		ago := time.Now().Add(-time.Duration(2-i) * time.Minute)
 		if err := os.Chtimes(blockFile(dir, id), ago, ago); err != nil {
 			t.Fatal(err)

@@ -79,7 +79,7 @@ func (v *State) Restore(s Snapshot) (globals, messages, checkpoints int) {
 		}
 	}
 	for to, ms := range s.Messages {
-		if !v.tasks[to] {
+		if !v.isTaskLocked(to) {
 			continue
 		}
 		ms = slices.SortedFunc(slices.Values(ms), func(a, b sdk.Message) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -93,7 +93,7 @@ func (v *State) Restore(s Snapshot) (globals, messages, checkpoints int) {
 		}
 	}
 	for task, ops := range s.Ops {
-		if !v.tasks[task] {
+		if !v.isTaskLocked(task) {
 			continue
 		}
 		var log []opRecord
@@ -107,7 +107,7 @@ func (v *State) Restore(s Snapshot) (globals, messages, checkpoints int) {
 		v.ops[task] = log
 	}
 	for task, c := range s.Checkpoints {
-		if !v.tasks[task] || c.Pos > len(v.ops[task]) || c.Seq > uint64(len(v.box(task).msgs)) {
+		if !v.isTaskLocked(task) || c.Pos > len(v.ops[task]) || c.Seq > uint64(len(v.box(task).msgs)) {
 			v.log.Warn("a kept checkpoint does not fit the task's kept state; the task starts afresh", "task", task)
 			continue
 		}

@@ -175,17 +175,22 @@ func (v *State) Send(c *Cursor, to string, data []byte) error {
 	}).error()
 }
 
-// deliverLocked appends a message to the recipient's mailbox.
-func (v *State) deliverLocked(from, to string, data []byte) error {
+// isTaskLocked reports whether id is one of the job's tasks. The set is
+// made at the first question: most jobs send no message, and a map of
+// every task ID costs a million-task job's worth of memory.
+func (v *State) isTaskLocked(id string) bool {
 	if v.tasks == nil {
-		// Made at the first message: most jobs send none, and a map of
-		// every task ID costs a million jobs' worth of memory.
 		v.tasks = make(map[string]bool, len(v.ids))
 		for _, id := range v.ids {
 			v.tasks[id] = true
 		}
 	}
-	if !v.tasks[to] {
+	return v.tasks[id]
+}
+
+// deliverLocked appends a message to the recipient's mailbox.
+func (v *State) deliverLocked(from, to string, data []byte) error {
+	if !v.isTaskLocked(to) {
 		return fmt.Errorf("send to %s: no such task in this job", to)
 	}
 	b := v.box(to)

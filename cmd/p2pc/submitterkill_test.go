@@ -70,7 +70,7 @@ tasks:
 		select {
 		case <-run.Done():
 			t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
-		case <-time.After(time.Duration(50+rnd.IntN(1200)) * time.Millisecond):
+		case <-time.After(killAfter(rnd, refTook, kills)):
 		}
 		run.Kill()
 		if _, err := run.Wait(10 * time.Second); err != nil {
@@ -155,4 +155,14 @@ func checkSettled(t *testing.T, out string, settled map[string]string, when stri
 			settled[task.ID] = sig
 		}
 	}
+}
+
+// killAfter is how long a run of the kill test lives: a random moment
+// from its start (the spec read, the peers enrolled, tasks under way) to
+// about 1/22 of the undisturbed run, so that the kills together take
+// less than the job and every kill finds it unfinished, however fast
+// this machine runs it (each run also spends its own start).
+func killAfter(rnd *rand.Rand, ref time.Duration, kills int) time.Duration {
+	most := max(ref/time.Duration(kills+2), 100*time.Millisecond)
+	return 20*time.Millisecond + time.Duration(rnd.Int64N(int64(most)))
 }

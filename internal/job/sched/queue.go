@@ -420,6 +420,10 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			return nil, ErrDrained
 		}
 		if q.trustOf(peer).excluded {
+			// Told so, the worker stops asking (a remote peer's session
+			// ends for good): it is no voter for the tasks left, even if a
+			// spot check reinstates it, so the submitter decides them.
+			delete(q.workers, peer)
 			q.mu.Unlock()
 			return nil, ErrExcluded
 		}

@@ -275,10 +275,10 @@ func TestDiskFull(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(out, syscall.MNT_DETACH) })
 	spec := writeSpec(t, dir, "full.yaml", `
 plugin: {{repo}}/plugins/echo
-params: {output_bytes: 8000}
+params: {output_bytes: 8000, sleep_ms: 2}
 tasks:
   - range: {param: n, from: 1, to: 1000}
-`)
+`) // 2 ms a task: the journal's first writes (every 50 ms) fit on the disk
 	r := p2pc(t, "run", spec, "--out", out, "--slots", "2")
 	if r.code != exitLocalDisk || !strings.Contains(r.stderr, "disk full") && !strings.Contains(r.stderr, "no space left on device") || !strings.Contains(r.stderr, "run the same command again") {
 		t.Fatalf("run on a full disk: exit %d\n%s", r.code, r.stderr)

@@ -22,8 +22,9 @@ const batchGrace = 200 * time.Millisecond
 // BatchTask is one task of RunBatch.
 type BatchTask struct {
 	// Ctx is the task's own (its lease): when it ends while the task
-	// runs, the process is killed, as Run's ctx. A task whose Ctx ends
-	// before it starts still runs; the caller ignores its result.
+	// runs, the task has batchGrace to end, then the process is killed.
+	// A task whose Ctx ends before it starts still runs; the caller
+	// ignores its result.
 	Ctx  context.Context
 	Req  *sdk.Request
 	Host sdk.Host
@@ -107,7 +108,27 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 		if i >= len(tasks) {
 			return func() {}
 		}
-		stopCtx := context.AfterFunc(tasks[i].Ctx, func() { kill(i, tasks[i].Ctx.Err()) })
+		// A task whose own ctx ends (its lease revoked: another copy won)
+		// has batchGrace to end first: a tiny task mostly does, and its
+		// process stays warm (a confined process costs milliseconds to
+		// start again); one still running then is killed.
+		var (
+			gmu   sync.Mutex
+			grace *time.Timer
+		)
+		stopAfter := context.AfterFunc(tasks[i].Ctx, func() {
+			gmu.Lock()
+			defer gmu.Unlock()
+			grace = time.AfterFunc(batchGrace, func() { kill(i, tasks[i].Ctx.Err()) })
+		})
+		stopCtx := func() {
+			stopAfter()
+			gmu.Lock()
+			defer gmu.Unlock()
+			if grace != nil {
+				grace.Stop()
+			}
+		}
 		if timeout <= 0 {
 			return func() { stopCtx() }
 		}

@@ -231,9 +231,18 @@ func (pl *Pool) call(ctx context.Context, op, taskID string, timeout time.Durati
 		return nil, err
 	}
 	pl.stats.calls.Add(1)
-	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	base, endGrace := ctx, func() {}
+	if op == "run" {
+		// A task whose caller gives up (its lease revoked: another copy
+		// won) has batchGrace to end: a tiny task mostly does, and its
+		// process stays warm (a confined process costs milliseconds to
+		// start again).
+		base, endGrace = afterGrace(ctx, batchGrace)
+	}
+	defer endGrace()
+	callCtx, cancel := base, context.CancelFunc(func() {})
 	if timeout > 0 {
-		callCtx, cancel = withTaskTimeout(ctx, timeout) // frozen time does not count
+		callCtx, cancel = withTaskTimeout(base, timeout) // frozen time does not count
 	}
 	res, err := fn(callCtx, p.task)
 	// callCtx carries no deadline (see withTaskTimeout); ctx may, and

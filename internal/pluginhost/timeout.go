@@ -43,3 +43,27 @@ func withTaskTimeout(parent context.Context, timeout time.Duration) (context.Con
 		cancel(context.Canceled)
 	}
 }
+
+// afterGrace returns a context with ctx's values that ends grace after
+// ctx ends (with ctx's cause), and a stop that ends it at once.
+func afterGrace(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	g, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var (
+		mu sync.Mutex
+		t  *time.Timer
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t = time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) })
+	})
+	return g, func() {
+		stopAfter()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
+}

@@ -353,7 +353,21 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 		pl.stats.reuses.Add(1)
 		return p, nil
 	}
-	p, err := pl.start(ctx)
+	// The start is the pool's, not the caller's: a caller that gives up
+	// meanwhile (its lease revoked, its job over) leaves the process to
+	// the pool, warm for the next task. Killing it half-started wasted
+	// every start of a busy swarm's job end, and the next job's starts
+	// were cut short the same way (a confined start costs milliseconds).
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-pl.closing:
+			stop()
+		case <-sctx.Done():
+		}
+	}()
+	p, err := pl.start(sctx)
 	if err != nil {
 		<-pl.slots
 		var e *Error
@@ -361,6 +375,10 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 			e.Task = taskID
 		}
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		pl.release(p) // frees the slot too
+		return nil, &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: err}
 	}
 	return p, nil
 }

@@ -792,3 +792,21 @@ func TestLongTempDir(t *testing.T) {
 		t.Fatalf("Close left the socket dir %s: %v", sock, err)
 	}
 }
+
+// A caller that gives up while its plugin process starts leaves the
+// process to the pool: the next task finds it warm (a busy swarm's job
+// end used to kill every process still starting, and the next job's
+// starts were cut short the same way).
+func TestStartOutlivesItsCaller(t *testing.T) {
+	pl, _ := newTestPool(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Millisecond, cancel) // well before the handshake
+	if _, err := pl.Run(ctx, req("gone", params{Op: "pid"}), nil, 10*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	waitUntil(t, 10*time.Second, "the process started for the pool", func() bool { return pl.Stats().Starts == 1 })
+	runPID(t, pl)
+	if s := pl.Stats(); s.Starts != 1 || s.WarmReuses != 1 {
+		t.Fatalf("stats %+v: want the process started for the canceled caller reused", s)
+	}
+}

@@ -39,9 +39,15 @@
 //     is also a timeout). The timeout is running time: time the plugin
 //     processes spent frozen (sandbox.Freeze, p2pc join
 //     --pause-when-busy) does not count (withTaskTimeout);
-//   - the caller's ctx ends: the ctx error;
+//   - the caller's ctx ends and the task has not ended 200 ms later (a
+//     tiny task mostly has: its process then stays warm): the ctx error;
 //   - the pool is closed: ErrClosed;
 //   - it died while idle (seen when it would be handed out; it is replaced).
+//
+// A process's start is the pool's, not the caller's: a caller whose ctx
+// ends while the process starts gets the ctx error, and the process goes
+// to the idle list (a confined start costs milliseconds; a busy swarm's
+// job end used to kill every process still starting).
 //
 // The next call starts a fresh process. Retrying is the caller's business:
 // the pool never re-runs a call.

@@ -108,14 +108,7 @@ tasks:
 		t.Log("the job ended before the kill")
 	default:
 	}
-	code, err := run.Wait(time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
-	}
-	rep := readReport(t, out)
+	rep := waitReport(t, run, out)
 	checkOnce(t, rep)
 	lost := 0
 	for _, task := range rep.Tasks {

@@ -70,14 +70,7 @@ tasks:
 				woke := time.AfterFunc(tc.wake, func() { peers[0].proc.Signal(syscall.SIGCONT) })
 				defer woke.Stop()
 			}
-			code, err := run.Wait(time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if code != 0 {
-				t.Fatalf("run: exit %d\n%s", code, run.Stderr())
-			}
-			rep := readReport(t, out)
+			rep := waitReport(t, run, out)
 			checkOnce(t, rep)
 			taken := 0
 			for _, task := range rep.Tasks {
@@ -126,4 +119,18 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitReport waits up to a minute for run to end, fails the test unless
+// it exited 0, and reads its report from out.
+func waitReport(t *testing.T, run *harness.Proc, out string) *report.Report {
+	t.Helper()
+	code, err := run.Wait(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr())
+	}
+	return readReport(t, out)
 }

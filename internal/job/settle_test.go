@@ -13,6 +13,7 @@ import (
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/spec"
 )
 
@@ -98,7 +99,7 @@ func TestSlotWork(t *testing.T) {
 	}
 	sw.made = true
 	sw.clear()
-	if !sw.made || !emptyDir(sw.dir) {
+	if !sw.made || !taskrun.EmptyDir(sw.dir) {
 		t.Fatalf("empty folder not kept: made %v", sw.made)
 	}
 	if err := os.WriteFile(filepath.Join(sw.dir, "scratch"), []byte("x"), 0o644); err != nil {

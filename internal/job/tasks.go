@@ -229,22 +229,11 @@ type slotWork struct {
 // clear empties the folder after a task: a folder that is not empty (or
 // was moved away) is removed, and made again for the next task.
 func (sw *slotWork) clear() {
-	if !sw.made || emptyDir(sw.dir) {
+	if !sw.made || taskrun.EmptyDir(sw.dir) {
 		return
 	}
 	os.RemoveAll(sw.dir)
 	sw.made = false
-}
-
-// emptyDir reports whether dir is an existing, empty folder.
-func emptyDir(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // runLocal runs a batch of leases (often one) in the local pool, through

@@ -1,9 +1,7 @@
 package node
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/taskrun"
 )
 
 // Work folders. Every job has one (jobFiles.work), and in it every slot
@@ -76,7 +75,7 @@ func (n *Node) clearSlotDir(slot int, dir string, staged bool) {
 	if staged {
 		os.RemoveAll(dir + ".out")
 	}
-	if empty(dir) {
+	if taskrun.EmptyDir(dir) {
 		return
 	}
 	os.RemoveAll(dir)
@@ -91,17 +90,6 @@ func (n *Node) removeWork() {
 	if n.workLock != nil {
 		n.workLock.Remove()
 	}
-}
-
-// empty reports whether dir is an existing, empty folder.
-func empty(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // jobFiles are the folders of one job on this node, side by side in

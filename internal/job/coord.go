@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/sched"
@@ -29,6 +30,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Verify:     r.p.Spec.Verify,
 		Retries:    r.p.Spec.Retries,
 		BatchMax:   r.p.Spec.Batch,
+		Probe:      probeWindow(r.p.Spec.Batch),
 		Pending:    pending,
 		Alone:      r.opts.Remote == nil || r.opts.Remote.Swarm == nil,
 		Verifier:   r.verifier,
@@ -42,6 +44,15 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		ReportLock: reportLock{r},
 		Env:        queueEnv{r},
 	})
+}
+
+// probeWindow is the queue's probe window: none when batching is off
+// (spec batch 1), when the first wave is singles anyway.
+func probeWindow(batch int) time.Duration {
+	if batch == 1 {
+		return 0
+	}
+	return sched.ProbeWindow
 }
 
 // reportLock is the runner's report lock as the queue takes it: what the

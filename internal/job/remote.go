@@ -493,12 +493,11 @@ func (w *remoteWorker) get(id uint64) *sched.Lease {
 
 // lease waits for credits and answers each with a batch of leases,
 // sized by the queue (sched.Queue.BatchSize: one lease until the tasks'
-// run time is known); the batches ready at once go out in one message.
-// Until a run time is measured, the first lease goes out alone and the
-// rest of the credits wait for the measure (at most measureWait).
+// run time is known, and during the queue's probe phase at most
+// sched.ProbeLeases per worker: the rest of the credits wait in Next);
+// the batches ready at once go out in one message.
 func (w *remoteWorker) lease(ctx context.Context) error {
 	credit := 0
-	waited := false // for the first measure
 	for {
 		if credit == 0 {
 			select {
@@ -528,12 +527,8 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			size += len(msgs[len(msgs)-1].Params)
 		}
 		room := func() bool { return len(msgs) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes }
-		n, measured := w.s.q.BatchSize(w.peer.Name)
 		for first := true; credit > 0 && room(); first = false {
 			if !first {
-				if n, measured = w.s.q.BatchSize(w.peer.Name); !measured && !waited {
-					break
-				}
 				if l = w.s.q.TryNext(w.peer.Name); l == nil {
 					break
 				}
@@ -541,7 +536,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			credit--
 			head := len(msgs)
 			add(l)
-			for len(msgs)-head < n && room() {
+			for n := w.s.q.BatchSize(w.peer.Name); len(msgs)-head < n && room(); {
 				l := w.s.q.TryNext(w.peer.Name)
 				if l == nil {
 					break
@@ -569,23 +564,8 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		for _, l := range batch {
 			go w.watchRevoke(ctx, l)
 		}
-		if !measured && !waited && credit > 0 {
-			waited = true
-			t := time.NewTimer(measureWait)
-			select {
-			case <-w.s.q.Measured():
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
 	}
 }
-
-// measureWait bounds how long a peer's credits wait for the first
-// measured run time of the job (tasks of a second or more are never
-// batched, so after it the credits are spent on single leases).
-const measureWait = 20 * time.Millisecond
 
 func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{

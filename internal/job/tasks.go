@@ -206,7 +206,7 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 		}
 		batch := []*sched.Lease{l}
 		if !checkOnly && !l.Check {
-			for n, _ := q.BatchSize(r.opts.Node); len(batch) < n; {
+			for n := q.BatchSize(r.opts.Node); len(batch) < n; {
 				l := q.TryNext(r.opts.Node)
 				if l == nil {
 					break

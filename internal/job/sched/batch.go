@@ -7,44 +7,61 @@ import (
 
 // Batching. A worker may take several leases at once and run them in one
 // plugin call (a batch); each lease stays one attempt of one task, with
-// its own outcome. The queue sizes batches by guided self-scheduling: a
-// batch carries about BatchWork of measured work, and at most half a
-// slot's share of what is left (the tasks not yet leased over twice the
-// slots of all enrolled workers: each slot holds a batch and its worker
-// prefetches more), so batches are large while much work
-// remains and shrink to single tasks near the end: slow and fast workers
-// finish together. Until a task's run time is known, and for tasks of
-// BatchUnbatched or more, a batch is one lease.
+// its own outcome. The queue sizes batches by guided self-scheduling over
+// measured run times: a batch carries about BatchWork of work, and at
+// most half a slot's share of what is left (the tasks not yet leased over
+// twice the slots of all enrolled workers: each slot holds a batch and
+// its worker prefetches more), so batches are large while much work
+// remains and shrink near the end: slow and fast workers finish together.
+// The shrinking stops at MinBatchWork: a batch's tail costs at most its
+// own work, so a floor of a millisecond costs at most about a millisecond
+// at the end of a job, while tasks of microseconds no longer pay a whole
+// lease's path (coordinator, peer, plugin call) each. Until a task's run
+// time is known (see probe.go), and for tasks of BatchUnbatched or more,
+// a batch is one lease.
 const (
-	// BatchWork is the work a batch carries.
+	// BatchWork is the work a batch carries while much is left.
 	BatchWork = 5 * time.Millisecond
+	// MinBatchWork is the least work a batch of measured tasks carries
+	// (unless fewer tasks are left or the spec bounds batches lower).
+	MinBatchWork = time.Millisecond
 	// BatchUnbatched: tasks that run this long or longer are never
 	// batched.
 	BatchUnbatched = time.Second
 	// DefaultBatchMax bounds a batch unless the spec does.
 	DefaultBatchMax = 256
+	// batchTaskCost is what a task costs its slot within a batch beyond
+	// its own run time (the plugin's result send and work folder check),
+	// which the measured run time does not hold: without it a task of a
+	// microsecond would count as a thousandth of its real share of a
+	// batch's time.
+	batchTaskCost = 20 * time.Microsecond
 )
 
 // batchSize is the size of the next batch: mean is the typical run time
 // of the job's tasks (0: not measured yet), left the leases not yet handed
-// out, slots those of all workers, limit the most a batch may hold.
+// out, slots those of all workers, limit the most a batch may hold:
+// clamp(half a slot's share of left, MinBatchWork/mean, BatchWork/mean),
+// at most limit and left.
 func batchSize(mean time.Duration, left, slots, limit int) int {
 	if limit <= 1 || mean <= 0 || mean >= BatchUnbatched || left <= 1 {
 		return 1
 	}
-	n := int(BatchWork / mean)
+	cost := mean + batchTaskCost
+	n := int(BatchWork / cost)
 	// Half a slot's share of what is left: a worker holds a batch per
 	// slot and prefetches about half as many again.
 	if share := (left + 2*max(slots, 1) - 1) / (2 * max(slots, 1)); n > share {
 		n = share
 	}
-	return min(max(n, 1), limit)
+	n = max(n, int(MinBatchWork/cost), 1)
+	return min(n, limit, left)
 }
 
 // BatchSize is how many leases worker peer should take at once now
-// (TryNext after Next, as many times), and whether the tasks' run time
-// is measured yet (until then batches are single leases).
-func (q *Queue) BatchSize(peer string) (n int, measured bool) {
+// (TryNext after Next, as many times): 1 until the tasks' run time is
+// measured.
+func (q *Queue) BatchSize(peer string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	mean := q.typicalRunLocked()
@@ -52,7 +69,7 @@ func (q *Queue) BatchSize(peer string) (n int, measured bool) {
 	for _, s := range q.slots {
 		slots += s
 	}
-	return batchSize(mean, len(q.pending), slots, q.batchMax), q.runN > 0
+	return batchSize(mean, len(q.pending), slots, q.batchMax)
 }
 
 // SetSlots records how many slots worker peer has (batch sizing).
@@ -61,9 +78,6 @@ func (q *Queue) SetSlots(peer string, n int) {
 	q.slots[peer] = n
 	q.mu.Unlock()
 }
-
-// Measured is closed once a task's run time is known.
-func (q *Queue) Measured() <-chan struct{} { return q.measured }
 
 // runSamples is how many recent run times the typical one is the median
 // of: a median, so that a process's cold first call or a stray slow task
@@ -82,7 +96,8 @@ func (q *Queue) typicalRunLocked() time.Duration {
 	return s[n/2]
 }
 
-// noteRunLocked records a successful attempt's run time.
+// noteRunLocked records a successful attempt's run time; the first ends
+// the probe phase.
 func (q *Queue) noteRunLocked(l *Lease, res Result) {
 	start := res.Start
 	if start.IsZero() || start.Before(l.Start) {
@@ -94,7 +109,5 @@ func (q *Queue) noteRunLocked(l *Lease, res Result) {
 	}
 	q.runs[q.runN%runSamples] = d
 	q.runN++
-	if q.runN == 1 {
-		close(q.measured)
-	}
+	q.probe.measured()
 }

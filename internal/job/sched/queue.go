@@ -117,6 +117,11 @@ type Config struct {
 	// BatchMax bounds a batch (batch.go): 0 is DefaultBatchMax, 1 turns
 	// batching off.
 	BatchMax int
+	// Probe is the probe window (probe.go; ProbeWindow for a job that
+	// batches): until a run time is measured, or for this long after the
+	// first lease, each worker gets at most ProbeLeases leases. 0: no
+	// probe phase.
+	Probe time.Duration
 	// MinPeers holds back every lease until this many peers enrolled.
 	MinPeers int
 	// Strikes (default DefaultStrikes) lost attempts in a row, or
@@ -294,13 +299,12 @@ type Queue struct {
 	// holds: leases are held back while this is above 0 (Hold).
 	holds int
 	// Batching (batch.go): the recent run times of successful attempts
-	// (runN of them in all), slots of the workers, closed at the first
-	// run time measured.
+	// (runN of them in all), slots of the workers, the probe phase.
 	batchMax int
 	runs     [runSamples]time.Duration
 	runN     int
 	slots    map[string]int
-	measured chan struct{}
+	probe    probe
 }
 
 // New returns a queue over cfg.Pending.
@@ -369,7 +373,7 @@ func New(cfg Config) *Queue {
 		enrolled:  map[string]bool{},
 		batchMax:  cfg.BatchMax,
 		slots:     map[string]int{},
-		measured:  make(chan struct{}),
+		probe:     newProbe(cfg.Probe),
 	}
 	if q.batchMax == 0 {
 		q.batchMax = DefaultBatchMax
@@ -442,13 +446,20 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			return l, nil
 		}
 		wake := q.wake
+		wait := 250 * time.Millisecond // re-check backup candidates
+		if held, left := q.probe.hold(peer, q.now()); held {
+			wait = min(wait, left) // the probe window's end
+		}
 		q.mu.Unlock()
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
 		case <-wake:
-		case <-time.After(250 * time.Millisecond): // re-check backup candidates
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -468,7 +479,23 @@ func (q *Queue) TryNext(peer string) *Lease {
 	return q.takeLocked(peer)
 }
 
+// takeLocked leases peer its next task, if it may have one now (the
+// probe phase holds a worker to ProbeLeases).
 func (q *Queue) takeLocked(peer string) *Lease {
+	now := q.now()
+	if held, _ := q.probe.hold(peer, now); held {
+		return nil
+	}
+	l := q.takeTaskLocked(peer)
+	if l != nil {
+		q.probe.leased(peer, now)
+	}
+	return l
+}
+
+// takeTaskLocked picks the task peer runs next: a pending one, else a
+// backup copy near the end.
+func (q *Queue) takeTaskLocked(peer string) *Lease {
 	for i, t := range q.pending {
 		if q.involvedLocked(peer, t) {
 			continue

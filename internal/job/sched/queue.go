@@ -284,7 +284,11 @@ type Queue struct {
 	durations []time.Duration // of successful attempts, for backup decisions
 	median    time.Duration   // of durations[:medianOf]
 	medianOf  int
-	closed    bool
+	// backupAt: no running lease is old enough for a backup copy under
+	// backupThreshold before this time (backupCandidateLocked).
+	backupAt        time.Time
+	backupThreshold time.Duration
+	closed          bool
 	// moved is when a lease was last handed out or settled (Stalled).
 	moved time.Time
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
@@ -568,8 +572,19 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	}
 	threshold := max(2*q.median, time.Second)
 	now := q.now()
+	// Idle workers ask at every result near the end: no lease can be
+	// old enough before backupAt (a lease is never older than when the
+	// last scan saw the oldest, and a new one is younger), so the scan
+	// over every running lease waits for it.
+	if threshold == q.backupThreshold && now.Before(q.backupAt) {
+		return 0, false
+	}
 	var best *Lease
+	oldest := now
 	for _, l := range q.running {
+		if l.leased.Before(oldest) {
+			oldest = l.leased
+		}
 		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.leased) < threshold {
 			continue
 		}
@@ -577,6 +592,7 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 			best = l
 		}
 	}
+	q.backupAt, q.backupThreshold = oldest.Add(threshold), threshold
 	if best == nil {
 		return 0, false
 	}

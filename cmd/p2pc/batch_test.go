@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +125,55 @@ tasks:
 		}
 	}
 	t.Logf("%d leases lost with the victim and run elsewhere", lost)
+}
+
+// A big batch (about 200 tasks in one lease) with one failing task in
+// its middle: exactly that task fails, after its retries, each attempt
+// its own; every other task is done with one attempt.
+func TestBigBatchOneFailure(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "p", 1, "--log-level", "debug")
+	spec := writeSpec(t, dir, "big.yaml", `
+plugin: {{repo}}/plugins/echo
+retries: 2
+tasks:
+  - range: {param: n, from: 0, to: 199}
+  - id: bad
+    params: {fail: true}
+  - range: {param: n, from: 200, to: 399}
+`)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "1", "--join", addrs([]*peer{p}))
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	rep := readReport(t, out)
+	if rep.Summary.Failed != 1 || rep.Summary.Done != 400 {
+		t.Errorf("summary %+v: want 400 done, 1 failed", rep.Summary)
+	}
+	for _, task := range rep.Tasks {
+		if task.ID == "bad" {
+			if task.State != report.TaskFailed || len(task.Attempts) != 3 {
+				t.Errorf("bad: state %s, %d attempts, want failed after 3: %+v", task.State, len(task.Attempts), task.Attempts)
+			}
+			for i, a := range task.Attempts {
+				if a.Outcome != report.OutcomeTaskError || !strings.Contains(a.Error, "failing as asked") {
+					t.Errorf("bad: attempt %d: %+v", i, a)
+				}
+			}
+			continue
+		}
+		if task.State != report.TaskDone || len(task.Attempts) != 1 || task.Attempts[0].Outcome != report.OutcomeOK {
+			t.Errorf("task %s: state %s, attempts %+v", task.ID, task.State, task.Attempts)
+		}
+	}
+	// The failing task ran inside a big batch.
+	most := 0
+	for _, m := range regexp.MustCompile(batchLog+`.* leases=(\d+)`).FindAllStringSubmatch(p.proc.Stderr(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		most = max(most, n)
+	}
+	if most < 100 {
+		t.Errorf("the largest batch held %d leases, want 100 or more", most)
+	}
 }

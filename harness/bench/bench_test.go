@@ -236,7 +236,7 @@ func TestBenchQuick(t *testing.T) {
 	files := []string{"machine.json", "machine.md", "summary.md", "report.html",
 		"mandelbrot/mandelbrot.json", "mandelbrot/mandelbrot.csv", "mandelbrot/time.svg", "mandelbrot/efficiency.svg", "mandelbrot/job.yaml",
 		"ga/ga.json", "ga/ga.csv", "ga/speedup.svg", "ga/efficiency.svg", "ga/ga-30.yaml",
-		"tracker/tracker.json", "tracker/busy.svg", "tracker/throughput.svg",
+		"tracker/tracker.json", "tracker/busy.svg", "tracker/throughput.svg", "tracker/big.yaml", "tracker/coarse.yaml", "tracker/coarse-off.yaml",
 		"latency/latency.json", "latency/latency.svg",
 		"scale/scale.json", "scale/scale.csv", "scale/membership.svg", "scale/enrol.svg", "scale/throughput.svg", "scale/coordinator.svg"}
 	for _, s := range []string{"mandelbrot", "ga", "tracker", "latency", "file-transfer", "scale"} {
@@ -259,6 +259,14 @@ func TestBenchQuick(t *testing.T) {
 	}
 	if err := json.Unmarshal(rb, &res); err != nil || !res.Quick || len(res.Rows) == 0 {
 		t.Errorf("rows.json: %v %+v", err, res)
+	}
+	var tr struct {
+		Big    *trackerRun   `json:"big"`
+		Coarse *coarseResult `json:"coarse"`
+	}
+	if tb, err := os.ReadFile(filepath.Join(out, "tracker", "tracker.json")); err != nil || json.Unmarshal(tb, &tr) != nil ||
+		tr.Big == nil || tr.Big.Tasks != 1024 || tr.Coarse == nil || tr.Coarse.Batched.N != 1 || tr.Coarse.Off.N != 1 {
+		t.Errorf("tracker.json: the big run %+v, the coarse check %+v (%v)", tr.Big, tr.Coarse, err)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "ga", "summary.md"))
 	if !strings.Contains(string(md), "tail bound") {

@@ -178,6 +178,8 @@ type JobSpec struct {
 	Timeout string         `yaml:"timeout,omitempty"`
 	Retries int            `yaml:"retries,omitempty"`
 	Reduce  bool           `yaml:"reduce,omitempty"`
+	// Batch is the spec's batch entry ("off"; empty: adaptive).
+	Batch string `yaml:"batch,omitempty"`
 }
 
 // Range is a task entry of n tasks with param = 0..n-1.

@@ -31,6 +31,30 @@ type trackerConfig struct {
 	ParallelJobs int `yaml:"parallel_jobs"`
 	DaskWorkers  int `yaml:"dask_workers"`
 	DaskThreads  int `yaml:"dask_threads"`
+	// BigTasks: one more warm run of the echo job with this many tasks
+	// (0: none).
+	BigTasks int `yaml:"big_tasks"`
+	// The coarse check: CoarseTasks tasks of CoarseMS each (echo's
+	// sleep), CoarseRuns times with adaptive batching and as often with
+	// `batch: off`, alternated (CoarseTasks 0: none). Tasks of a second or
+	// more are never batched: both makespans must be equal within noise.
+	CoarseTasks int `yaml:"coarse_tasks"`
+	CoarseMS    int `yaml:"coarse_ms"`
+	CoarseRuns  int `yaml:"coarse_runs"`
+}
+
+// trackerSpecs are the job specs the tracker suite runs.
+type trackerSpecs struct {
+	echo, big, coarse, coarseOff string
+}
+
+// coarseResult is the coarse check: the makespans of the same job of
+// long tasks with adaptive batching and with `batch: off`.
+type coarseResult struct {
+	Tasks   int      `json:"tasks"`
+	TaskMS  int      `json:"task_ms"`
+	Batched Interval `json:"batched_makespan_s"`
+	Off     Interval `json:"off_makespan_s"`
 }
 
 // trackerRun is one `p2pc run` of the echo job.
@@ -60,13 +84,20 @@ type busySample struct {
 
 func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	d := &trackerData{}
-	spec, err := trackerSpec(ctx, env, &d.cfg)
+	specs, err := trackerSpec(ctx, env, &d.cfg)
 	if err != nil {
 		return nil, err
 	}
-	phase := env.Progress.Phase("tracker", 1+d.cfg.Runs+2)
+	steps := 1 + d.cfg.Runs + 2
+	if d.cfg.BigTasks > 0 {
+		steps++
+	}
+	if d.cfg.CoarseTasks > 0 {
+		steps++
+	}
+	phase := env.Progress.Phase("tracker", steps)
 	defer phase.Done()
-	if d.runs, err = trackerMeasure(ctx, env, d.cfg, spec, phase); err != nil {
+	if err = d.measure(ctx, env, specs, phase); err != nil {
 		return nil, err
 	}
 	d.cold, d.warm = d.runs[0], medianRun(d.runs[1:])
@@ -100,6 +131,8 @@ type trackerData struct {
 	cfg        trackerConfig
 	runs       []trackerRun
 	cold, warm trackerRun
+	big        *trackerRun   // the BigTasks run (nil: none)
+	coarse     *coarseResult // nil: none
 	// span and wall are the warm runs' rates over the makespan and over
 	// the whole command, with intervals.
 	span, wall Interval
@@ -109,62 +142,111 @@ type trackerData struct {
 	derr       error
 }
 
-// trackerSpec reads the configuration into cfg and writes the job spec
+// trackerSpec reads the configuration into cfg and writes the job specs
 // (kept with the results).
-func trackerSpec(ctx context.Context, env *Env, cfg *trackerConfig) (string, error) {
-	*cfg = trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 5, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32}
+func trackerSpec(ctx context.Context, env *Env, cfg *trackerConfig) (trackerSpecs, error) {
+	*cfg = trackerConfig{Tasks: 2048, Peers: 16, Slots: 32, Runs: 5, SampleMS: 100, ParallelJobs: 32, DaskWorkers: 16, DaskThreads: 32,
+		BigTasks: 65536, CoarseTasks: 64, CoarseMS: 1000, CoarseRuns: 3}
+	var specs trackerSpecs
 	if err := env.Config.Decode("tracker", env.Quick, cfg); err != nil {
-		return "", err
+		return specs, err
 	}
-	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 || cfg.SampleMS < 10 {
-		return "", fmt.Errorf("tracker: tasks, peers, slots and runs must be positive, sample_ms at least 10: %+v", cfg)
+	if cfg.Tasks < 1 || cfg.Peers < 1 || cfg.Slots < 1 || cfg.Runs < 1 || cfg.SampleMS < 10 || cfg.BigTasks < 0 ||
+		cfg.CoarseTasks < 0 || (cfg.CoarseTasks > 0 && (cfg.CoarseMS < 1 || cfg.CoarseRuns < 1)) {
+		return specs, fmt.Errorf("tracker: tasks, peers, slots and runs must be positive, sample_ms at least 10, big_tasks and coarse_tasks not negative, coarse_ms and coarse_runs positive with coarse_tasks: %+v", cfg)
 	}
 	plugin, err := env.Plugin(ctx, "echo")
 	if err != nil {
-		return "", err
+		return specs, err
 	}
-	spec, err := env.WriteSpec("tracker", JobSpec{Name: "bench-tracker", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"})
-	if err != nil {
-		return "", err
+	for _, s := range []struct {
+		name, keep string
+		to         *string
+		job        JobSpec
+		want       bool
+	}{
+		{"tracker", "job.yaml", &specs.echo, JobSpec{Name: "bench-tracker", Plugin: plugin, Tasks: []any{Range("i", cfg.Tasks)}, Timeout: "1m"}, true},
+		{"tracker-big", "big.yaml", &specs.big, JobSpec{Name: "bench-tracker-big", Plugin: plugin, Tasks: []any{Range("i", cfg.BigTasks)}, Timeout: "1m"}, cfg.BigTasks > 0},
+		{"tracker-coarse", "coarse.yaml", &specs.coarse, JobSpec{Name: "bench-tracker-coarse", Plugin: plugin,
+			Params: map[string]any{"sleep_ms": cfg.CoarseMS}, Tasks: []any{Range("i", cfg.CoarseTasks)}, Timeout: "1m"}, cfg.CoarseTasks > 0},
+		{"tracker-coarse-off", "coarse-off.yaml", &specs.coarseOff, JobSpec{Name: "bench-tracker-coarse", Plugin: plugin,
+			Params: map[string]any{"sleep_ms": cfg.CoarseMS}, Tasks: []any{Range("i", cfg.CoarseTasks)}, Timeout: "1m", Batch: "off"}, cfg.CoarseTasks > 0},
+	} {
+		if !s.want {
+			continue
+		}
+		if *s.to, err = env.WriteSpec(s.name, s.job); err != nil {
+			return specs, err
+		}
+		if err := env.KeepSpec(*s.to, s.keep); err != nil {
+			return specs, err
+		}
 	}
-	if err := env.KeepSpec(spec, "job.yaml"); err != nil {
-		return "", err
-	}
-	return spec, nil
+	return specs, nil
 }
 
-// trackerMeasure runs the job on a lab of uniform peers: once cold, then
-// cfg.Runs times warm.
-func trackerMeasure(ctx context.Context, env *Env, cfg trackerConfig, spec string, phase Phase) ([]trackerRun, error) {
-	var runs []trackerRun
+// measure runs the echo job on a lab of uniform peers: once cold, then
+// cfg.Runs times warm; then the big run and the coarse check on the same
+// (warm) lab.
+func (d *trackerData) measure(ctx context.Context, env *Env, specs trackerSpecs, phase Phase) error {
+	cfg := d.cfg
 	lab, err := env.NewLab(ctx, uniformPeers(cfg.Peers, cfg.Slots))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer lab.Close()
+	run := func(label, spec string) (trackerRun, error) {
+		m0, _ := harness.MachineCPU()
+		sub, err := env.Submit(ctx, lab, spec, harness.SubmitOptions{SampleCPU: time.Duration(cfg.SampleMS) * time.Millisecond})
+		if err != nil {
+			return trackerRun{}, fmt.Errorf("tracker %s: %w", label, err)
+		}
+		m1, _ := harness.MachineCPU()
+		r := trackerOf(label, sub, time.Duration(cfg.SampleMS)*time.Millisecond)
+		r.MachineCPUS = (m1 - m0).Seconds()
+		return r, nil
+	}
 	for i := range 1 + cfg.Runs {
 		label := "cold (first job: plugin fetched, plugin processes started)"
 		if i > 0 {
 			label = fmt.Sprintf("warm run %d", i)
 		}
-		m0, _ := harness.MachineCPU()
-		sub, err := env.Submit(ctx, lab, spec, harness.SubmitOptions{SampleCPU: time.Duration(cfg.SampleMS) * time.Millisecond})
+		r, err := run(label, specs.echo)
 		if err != nil {
-			return nil, fmt.Errorf("tracker %s: %w", label, err)
+			return err
 		}
-		m1, _ := harness.MachineCPU()
-		r := trackerOf(label, sub, time.Duration(cfg.SampleMS)*time.Millisecond)
-		r.MachineCPUS = (m1 - m0).Seconds()
-		runs = append(runs, r)
+		d.runs = append(d.runs, r)
 		phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", label, r.Rate))
 	}
+	if cfg.BigTasks > 0 {
+		r, err := run(fmt.Sprintf("warm, %d tasks", cfg.BigTasks), specs.big)
+		if err != nil {
+			return err
+		}
+		d.big = &r
+		phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", r.Label, r.Rate))
+	}
+	if cfg.CoarseTasks > 0 {
+		var batched, off []float64
+		for i := range cfg.CoarseRuns {
+			for _, c := range []struct {
+				spec, how string
+				to        *[]float64
+			}{{specs.coarse, "adaptive batching", &batched}, {specs.coarseOff, "batch: off", &off}} {
+				r, err := run(fmt.Sprintf("coarse %d, %s", i+1, c.how), c.spec)
+				if err != nil {
+					return err
+				}
+				*c.to = append(*c.to, r.MakespanS)
+			}
+		}
+		d.coarse = &coarseResult{Tasks: cfg.CoarseTasks, TaskMS: cfg.CoarseMS, Batched: MedianCI(batched), Off: MedianCI(off)}
+		phase.Step(fmt.Sprintf("coarse check: makespan %.3f s batched, %.3f s off", d.coarse.Batched.Median, d.coarse.Off.Median))
+	}
 	if err := lab.CheckLogs(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := lab.Close(); err != nil {
-		return nil, err
-	}
-	return runs, nil
+	return lab.Close()
 }
 
 // compare times the comparators, GNU parallel and Dask, on the same
@@ -192,6 +274,16 @@ func (d *trackerData) rows(res *Result) {
 	res.Add("p2pc, warm", "tasks/s over the makespan (first lease to last result), median [95% CI]", rate(d.span), preonRate)
 	res.Add("p2pc, warm", "tasks/s over the whole command (p2pc run start to exit), median [95% CI]", rate(d.wall), "36 s until the last job started")
 	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", d.warm.BusyMean, d.warm.BusyPeak), "< 0.5 (single-threaded tracker)")
+	res.Add("p2pc, warm", "machine CPU per task (us; coordinator, peers, plugin processes), median run", fmt.Sprintf("%.0f", 1e6*d.warm.MachineCPUS/float64(max(d.warm.Tasks, 1))), "")
+	if b := d.big; b != nil {
+		res.Add(fmt.Sprintf("p2pc, warm, %d tasks", b.Tasks), "tasks/s over the makespan / over the whole command; machine CPU per task (us)",
+			fmt.Sprintf("%.0f / %.0f; %.0f", b.Rate, b.WallRate, 1e6*b.MachineCPUS/float64(max(b.Tasks, 1))), "")
+	}
+	if c := d.coarse; c != nil {
+		sec := func(x float64) string { return fmt.Sprintf("%.3f", x) }
+		res.Add(fmt.Sprintf("p2pc, %d tasks of %d ms", c.Tasks, c.TaskMS), "makespan (s), median [95% CI]: adaptive batching / batch: off (tasks of 1 s or more are never batched: equal within noise)",
+			c.Batched.Format(sec)+" / "+c.Off.Format(sec), "")
+	}
 	if d.par != nil {
 		res.Add("GNU parallel", fmt.Sprintf("tasks/s over the whole command (-j %d; = its makespan), median [95%% CI]", d.par.Jobs), rate(d.par.rates()), "")
 	} else {
@@ -218,7 +310,7 @@ func (d *trackerData) rows(res *Result) {
 // the summary table (one line per run).
 func (d *trackerData) writeData(env *Env) ([][]string, error) {
 	if err := env.WriteJSON("tracker.json", map[string]any{
-		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs,
+		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs, "big": d.big, "coarse": d.coarse,
 		"gnu_parallel": d.par, "gnu_parallel_skipped": errString(d.perr), "dask": d.dask, "dask_skipped": errString(d.derr),
 		"definitions": map[string]string{
 			"makespan_s":   "first lease issued to last result, from report.json",
@@ -241,7 +333,11 @@ func (d *trackerData) writeData(env *Env) ([][]string, error) {
 		return nil, err
 	}
 	var sum [][]string
-	for _, r := range d.runs {
+	all := d.runs
+	if d.big != nil {
+		all = append(slices.Clone(all), *d.big)
+	}
+	for _, r := range all {
 		n := float64(max(r.Tasks, 1))
 		sum = append(sum, []string{r.Label, fmt.Sprint(r.Tasks), f3(r.MakespanS), f1(r.Rate), f3(r.WallS), f1(r.WallRate), f3(r.CPUS),
 			f3(1000 * r.CPUS / n), f3(1000 * r.MachineCPUS / n), f2(r.BusyMean), f2(r.BusyPeak)})
@@ -344,10 +440,17 @@ func (d *trackerData) writeSummary(env *Env, sum [][]string) error {
 		parCmd(d.par), d.cfg.DaskWorkers, d.cfg.DaskThreads, daskStartup(d.dask), d.cfg.Runs, d.cfg.Runs, skipLine("GNU parallel", d.perr), skipLine("Dask", d.derr))
 	md.P("| system | tasks/s over the makespan | tasks/s over the whole command |\n| --- | --- | --- |\n%s", d.likeTable())
 	md.P("Machine CPU per task is all the CPU this machine used while `p2pc run` ran (/proc/stat: coordinator, peers, plugin processes, and whatever else ran), over the tasks. The coordinator is not what limits the rate here: it is busy a fraction of one core while the peers and their plugin processes, which share the same %d cores, spend several times its CPU per task (a peer stages, digests and removes every task's output on disk; a cold peer also hashes the plugin executable before starting each of its %d plugin processes). On a LAN each peer brings its own cores and the coordinator's CPU per task bounds the rate instead.", env.Machine.Cores, d.cfg.Slots)
+	if b := d.big; b != nil {
+		md.P("**%d tasks.** One more warm run of the same job with %d tasks (last line of the table; [big.yaml](big.yaml)): batches stay large for longer, so it shows the cost per task when the per-batch costs are spread thin.", b.Tasks, b.Tasks)
+	}
+	if c := d.coarse; c != nil {
+		md.P("**Coarse check.** %d echo tasks that sleep %d ms each on the same swarm, %d times with adaptive batching ([coarse.yaml](coarse.yaml)) and as often with `batch: off` ([coarse-off.yaml](coarse-off.yaml)), alternated. Tasks of a second or more are never batched, and the probe at a job's start holds leases back for at most 5 ms, so both makespans must be equal within noise: median %.3f s [%.3f, %.3f] batched, %.3f s [%.3f, %.3f] off.",
+			c.Tasks, c.TaskMS, d.cfg.CoarseRuns, c.Batched.Median, c.Batched.Lo, c.Batched.Hi, c.Off.Median, c.Off.Lo, c.Off.Hi)
+	}
 	md.P("**Preon.** The first jobs were seen after 15 s (the master's filesystem watcher); the 2048 jobs then started within ≈20 s (the last 36 s after the start), ≈100 jobs/s, and the tracker worked less than 50%% of the time.")
 	md.P("![coordinator usage](busy.svg)\n\n![throughput](throughput.svg)")
 	md.P("Where samples are more than 3 intervals apart the lines break: the driver could not read /proc in time (the cold start of %d plugin processes saturates the machine); the sample after a gap holds the mean over it.", d.cfg.Peers*d.cfg.Slots)
-	md.P("Files: tracker.json (all runs with their samples), tracker.csv (one line per run), busy.csv (the samples), busy.svg, throughput.svg, job.yaml.")
+	md.P("Files: tracker.json (all runs with their samples, the coarse check's makespans), tracker.csv (one line per run), busy.csv (the samples), busy.svg, throughput.svg, job.yaml (and big.yaml, coarse.yaml, coarse-off.yaml where those ran).")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
 		return err
 	}

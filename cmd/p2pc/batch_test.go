@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -175,5 +177,40 @@ tasks:
 	}
 	if most < 100 {
 		t.Errorf("the largest batch held %d leases, want 100 or more", most)
+	}
+}
+
+// The probe at a job's start on a cold peer (plugin not fetched, no
+// plugin process started) with long tasks: the first lease goes out
+// alone, and when no result comes within the probe window (5 ms) every
+// slot gets its task, without waiting for the first result.
+func TestProbeColdGoesWide(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "cold", 6)
+	spec := writeSpec(t, dir, "long.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 400}
+tasks:
+  - range: {param: n, from: 0, to: 5}
+`)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "1", "--join", addrs([]*peer{p}))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	var starts []time.Time
+	for _, task := range rep.Tasks {
+		if len(task.Attempts) != 1 || task.State != report.TaskDone {
+			t.Fatalf("task %s: %s, attempts %+v", task.ID, task.State, task.Attempts)
+		}
+		starts = append(starts, task.Attempts[0].Start)
+	}
+	slices.SortFunc(starts, time.Time.Compare)
+	if held := starts[1].Sub(starts[0]); held < sched.ProbeWindow {
+		t.Errorf("the second lease went out %s after the first: no probe", held)
+	}
+	if wide := starts[len(starts)-1].Sub(starts[0]); wide >= 300*time.Millisecond {
+		t.Errorf("the last lease went out %s after the first: it waited for a result of a 400 ms task", wide)
 	}
 }

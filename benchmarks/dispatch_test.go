@@ -319,10 +319,20 @@ func BenchmarkDispatchLatency(b *testing.B) {
 
 // BenchmarkTinyTaskThroughput: Preon 4.2's setup, 2048 echo tasks on 16
 // peers x 32 slots. tasks/s is over the span from the first lease to the
-// last result; wall-tasks/s over the whole `p2pc run`. Target (issue 4):
-// >= 5000 tasks/s.
+// last result; wall-tasks/s over the whole `p2pc run`. Target (issue 16):
+// >= 20,000 tasks/s. P2PC_BENCH_TASKS sets another task count (e.g.
+// 65536: the per-job costs spread thinner, so the CPU per task is
+// nearer the marginal cost of a task).
 func BenchmarkTinyTaskThroughput(b *testing.B) {
-	const peers, slots, tasks = 16, 32, 2048
+	const peers, slots = 16, 32
+	tasks := 2048
+	if v := os.Getenv("P2PC_BENCH_TASKS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("P2PC_BENCH_TASKS=%q: want a positive count", v)
+		}
+		tasks = n
+	}
 	heavy(b)
 	bin, echo := binaries(b)
 	addrs := swarm(b, bin, peers, slots)

@@ -508,17 +508,18 @@ func (q *Queue) takeTaskLocked(peer string) *Lease {
 		first := ts.started == 0
 		ts.need--
 		if ts.need <= 0 {
-			q.pending = slices.Delete(q.pending, i, i+1)
+			if i == 0 {
+				q.pending = q.pending[1:] // the usual case: no copy of the rest
+			} else {
+				q.pending = slices.Delete(q.pending, i, i+1)
+			}
 		}
 		if first && q.verify.Trust == spec.TrustAdaptive && q.verify.Replicas > 1 {
 			// Adaptive replication (BOINC): a trusted peer's result is
 			// replicated only with probability 1/streak.
 			if tr := q.trustOf(peer); tr.streak >= TrustedStreak && q.rnd.Float64() >= 1/float64(tr.streak) {
 				ts.quorum = 1
-				if ts.need > 0 {
-					ts.need = 0
-					q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
-				}
+				q.unqueueLocked(t)
 			}
 		}
 		return q.leaseLocked(t, peer, !first && q.Verifying())
@@ -790,8 +791,9 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 	if ts.settled {
 		return
 	}
+	queued := ts.need > 0 // pending holds exactly the tasks with need > 0
 	ts.need += n
-	if !slices.Contains(q.pending, task) {
+	if !queued && ts.need > 0 {
 		if front {
 			q.pending = slices.Insert(q.pending, 0, task)
 		} else {
@@ -806,9 +808,19 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 func (q *Queue) settleLocked(task int) {
 	ts := &q.tasks[task]
 	ts.settled = true
-	ts.need = 0
-	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.unqueueLocked(task)
 	q.remaining--
+}
+
+// unqueueLocked takes task out of the pending list: it needs no more
+// replicas. The list holds exactly the tasks with need > 0, so for a task
+// whose last replica was leased (the usual case) there is nothing to
+// look for: a job of many tasks does not scan its whole list per result.
+func (q *Queue) unqueueLocked(task int) {
+	if q.tasks[task].need > 0 {
+		q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	}
+	q.tasks[task].need = 0
 }
 
 func (q *Queue) failLocked(task int, err error) {
@@ -922,8 +934,7 @@ func (q *Queue) Expire(limit time.Duration) {
 	for t := range q.tasks {
 		ts := &q.tasks[t]
 		if ts.disputed && !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
-			ts.need = 0
-			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+			q.unqueueLocked(t)
 			q.repMu.Lock()
 			q.tallyLocked(t)
 			q.repMu.Unlock()

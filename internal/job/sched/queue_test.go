@@ -430,3 +430,62 @@ func TestInlineVotes(t *testing.T) {
 		t.Errorf("files %v", got)
 	}
 }
+
+// checkPending: the pending list holds exactly the tasks that need more
+// replicas, each once (what unqueueLocked and requeueLocked rely on).
+func checkPending(t *testing.T, f *fixture, step string) {
+	t.Helper()
+	f.q.mu.Lock()
+	defer f.q.mu.Unlock()
+	in := map[int]bool{}
+	for _, task := range f.q.pending {
+		if in[task] {
+			t.Fatalf("%s: task %d twice in pending %v", step, task, f.q.pending)
+		}
+		in[task] = true
+	}
+	for task, ts := range f.q.tasks {
+		if (ts.need > 0) != in[task] {
+			t.Fatalf("%s: task %d needs %d, in pending %v", step, task, ts.need, in[task])
+		}
+	}
+}
+
+// The pending list stays the tasks with need > 0 through leases, results
+// of every kind, disagreeing votes, retries and a lost peer.
+func TestPendingInvariant(t *testing.T) {
+	f := newFixture(t, 12, Config{Verify: verify(2, 2, 3), Retries: 1})
+	digests := map[string]string{"a": "x", "b": "x", "c": "y"}
+	for round := 0; ; round++ {
+		if all, _ := f.q.Done(); all || round > 50 {
+			break
+		}
+		var leased []*Lease
+		for _, p := range []string{"a", "b", "c"} {
+			for len(leased) < 3*(round+1) {
+				l := f.q.TryNext(p)
+				if l == nil {
+					break
+				}
+				f.leases[p+"/"+l.TaskID] = l
+				leased = append(leased, l)
+				checkPending(t, f, fmt.Sprintf("round %d: lease %s to %s", round, l.TaskID, p))
+			}
+		}
+		for i, l := range leased {
+			outcome := report.OutcomeOK
+			switch {
+			case round == 1 && l.Peer == "c":
+				f.q.Lose("c", errors.New("gone"))
+				checkPending(t, f, fmt.Sprintf("round %d: c lost", round))
+				continue
+			case i%5 == 3:
+				outcome = report.OutcomeTaskError
+			}
+			f.finish(l.Peer, l.TaskID, outcome, digests[l.Peer])
+			checkPending(t, f, fmt.Sprintf("round %d: %s of %s by %s", round, outcome, l.TaskID, l.Peer))
+		}
+	}
+	f.waitDone(t)
+	checkPending(t, f, "the end")
+}

@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -30,7 +31,7 @@ import (
 //	go test ./benchmarks -run '^$' -bench Dispatch -benchtime 10x
 //
 // With P2PC_BENCH_CPUPROFILE=DIR each `p2pc run` writes a CPU profile
-// into DIR (run-<n>.pprof; read it with `go tool pprof -top BIN FILE`,
+// into DIR (run-<n>.pprof, and its report as run-<n>.report.json; read it with `go tool pprof -top BIN FILE`,
 // BIN being DIR/p2pc, kept there too), and each peer one (peerNN.pprof)
 // covering its whole life. P2PC_BENCH_JOIN_ARGS adds flags to every
 // peer's `p2pc join` (e.g. --no-idle).
@@ -228,6 +229,12 @@ func submit(b *testing.B, bin, spec string, addrs []string, data string) (*repor
 	}
 	if rep.Summary.Done != rep.Summary.Total {
 		b.Fatalf("%d of %d tasks done", rep.Summary.Done, rep.Summary.Total)
+	}
+	if dir := os.Getenv("P2PC_BENCH_CPUPROFILE"); dir != "" {
+		// The run's report beside its profile: attempts, backup copies.
+		if j, err := json.Marshal(rep); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("run-%d.report.json", runSeq)), j, 0o644)
+		}
 	}
 	return rep, wall
 }

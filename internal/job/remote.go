@@ -545,6 +545,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			}
 			if k := len(msgs) - head; k > 1 {
 				msgs[head].Batch = uint32(k)
+				w.s.q.Batched(batch[head:])
 			}
 		}
 		w.mu.Lock()

@@ -213,6 +213,7 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 				}
 				batch = append(batch, l)
 			}
+			q.Batched(batch)
 		}
 		r.runLocal(ctx, sw, workRoot, batch, q.Finish)
 	}

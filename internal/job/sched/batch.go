@@ -72,6 +72,21 @@ func (q *Queue) BatchSize(peer string) int {
 	return batchSize(mean, len(q.pending), slots, q.batchMax)
 }
 
+// Batched marks leases handed out together as one batch (a worker calls
+// it once it took them): a batched lease waits behind the others and its
+// worker's queue, so it is backed up only when its worker stopped
+// reporting results (backupCandidateLocked).
+func (q *Queue) Batched(ls []*Lease) {
+	if len(ls) < 2 {
+		return
+	}
+	q.mu.Lock()
+	for _, l := range ls {
+		l.batched = true
+	}
+	q.mu.Unlock()
+}
+
 // SetSlots records how many slots worker peer has (batch sizing).
 func (q *Queue) SetSlots(peer string, n int) {
 	q.mu.Lock()

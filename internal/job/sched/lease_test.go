@@ -380,3 +380,39 @@ func TestFetchFailureAsksForAnotherReplica(t *testing.T) {
 		t.Errorf("placed %v; task %+v", f.env.placed, f.rep.Tasks[0])
 	}
 }
+
+// A batched lease waits behind its batch and its worker's queue: it gets
+// a backup copy only when its worker has reported nothing for as long as
+// a single lease must have run.
+func TestBackupCopyOfBatchedLeases(t *testing.T) {
+	f := newFixture(t, 7, Config{Verify: verify(1, 1, 1)})
+	heard := func(peer string) {
+		f.q.mu.Lock()
+		f.q.heard[peer] = f.clock.Now()
+		f.q.mu.Unlock()
+	}
+	l0 := f.take(t, "a")
+	f.finish("a", l0.TaskID, report.OutcomeOK, "d") // a median of a second
+	batch := []*Lease{f.take(t, "a"), f.take(t, "a"), f.take(t, "a")}
+	f.q.Batched(batch)
+	single := f.take(t, "b")
+	f.take(t, "c")
+	f.clock.advance(time.Second)
+	f.take(t, "c")
+	f.clock.advance(2 * time.Second)
+	// a reported a result just now: its batch is queued work, not a
+	// straggler; b's single lease is one.
+	heard("a")
+	l := f.q.TryNext("c")
+	if l == nil || l.TaskID != single.TaskID {
+		t.Fatalf("backup %+v, want one of b's single lease %s", l, single.TaskID)
+	}
+	if l := f.q.TryNext("c"); l != nil {
+		t.Fatalf("backup of %s from a busy worker's batch", l.TaskID)
+	}
+	// a falls silent for longer than the threshold: stuck.
+	f.clock.advance(3 * time.Second)
+	if l := f.q.TryNext("c"); l == nil || l.Peer != "c" || !slices.Contains([]string{batch[0].TaskID, batch[1].TaskID, batch[2].TaskID}, l.TaskID) {
+		t.Fatalf("backup %+v, want one of a's batch once a is silent", l)
+	}
+}

@@ -174,6 +174,8 @@ type Lease struct {
 	// a result handed over (Adopt), whose Start is the attempt's real,
 	// earlier one. Expiry and backup copies go by it.
 	leased time.Time
+	// batched: handed out with others as one batch (Queue.Batched).
+	batched bool
 }
 
 // Revoked is closed when the lease is taken back or settled.
@@ -284,6 +286,8 @@ type Queue struct {
 	durations []time.Duration // of successful attempts, for backup decisions
 	median    time.Duration   // of durations[:medianOf]
 	medianOf  int
+	// heard is when each worker last reported a result (not a lost one).
+	heard map[string]time.Time
 	// backupAt: no running lease is old enough for a backup copy under
 	// backupThreshold before this time (backupCandidateLocked).
 	backupAt        time.Time
@@ -372,6 +376,7 @@ func New(cfg Config) *Queue {
 		running:   map[uint64]*Lease{},
 		trust:     map[string]*peerTrust{},
 		workers:   map[string]time.Time{},
+		heard:     map[string]time.Time{},
 		remaining: len(cfg.Pending),
 		open:      make(chan struct{}),
 		enrolled:  map[string]bool{},
@@ -559,7 +564,11 @@ func (q *Queue) involvedLocked(peer string, task int) bool {
 
 // backupCandidateLocked picks the running task that has run longest, if
 // it has only one copy, is not held by peer, and has run for more than
-// twice the median successful attempt (and at least a second).
+// twice the median successful attempt (and at least a second). A batched
+// lease waits behind the others of its batch and its worker's queue: it
+// is taken for a straggler only if its worker has reported nothing for
+// as long (stuck, not busy), or every queued batch of a busy worker would
+// be run twice near the end of a job.
 func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	if len(q.durations) == 0 || len(q.running) == 0 {
 		return 0, false
@@ -588,6 +597,9 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 		}
 		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.leased) < threshold {
 			continue
+		}
+		if l.batched && now.Sub(q.heard[l.Peer]) < threshold {
+			continue // its worker is busy with its queue
 		}
 		if best == nil || l.leased.Before(best.leased) {
 			best = l
@@ -649,6 +661,9 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	revoke(l) // the attempt is over: whatever waits on it may stop
 	delete(q.running, l.ID)
 	q.moved = q.now()
+	if res.Outcome != report.OutcomeLost {
+		q.heard[l.Peer] = q.moved
+	}
 	ts := &q.tasks[l.Task]
 	ts.running--
 	defer q.signal()

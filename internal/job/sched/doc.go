@@ -7,7 +7,8 @@
 // (one replica) of a task. Tiny tasks are leased in batches (batch.go:
 // BatchSize, guided self-scheduling over measured run times), which a
 // worker runs through one plugin call; each lease keeps its own attempt,
-// result and vote. A worker reports a Result through Finish; a
+// result and vote. A job starts with a probe (probe.go): one lease per
+// worker until the first run time is measured or ProbeWindow passes. A worker reports a Result through Finish; a
 // lost peer's leases are requeued at once by Lose, ahead of tasks never
 // tried and without counting against the task's retries, and Expire
 // revokes leases that outlived the lease deadline.
@@ -20,7 +21,8 @@
 // Stalled tells the no-progress watchdog when work is left that nothing
 // runs, and why: each peer's refusal, failure or exclusion (Refused,
 // SessionFailed). Near the end of a job without verification an idle
-// worker gets a backup copy of the slowest task (first result wins).
+// worker gets a backup copy of the slowest task (first result wins); a
+// batched lease only if its worker stopped reporting results.
 //
 // With verification (spec.Verify: replicas k, quorum q, max_replicas, or
 // the plugin's own check) replicas run on distinct peers and vote with

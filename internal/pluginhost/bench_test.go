@@ -4,6 +4,8 @@ package pluginhost
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -114,5 +116,50 @@ func BenchmarkColdStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		pl.Close()
+	}
+}
+
+// BenchmarkWarmBatch: 200 echo tasks through one RunBatch call to a warm
+// process, per task: the plugin's and the host's CPU for a task inside a
+// batch (its stream message, its result's handling), without the
+// coordinator or a peer around it.
+func BenchmarkWarmBatch(b *testing.B) {
+	const n = 200
+	cfg, _ := testConfig(b, "task")
+	cfg.Sandbox.ReadWrite = []string{b.TempDir()}
+	pl := NewPool(cfg, 1)
+	b.Cleanup(func() { pl.Close() })
+	ctx := context.Background()
+	pid := runPID(b, pl)
+	// One empty work folder for the batch, as a slot's, where the
+	// plugin may write.
+	dir := filepath.Join(cfg.Sandbox.ReadWrite[0], "slot")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	tasks := make([]BatchTask, n)
+	for i := range tasks {
+		r := req("bench", params{Op: "echo", Msg: "hello"})
+		r.WorkDir = dir
+		tasks[i] = BatchTask{Ctx: ctx, Req: r}
+	}
+	plugin0, host0 := procCPU(b, pid), selfCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		got := 0
+		if k, _ := pl.RunBatch(ctx, tasks, 0, func(i int, r BatchResult) {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			got++
+		}); k != n || got != n {
+			b.Fatalf("ran %d, got %d results, want %d", k, got, n)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((procCPU(b, pid)-plugin0).Microseconds())/float64(b.N*n), "plugin-cpu-us/task")
+	b.ReportMetric(float64((selfCPU()-host0).Microseconds())/float64(b.N*n), "host-cpu-us/task")
+	if s := pl.Stats(); s.Starts != 1 {
+		b.Fatalf("stats %+v", s)
 	}
 }

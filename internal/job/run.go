@@ -156,6 +156,8 @@ type runner struct {
 	stopRun context.CancelCauseFunc
 	// kick wakes the journal: something changed.
 	kick chan struct{}
+	// durable says which journal passes the database committed (ack.go).
+	durable durability
 
 	mu      sync.Mutex // guards rep, dirty, touched and marked
 	rep     *report.Report
@@ -472,6 +474,7 @@ func (r *runner) wake() {
 // journalLocked hands what changed to the job database (r.mu held); its
 // writer commits it within a few milliseconds.
 func (r *runner) journalLocked() error {
+	pass := r.durable.passes.Add(1)
 	if r.dirty {
 		if err := r.db.PutJob(r.rep); err != nil {
 			return err
@@ -485,7 +488,12 @@ func (r *runner) journalLocked() error {
 		}
 	}
 	r.touched = r.touched[:0]
-	return nil
+	// Once the writer committed what this pass handed it (and all before).
+	return r.db.OnCommit(func(err error) {
+		if err == nil {
+			r.durable.reached(pass)
+		}
+	})
 }
 
 // startJournal journals changes as they come. When the database fails

@@ -57,7 +57,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	}
 	var sess *Session
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
-		sess = &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done(), started: time.Now()}
+		sess = &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done(), started: time.Now(), over: make(chan struct{})}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -99,6 +99,13 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 			}
 		}
 		break
+	}
+	if all, failed := q.Done(); all && ctx.Err() == nil {
+		state := report.StateComplete
+		if failed > 0 {
+			state = report.StateFailed
+		}
+		sess.jobOver(ctx, state)
 	}
 	q.Close()
 	stop()

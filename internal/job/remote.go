@@ -76,6 +76,11 @@ type Session struct {
 	over     chan struct{}
 	endState string
 	telling  counter
+
+	// gate holds leases back while the last run's peers hand over; peers
+	// lists the sessions for the next rerun (handover.go).
+	gate  *handoverGate
+	peers *sessionList
 }
 
 // counter counts what is under way and lets one wait until none is.
@@ -212,15 +217,25 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}
 	release := func() {}
-	if s.r.p.Previous != nil && time.Since(s.started) < handoverWindow {
-		// A resumed run that has just started: the peer may hand over
-		// results it finished while the job's coordinator was gone. No
-		// task is leased to anyone until it has (or could not within
-		// handoverHold).
+	expected := s.gate.expects(name)
+	if s.r.p.Previous != nil && time.Since(s.started) < handoverWindow && !expected {
+		// A resumed run that has just started, and a peer the gate does
+		// not wait for: it may hand over results it finished while the
+		// job's coordinator was gone. No task is leased to anyone until
+		// it has (or could not within handoverHold).
 		release = s.q.Hold()
 		defer release()
 		defer time.AfterFunc(handoverHold, release).Stop()
 	}
+	// Until its handshake names the peer, the gate knows it by name.
+	named := false
+	defer func() {
+		if named {
+			s.gate.done(peer.Name)
+		} else {
+			s.gate.failed(name)
+		}
+	}()
 	stream, err := client.Work(ctx)
 	if err != nil {
 		return failed(err)
@@ -233,6 +248,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return failed(err)
 	}
 	peer.Name = peer.Name + "@" + id.String()
+	named = true
 	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
 		return failed(err)
@@ -252,6 +268,11 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
+		s.peers.change(s.r, true, peer.Name)
+		if s.gate != nil {
+			gate, held, name := s.gate, release, peer.Name
+			release = func() { held(); gate.done(name) }
+		}
 		s.q.Enrol(peer.Name)
 		s.q.SetSlots(peer.Name, int(m.Welcome.Slots))
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
@@ -323,7 +344,8 @@ type remoteWorker struct {
 	release   func()
 
 	// acks gathers the peer's settled results until they are durable
-	// (ack.go); endSent is closed once End went out (or never will).
+	// (ack.go); endSent is closed once the peer took End in and closed
+	// the stream (or never will).
 	acks    acker
 	endSent chan struct{}
 	endOnce sync.Once
@@ -337,15 +359,6 @@ func (w *remoteWorker) ended() {
 		w.s.telling.add(-1)
 	})
 }
-
-// handoverHold bounds how long a peer enrolling in a resumed run holds
-// back every lease while it hands results over.
-const handoverHold = 2 * time.Second
-
-// handoverWindow: peers that enrol this soon after a resumed run starts
-// hold leases back while they hand over (later ones are peers that were
-// not there when the run was resumed).
-const handoverWindow = 10 * time.Second
 
 // maxCallsInFlight bounds a peer's concurrent host calls (Recv waits).
 const maxCallsInFlight = 4096
@@ -395,6 +408,7 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 		msg, err := w.stream.Recv()
 		if err != nil {
 			if w.sentEnd.Load() {
+				w.ended()
 				return errDrained // the peer closed after End, as it should
 			}
 			if c := context.Cause(ctx); c != nil {
@@ -420,11 +434,13 @@ func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseF
 		case <-ctx.Done():
 			return
 		case <-over:
-			err := w.stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_End{End: &peerpb.End{State: w.s.endState}}})
-			if err == nil {
+			// The peer closes the stream once it has taken End in (the
+			// receive loop sees that); a failed send ends the wait at once.
+			if err := w.stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_End{End: &peerpb.End{State: w.s.endState}}}); err != nil {
+				w.ended()
+			} else {
 				w.sentEnd.Store(true)
 			}
-			w.ended()
 			return
 		case m := <-w.outbox:
 			if err := w.stream.Send(m); err != nil {

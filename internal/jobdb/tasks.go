@@ -62,6 +62,32 @@ func (db *DB) PutJob(r *report.Report) error {
 	}})
 }
 
+// SessionsKey is the job row that lists the peers (name@id) the run's
+// latest coordinator had sessions with, as a JSON array: a rerun waits for
+// them to hand over what they finished while it was gone.
+const SessionsKey = "sessions"
+
+// PutJobValue queues one row of the table job that is not a report field
+// (SessionsKey).
+func (db *DB) PutJobValue(key, value string) error {
+	return db.w.put(change{key: "job:" + key, apply: func(tx *batch) error {
+		return tx.exec(qJob, key, value)
+	}})
+}
+
+// JobValue reads one row of the table job ("" when there is none).
+func (db *DB) JobValue(ctx context.Context, key string) (string, error) {
+	var v string
+	err := db.sql.QueryRowContext(ctx, "SELECT value FROM job WHERE key = ?", key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", db.wrap("read job "+key, err)
+	}
+	return v, nil
+}
+
 func jobRows(r *report.Report) ([][2]string, error) {
 	js := func(v any) (string, error) {
 		b, err := json.Marshal(v)

@@ -522,17 +522,29 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 		if len(m.Handovers.Handovers) > peerpb.MaxBatch {
 			return fmt.Errorf("peer %s handed over %d results in one message, at most %d", w.peer.Name, len(m.Handovers.Handovers), peerpb.MaxBatch)
 		}
+		// Adopted here, settled behind: the hand-over (and the hold on
+		// every lease) ends as soon as the queue has taken them all.
+		var adopted []*peerpb.Result
 		for _, h := range m.Handovers.Handovers {
 			res := w.adopt(h)
 			if res == nil {
 				w.ackLater(0, h.TaskId) // not needed: the peer may forget it
 				continue
 			}
-			select {
-			case results <- res:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
+			adopted = append(adopted, res)
+		}
+		if len(adopted) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, res := range adopted {
+					select {
+					case results <- res:
+					case <-ctx.Done():
+						return // the session's end requeues their leases
+					}
+				}
+			}()
 		}
 		if w.handovers -= len(m.Handovers.Handovers); w.handovers <= 0 {
 			w.release() // every task it finished is taken: lease the rest

@@ -436,11 +436,11 @@ func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseF
 			return
 		case <-over:
 			// The peer closes the stream once it has taken End in (the
-			// receive loop sees that); a failed send ends the wait at once.
+			// receive loop sees that, and may before Send returns); a
+			// failed send ends the wait at once.
+			w.sentEnd.Store(true)
 			if err := w.stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_End{End: &peerpb.End{State: w.s.endState}}}); err != nil {
 				w.ended()
-			} else {
-				w.sentEnd.Store(true)
 			}
 			return
 		case m := <-w.outbox:

@@ -67,7 +67,7 @@ func TestHandoverGate(t *testing.T) {
 		g := &handoverGate{log: log, release: func() { released++ }, waiting: map[string]bool{}, started: time.Now(),
 			gone: func(p []string) { gone = append(gone, p...) }}
 		for _, p := range peers {
-			g.waiting[p] = true
+			g.waiting[p] = false
 		}
 		g.timer = time.AfterFunc(time.Hour, func() {})
 		return g, &released, &gone
@@ -94,5 +94,27 @@ func TestHandoverGate(t *testing.T) {
 	g.done("a@1") // too late: nothing more happens
 	if *released != 1 || fmt.Sprint(*gone) != "[a@1]" {
 		t.Fatalf("after the bound: released %d, gone %v", *released, *gone)
+	}
+
+	// One that enrolled is waited for past the bound, until its
+	// hand-over is in (or handoverMax).
+	g, released, gone = mk("a@1", "b@2", "c@3")
+	g.enrolled("a@1")
+	g.enrolled("x@9") // not waited for: changes nothing
+	g.expire()
+	if *released != 0 || fmt.Sprint(*gone) != "[b@2 c@3]" || !g.expects("a") || g.expects("x") {
+		t.Fatalf("after the bound with a@1 handing over: released %d, gone %v", *released, *gone)
+	}
+	g.done("a@1")
+	if *released != 1 {
+		t.Fatalf("released %d times after a@1's hand-over, want once", *released)
+	}
+	g.timer.Stop()
+	g, released, gone = mk("a@1")
+	g.enrolled("a@1")
+	g.started = g.started.Add(-handoverMax)
+	g.expire()
+	if *released != 1 || fmt.Sprint(*gone) != "[a@1]" {
+		t.Fatalf("after handoverMax: released %d, gone %v", *released, *gone)
 	}
 }

@@ -25,15 +25,19 @@ import (
 // has enrolled and handed over what it holds (Welcome.handovers says how
 // much), refused, or failed to connect, and no longer: a swarm whose
 // peers all come back leases as soon as the last hand-over is in. A peer
-// that does not come within handoverBound (dead, gone, or slow to be
-// found) is not waited for; it is dropped from the list. A peer not on
-// the list that enrols in the run's first handoverWindow with results to
-// hand over holds leases back while it hands over (at most handoverHold).
+// that has not enrolled within handoverBound (dead, gone, or slow to be
+// found) is not waited for; it is dropped from the list. One that has
+// enrolled is waited for until its hand-over is in or its session ends
+// (its results arrive on a live stream, however long the queue takes to
+// adopt them), at most handoverMax. A peer not on the list that enrols in
+// the run's first handoverWindow with results to hand over holds leases
+// back while it hands over (at most handoverHold).
 
 const (
 	// handoverBound bounds how long a resumed run waits for the peers of
-	// the last coordinator.
+	// the last coordinator to enrol, handoverMax for their hand-overs.
 	handoverBound = 5 * time.Second
+	handoverMax   = time.Minute
 	// handoverWindow: a peer not on the list that enrols this soon after a
 	// resumed run starts holds leases back while it hands over; later ones
 	// were not there when the run was resumed.
@@ -52,7 +56,7 @@ type handoverGate struct {
 	gone func(peers []string)
 
 	mu      sync.Mutex
-	waiting map[string]bool // peer (name@id) -> its hand-over is still to come
+	waiting map[string]bool // peer (name@id) whose hand-over is still to come -> it enrolled
 	started time.Time
 }
 
@@ -64,12 +68,25 @@ func newHandoverGate(q *sched.Queue, expected []string, log *slog.Logger, gone f
 	}
 	g := &handoverGate{log: log, gone: gone, waiting: map[string]bool{}, started: time.Now()}
 	for _, p := range expected {
-		g.waiting[p] = true
+		g.waiting[p] = false
 	}
 	g.release = q.Hold()
-	log.Info("resumed run: leases wait for the last run's peers to hand over", "peers", len(expected), "at_most", handoverBound)
+	log.Info("resumed run: leases wait for the last run's peers to hand over", "peers", len(expected), "enrol_within", handoverBound)
 	g.timer = time.AfterFunc(handoverBound, g.expire)
 	return g
+}
+
+// enrolled: peer (name@id) is in session and hands over; it is waited for
+// past handoverBound.
+func (g *handoverGate) enrolled(peer string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.waiting[peer]; ok {
+		g.waiting[peer] = true
+	}
 }
 
 // expects reports whether a peer of node name (the name it goes by before
@@ -108,26 +125,43 @@ func (g *handoverGate) forget(match func(string) bool) {
 	n := len(g.waiting)
 	maps.DeleteFunc(g.waiting, func(p string, _ bool) bool { return match(p) })
 	last := n > 0 && len(g.waiting) == 0
+	timer := g.timer
 	g.mu.Unlock()
 	if last {
-		g.timer.Stop()
+		timer.Stop()
 		g.log.Info("the last run's peers handed over; leasing", "after", time.Since(g.started).Round(time.Millisecond))
 		g.release()
 	}
 }
 
-// expire ends the wait for the peers that did not come.
+// expire ends the wait for the peers that did not enrol in time; after
+// handoverMax, for every peer.
 func (g *handoverGate) expire() {
+	all := time.Since(g.started) >= handoverMax
 	g.mu.Lock()
-	late := slices.Sorted(maps.Keys(g.waiting))
-	clear(g.waiting)
+	var late []string
+	for p, in := range g.waiting {
+		if !in || all {
+			late = append(late, p)
+			delete(g.waiting, p)
+		}
+	}
+	left := len(g.waiting)
+	if left > 0 { // enrolled, handing over: wait for them up to handoverMax
+		g.timer = time.AfterFunc(time.Until(g.started.Add(handoverMax)), g.expire)
+	}
 	g.mu.Unlock()
-	if len(late) == 0 {
+	slices.Sort(late)
+	if len(late) > 0 {
+		g.log.Info("peers of the last run did not hand over in time; leasing without them (what they kept runs again)", "peers", late, "waited", time.Since(g.started).Round(time.Millisecond))
+		g.gone(late)
+	}
+	if left > 0 {
 		return
 	}
-	g.log.Info("peers of the last run did not hand over in time; leasing without them (what they kept runs again)", "peers", late, "waited", handoverBound)
-	g.release()
-	g.gone(late)
+	if len(late) > 0 {
+		g.release()
+	}
 }
 
 // peerNodeName is the node name of a peer named name@id.

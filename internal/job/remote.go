@@ -271,6 +271,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
 		s.peers.change(s.r, true, peer.Name)
 		if s.gate != nil {
+			s.gate.enrolled(peer.Name)
 			gate, held, name := s.gate, release, peer.Name
 			release = func() { held(); gate.done(name) }
 		}

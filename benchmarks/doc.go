@@ -16,9 +16,11 @@
 //
 // resume_test.go measures a resume after SIGKILL (issue 15): the time
 // from the rerun's start to its first new lease, and the tasks run twice,
-// of a 100,000-task job killed at 50 %:
+// of a 100,000-task job killed at 50 %, with the peers' hand-over and
+// without it (P2PC_BENCH_RESUME_KEEP=0: the peers keep nothing):
 //
 //	go test ./benchmarks -run '^$' -bench ResumeAfterKill -benchtime 3x -timeout 1h
+//	P2PC_BENCH_RESUME_KEEP=0 go test ./benchmarks -run '^$' -bench ResumeAfterKill -benchtime 3x -timeout 1h
 //
 // The other benchmarks run with `just bench`, or:
 //

@@ -32,9 +32,9 @@ import (
 //   - twice: tasks the peers ran to completion more than once (each peer
 //     logs every task it ran, --log-level debug);
 //
-//   - handed-over: tasks not done in job.db at the kill whose accepted
-//     attempt started before the rerun (peers finished them while the
-//     submitter was dead, or sent them just before, and handed them over);
+//   - handed-over: attempts job.db marks as handed over (handed_over:
+//     peers finished them while the submitter was dead, or sent them
+//     before it died and it had not acknowledged them);
 //
 //   - done-at-kill: tasks job.db had as done when the rerun started.
 //
@@ -89,10 +89,10 @@ func BenchmarkResumeAfterKill(b *testing.B) {
 		h := 0
 		for _, t := range rep.Tasks {
 			for _, a := range t.Attempts {
-				if !a.Start.Before(start) {
-					news = append(news, a.Start)
-				} else if a.Outcome == report.OutcomeOK && !doneIDs[t.ID] {
+				if a.HandedOver {
 					h++
+				} else if !a.Start.Before(start) {
+					news = append(news, a.Start)
 				}
 			}
 		}

@@ -25,7 +25,9 @@ import (
 // Peers keep what they finished while the submitter was dead (and what
 // they sent just before it died) and hand it over to the next run: no
 // task runs to completion twice on the peers (they log every task they
-// ran), and every task has exactly one successful attempt in job.db.
+// ran), and every task has exactly one successful attempt in job.db. A
+// run that ends tells the peers so (End): they log that the job is over
+// and keep nothing, never that the session was lost.
 func TestSubmitterKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (about 30s); TestStatus covers a SIGKILLed run and its resume in -short")
@@ -56,6 +58,7 @@ tasks:
 	for i, p := range peers {
 		logged[i] = len(p.proc.Stderr())
 	}
+	checkJobOver(t, peers, make([]int, len(peers)), "the undisturbed run")
 
 	out := filepath.Join(dir, "out")
 	seed := uint64(time.Now().UnixNano())
@@ -79,19 +82,28 @@ tasks:
 		checkSettled(t, out, settled, fmt.Sprintf("after kill %d (seed %d)", k+1, seed))
 	}
 	killed := len(settled)
+	before := make([]int, len(peers))
+	for i, p := range peers {
+		before[i] = len(p.proc.Stderr())
+	}
 	if r := p2pc(t, args(out)[2:]...); r.code != 0 {
 		t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
 	}
+	checkJobOver(t, peers, before, "the last run")
 	checkSettled(t, out, settled, "at the end")
 	rep := readReport(t, out)
 	if rep.State != report.StateComplete || rep.Summary.Done != tasks {
 		t.Fatalf("after the kills: state %s, %d done", rep.State, rep.Summary.Done)
 	}
+	handed := 0
 	for _, task := range rep.Tasks {
 		ok := 0
 		for _, a := range task.Attempts {
 			if a.Outcome == report.OutcomeOK {
 				ok++
+			}
+			if a.HandedOver {
+				handed++
 			}
 		}
 		if ok != 1 {
@@ -124,8 +136,33 @@ tasks:
 	if want.code != 0 || got.code != 0 || want.stdout != got.stdout || len(got.stdout) == 0 {
 		t.Fatalf("outputs differ from the undisturbed run's (exit %d, %d; %d and %d bytes)", want.code, got.code, len(want.stdout), len(got.stdout))
 	}
-	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; %d sessions were offered results of earlier ones, %d tasks ran twice; undisturbed run %s, all %s (seed %d)",
-		kills, killed, offered, twice, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
+	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; %d sessions were offered results of earlier ones, %d results were handed over, %d tasks ran twice; undisturbed run %s, all %s (seed %d)",
+		kills, killed, offered, handed, twice, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
+}
+
+// checkJobOver: each peer logged, after offset, that the job is over (the
+// coordinator said so at the run's end), and never that its session was
+// lost (results kept for a rerun that will not come). The peer logs it
+// before it closes the session, which `p2pc run` waits for before it
+// exits: only the log pipe may lag, for at most 5 s here.
+func checkJobOver(t *testing.T, peers []*peer, offset []int, what string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for i, p := range peers {
+		for !strings.Contains(p.proc.Stderr()[offset[i]:], "job over: the coordinator ended it") {
+			select {
+			case <-tick.C:
+				continue
+			case <-deadline:
+			}
+			break
+		}
+		if log := p.proc.Stderr()[offset[i]:]; !strings.Contains(log, "job over: the coordinator ended it") || strings.Contains(log, "session lost") {
+			t.Errorf("%s: peer %d did not learn that the job is over (End), or kept results:\n%s", what, i+1, lastLines(log, 10))
+		}
+	}
 }
 
 // ranRe matches a peer's log line of a task it ran to completion.

@@ -33,8 +33,14 @@
 // rerun. Peers that finished tasks of the run while its coordinator was
 // gone hand those results over when the rerun enrols them (remote.go
 // adopt, sched's Queue.Adopt): each is settled like a live result, as an
-// attempt of that peer, and the task is not scheduled again; while they
-// hand over, early in a resumed run, no task is leased (Queue.Hold).
+// attempt of that peer, and the task is not scheduled again; until the
+// peers of the last coordinator's sessions (listed in job.db) have handed
+// over, early in a resumed run, no task is leased (handover.go, Queue.Hold).
+// Peers keep each result until the coordinator acknowledges it: the
+// journal numbers its passes, and a result settled before a pass that the
+// database committed is acknowledged (Acks); when the job is over the
+// coordinator commits the journal and tells the peers (End), and they
+// drop the run's results (ack.go).
 //
 // The decisions are made by plain data structures in subpackages: sched
 // (the lease queue, the vote, trust) and vc (the state tasks share). This

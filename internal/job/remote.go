@@ -70,6 +70,53 @@ type Session struct {
 	// handedOver counts the results peers handed over from earlier
 	// sessions of the job that the queue took.
 	handedOver atomic.Int64
+
+	// over is closed when the job is over and its database holds it all
+	// (jobOver, ack.go): each session sends End, then closes. endState
+	// is the job's state then; telling counts the sessions yet to send it.
+	over     chan struct{}
+	endState string
+	telling  counter
+
+	// gate holds leases back while the last run's peers hand over; peers
+	// lists the sessions for the next rerun (handover.go).
+	gate  *handoverGate
+	peers *sessionList
+}
+
+// counter counts what is under way and lets one wait until none is.
+type counter struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{}
+}
+
+func (c *counter) add(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += d
+	if c.n == 0 && c.zero != nil {
+		close(c.zero)
+		c.zero = nil
+	}
+}
+
+// Wait waits until the count is 0, or ctx ends.
+func (c *counter) wait(ctx context.Context) {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.zero == nil {
+		c.zero = make(chan struct{})
+	}
+	z := c.zero
+	c.mu.Unlock()
+	select {
+	case <-z:
+	case <-ctx.Done():
+	}
 }
 
 // Peer is a remote peer to enrol. Enrol names it Name@ID, with the node
@@ -110,6 +157,7 @@ func (r *runner) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 		Cpus:            r.p.Spec.Resources.CPUs,
 		Os:              r.p.Spec.Resources.OS,
 		Arch:            r.p.Spec.Resources.Arch,
+		Acks:            true,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
 	var err error
@@ -170,15 +218,25 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return fmt.Errorf("enrol %s: %w", peer.Name, err)
 	}
 	release := func() {}
-	if s.r.p.Previous != nil && time.Since(s.started) < handoverWindow {
-		// A resumed run that has just started: the peer may hand over
-		// results it finished while the job's coordinator was gone. No
-		// task is leased to anyone until it has (or could not within
-		// handoverHold).
+	expected := s.gate.expects(name)
+	if s.r.p.Previous != nil && time.Since(s.started) < handoverWindow && !expected {
+		// A resumed run that has just started, and a peer the gate does
+		// not wait for: it may hand over results it finished while the
+		// job's coordinator was gone. No task is leased to anyone until
+		// it has (or could not within handoverHold).
 		release = s.q.Hold()
 		defer release()
 		defer time.AfterFunc(handoverHold, release).Stop()
 	}
+	// Until its handshake names the peer, the gate knows it by name.
+	named := false
+	defer func() {
+		if named {
+			s.gate.done(peer.Name)
+		} else {
+			s.gate.failed(name)
+		}
+	}()
 	stream, err := client.Work(ctx)
 	if err != nil {
 		return failed(err)
@@ -191,6 +249,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return failed(err)
 	}
 	peer.Name = peer.Name + "@" + id.String()
+	named = true
 	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
 		return failed(err)
@@ -210,6 +269,12 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
+		s.peers.change(s.r, true, peer.Name)
+		if s.gate != nil {
+			s.gate.enrolled(peer.Name)
+			gate, held, name := s.gate, release, peer.Name
+			release = func() { held(); gate.done(name) }
+		}
 		s.q.Enrol(peer.Name)
 		s.q.SetSlots(peer.Name, int(m.Welcome.Slots))
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
@@ -219,7 +284,12 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
 		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64),
-		handovers: int(first.GetWelcome().GetHandovers()), release: release}
+		handovers: int(first.GetWelcome().GetHandovers()), release: release,
+		acks: acker{on: first.GetWelcome().GetAcks()}, endSent: make(chan struct{})}
+	if w.acks.on {
+		s.telling.add(1)
+		defer w.ended()
+	}
 	if w.handovers == 0 {
 		release()
 	}
@@ -274,16 +344,23 @@ type remoteWorker struct {
 	// job's leases once they came.
 	handovers int
 	release   func()
+
+	// acks gathers the peer's settled results until they are durable
+	// (ack.go); endSent is closed once the peer took End in and closed
+	// the stream (or never will).
+	acks    acker
+	endSent chan struct{}
+	endOnce sync.Once
+	sentEnd atomic.Bool
 }
 
-// handoverHold bounds how long a peer enrolling in a resumed run holds
-// back every lease while it hands results over.
-const handoverHold = 2 * time.Second
-
-// handoverWindow: peers that enrol this soon after a resumed run starts
-// hold leases back while they hand over (later ones are peers that were
-// not there when the run was resumed).
-const handoverWindow = 10 * time.Second
+// ended notes that the session sent End, or never will.
+func (w *remoteWorker) ended() {
+	w.endOnce.Do(func() {
+		close(w.endSent)
+		w.s.telling.add(-1)
+	})
+}
 
 // maxCallsInFlight bounds a peer's concurrent host calls (Recv waits).
 const maxCallsInFlight = 4096
@@ -309,7 +386,11 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 	defer cancel(nil)
 
 	results := make(chan *peerpb.Result, 64)
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		w.ackLoop(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		w.sendLoop(ctx, cancel)
@@ -328,6 +409,10 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 	for {
 		msg, err := w.stream.Recv()
 		if err != nil {
+			if w.sentEnd.Load() {
+				w.ended()
+				return errDrained // the peer closed after End, as it should
+			}
 			if c := context.Cause(ctx); c != nil {
 				return c
 			}
@@ -339,11 +424,25 @@ func (w *remoteWorker) run(ctx context.Context, cancel context.CancelCauseFunc) 
 	}
 }
 
-// sendLoop is the only goroutine that sends on the stream.
+// sendLoop is the only goroutine that sends on the stream. When the job
+// is over it sends End, and nothing after it.
 func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseFunc) {
+	var over <-chan struct{}
+	if w.acks.on {
+		over = w.s.over
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-over:
+			// The peer closes the stream once it has taken End in (the
+			// receive loop sees that, and may before Send returns); a
+			// failed send ends the wait at once.
+			w.sentEnd.Store(true)
+			if err := w.stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_End{End: &peerpb.End{State: w.s.endState}}}); err != nil {
+				w.ended()
+			}
 			return
 		case m := <-w.outbox:
 			if err := w.stream.Send(m); err != nil {
@@ -381,9 +480,22 @@ func (w *remoteWorker) settleLoop(ctx context.Context, results <-chan *peerpb.Re
 			go func() {
 				defer rwg.Done()
 				defer func() { <-sem }()
-				w.settle(ctx, res)
+				w.settled(w.settle(ctx, res), res)
 			}()
 		}
+	}
+}
+
+// settled queues the acknowledgement of a result settled (l: its lease,
+// nil if unknown): the peer keeps only successful results, so only those
+// are acknowledged.
+func (w *remoteWorker) settled(l *sched.Lease, res *peerpb.Result) {
+	switch {
+	case res.Outcome != report.OutcomeOK:
+	case l != nil && l.HandedOver:
+		w.ackLater(0, l.TaskID)
+	default:
+		w.ackLater(res.LeaseId, "")
 	}
 }
 
@@ -422,14 +534,29 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 		if len(m.Handovers.Handovers) > peerpb.MaxBatch {
 			return fmt.Errorf("peer %s handed over %d results in one message, at most %d", w.peer.Name, len(m.Handovers.Handovers), peerpb.MaxBatch)
 		}
+		// Adopted here, settled behind: the hand-over (and the hold on
+		// every lease) ends as soon as the queue has taken them all.
+		var adopted []*peerpb.Result
 		for _, h := range m.Handovers.Handovers {
-			if res := w.adopt(h); res != nil {
-				select {
-				case results <- res:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
+			res := w.adopt(h)
+			if res == nil {
+				w.ackLater(0, h.TaskId) // not needed: the peer may forget it
+				continue
 			}
+			adopted = append(adopted, res)
+		}
+		if len(adopted) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, res := range adopted {
+					select {
+					case results <- res:
+					case <-ctx.Done():
+						return // the session's end requeues their leases
+					}
+				}
+			}()
 		}
 		if w.handovers -= len(m.Handovers.Handovers); w.handovers <= 0 {
 			w.release() // every task it finished is taken: lease the rest
@@ -525,6 +652,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 				return errExcluded
 			}
 			if errors.Is(err, errDrained) {
+				w.awaitEnd(ctx)
 				return err
 			}
 			return nil
@@ -584,6 +712,19 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 	}
 }
 
+// awaitEnd: no task is left to lease. If the job is over, the session
+// stays until it told the peer (End), so that the peer does not take the
+// session's end for a lost coordinator; the run ends it otherwise.
+func (w *remoteWorker) awaitEnd(ctx context.Context) {
+	if all, _ := w.s.q.Done(); !all || !w.acks.on {
+		return
+	}
+	select {
+	case <-w.endSent:
+	case <-ctx.Done():
+	}
+}
+
 func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
 		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.Task),
@@ -607,14 +748,15 @@ func (w *remoteWorker) watchRevoke(ctx context.Context, l *sched.Lease) {
 }
 
 // settle turns a peer's result into a lease result: outputs are fetched
-// (inline or as blocks), staged and checked against the peer's digest.
-func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
+// (inline or as blocks), staged and checked against the peer's digest. It
+// returns the lease, nil if it is unknown.
+func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Lease {
 	w.mu.Lock()
 	l := w.leases[res.LeaseId]
 	delete(w.leases, res.LeaseId)
 	w.mu.Unlock()
 	if l == nil {
-		return // unknown or already settled lease: ignore
+		return nil // unknown or already settled lease: ignore
 	}
 	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
@@ -658,7 +800,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 				os.RemoveAll(stage)
 				out.Outcome, out.Err = report.OutcomeRejected, err
 				w.s.q.Finish(l, out)
-				return
+				return l
 			}
 		}
 		if err != nil {
@@ -679,6 +821,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 	}
 	w.s.q.Finish(l, out)
 	phasetrace.Mark("c.settled", l.ID)
+	return l
 }
 
 // Why collecting a peer's output failed, when it is the peer's fault (a

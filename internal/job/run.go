@@ -147,6 +147,8 @@ type runner struct {
 	workRoot string
 	// folders: which tasks may have an output folder (place).
 	folders taskFolders
+	// stored: the earlier run's outputs while reuse checks them.
+	stored *storedIndex
 	// verifier: the plugin checks outputs itself (sdk.Verifier).
 	verifier bool
 
@@ -156,6 +158,8 @@ type runner struct {
 	stopRun context.CancelCauseFunc
 	// kick wakes the journal: something changed.
 	kick chan struct{}
+	// durable says which journal passes the database committed (ack.go).
+	durable durability
 
 	mu      sync.Mutex // guards rep, dirty, touched and marked
 	rep     *report.Report
@@ -422,6 +426,7 @@ func (r *runner) reuse(ctx context.Context) int {
 		r.rep.Summary.Done++
 		n++
 	}
+	r.stored = nil
 	if n > 0 {
 		r.log.Info("reusing tasks of an earlier run", "done", n)
 	}
@@ -429,20 +434,24 @@ func (r *runner) reuse(ctx context.Context) int {
 }
 
 // storedOutput digests task i's stored output: its folder, or else its
-// inline output in the job database (none at all is an empty output).
+// inline output in the job database (none at all is an empty output),
+// from what readStored read of all tasks at the first call.
 func (r *runner) storedOutput(ctx context.Context, i int, id string) (digest.ID, []string, error) {
 	dir := filepath.Join(r.p.OutDir, "tasks", id)
-	if _, err := os.Lstat(dir); err == nil {
+	if r.stored == nil {
+		s, err := r.readStored(ctx)
+		if err != nil {
+			return digest.ID{}, nil, err
+		}
+		r.stored = s
+	}
+	if r.stored.folders[id] {
 		return outputs.Digest(dir)
 	}
-	_, data, found, err := r.db.Output(ctx, i)
-	if err != nil {
-		return digest.ID{}, nil, err
+	if d, ok := r.stored.inline[i]; ok {
+		return d, []string{sdk.DataFile}, nil
 	}
-	if !found {
-		return outputs.DigestInline(nil), []string{}, nil
-	}
-	return outputs.DigestInline(data), []string{sdk.DataFile}, nil
+	return outputs.DigestInline(nil), []string{}, nil
 }
 
 func (r *runner) finish(state, msg string) {
@@ -472,6 +481,7 @@ func (r *runner) wake() {
 // journalLocked hands what changed to the job database (r.mu held); its
 // writer commits it within a few milliseconds.
 func (r *runner) journalLocked() error {
+	pass := r.durable.passes.Add(1)
 	if r.dirty {
 		if err := r.db.PutJob(r.rep); err != nil {
 			return err
@@ -485,7 +495,12 @@ func (r *runner) journalLocked() error {
 		}
 	}
 	r.touched = r.touched[:0]
-	return nil
+	// Once the writer committed what this pass handed it (and all before).
+	return r.db.OnCommit(func(err error) {
+		if err == nil {
+			r.durable.reached(pass)
+		}
+	})
 }
 
 // startJournal journals changes as they come. When the database fails

@@ -36,6 +36,14 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		return 0, ""
 	}
 	q := newQueue(r, pending)
+	var gate *handoverGate
+	peers := &sessionList{}
+	if r.p.Previous != nil && r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
+		// Before the first lease, the local slots' too.
+		last := lastSessions(ctx, r.db)
+		peers.change(r, true, last...) // they may still come
+		gate = newHandoverGate(q, last, r.log, func(late []string) { peers.change(r, false, late...) })
+	}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	q.SetSlots(r.opts.Node, min(r.opts.Slots, len(pending)))
@@ -57,7 +65,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	}
 	var sess *Session
 	if r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
-		sess = &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done(), started: time.Now()}
+		sess = &Session{r: r, q: q, workRoot: workRoot, runDone: wctx.Done(), started: time.Now(), over: make(chan struct{}), gate: gate, peers: peers}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -99,6 +107,13 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 			}
 		}
 		break
+	}
+	if all, failed := q.Done(); all && ctx.Err() == nil {
+		state := report.StateComplete
+		if failed > 0 {
+			state = report.StateFailed
+		}
+		sess.jobOver(ctx, state)
 	}
 	q.Close()
 	stop()

@@ -22,7 +22,7 @@ import (
 const FileName = "job.db"
 
 // SchemaVersion is the newest schema this package reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaTarget is the version Open migrates to: SchemaVersion, lower only
 // in tests that make a database of an older schema.
@@ -140,6 +140,10 @@ var migrations = [][]string{
 			error   TEXT NOT NULL DEFAULT '',
 			PRIMARY KEY (task, n)
 		) WITHOUT ROWID`,
+	},
+	{ // 2 -> 3: attempts a peer finished while the coordinator was gone
+		// and handed over to the rerun.
+		`ALTER TABLE attempts ADD COLUMN handed_over INTEGER NOT NULL DEFAULT 0`,
 	},
 }
 

@@ -19,14 +19,15 @@
 // silently. Errors of the writer (a full disk: ErrFull) are sticky: every
 // later call reports them, and the run stops.
 //
-// Tables (version 2; version 1 lacked the vc_ tables):
+// Tables (version 3; version 2 lacked attempts.handed_over, version 1
+// the vc_ tables too):
 //
 //	schema_version(version, p2pc, applied)
 //	job(key, value)                        job metadata, one row per field
 //	tasks(idx, id, params, state, peer, peer_id, digest, files, error,
 //	      verdict, checkpoints, updated)
 //	attempts(task, n, peer, peer_id, start, end, outcome, error, resumed,
-//	         trusted)
+//	         trusted, handed_over)
 //	votes(task, n, peer, peer_id, digest)
 //	partials(task, n, time, peer, peer_id, text, bytes, truncated)
 //	outputs(task, name, data)              inline task outputs

@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/p2pc/p2pc/internal/report"
 )
 
-// TestMigrateV1: a job database of schema 1 (no shared state) opens as
-// schema 2 with what it held, and its shared state reads as empty before
-// and keeps what is written after.
+// TestMigrateV1: a job database of schema 1 (no shared state, no
+// attempts.handed_over) opens as the current schema with what it held, and
+// its shared state reads as empty before and keeps what is written after;
+// a handed-over attempt written after the migration reads back as one.
 func TestMigrateV1(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
@@ -44,11 +47,11 @@ func TestMigrateV1(t *testing.T) {
 	ro.Close()
 
 	db = open(t, path)
-	if v, err := db.Version(ctx); err != nil || v != 2 {
-		t.Fatalf("migrated to version %d (%v), want 2", v, err)
+	if v, err := db.Version(ctx); err != nil || v != SchemaVersion {
+		t.Fatalf("migrated to version %d (%v), want %d", v, err, SchemaVersion)
 	}
 	var steps int
-	if err := db.SQL().QueryRowContext(ctx, "SELECT count(*) FROM schema_version").Scan(&steps); err != nil || steps != 2 {
+	if err := db.SQL().QueryRowContext(ctx, "SELECT count(*) FROM schema_version").Scan(&steps); err != nil || steps != SchemaVersion {
 		t.Fatalf("schema_version has %d rows (%v), want one per version", steps, err)
 	}
 	got, err := db.Load(ctx)
@@ -60,12 +63,24 @@ func TestMigrateV1(t *testing.T) {
 		t.Fatalf("the migration changed the job's records: %s", a)
 	}
 	writeVC(t, db)
+	c := &want.Tasks[1]
+	c.Attempts = append(c.Attempts, report.Attempt{Peer: "p2", Start: c.Attempts[0].Start, End: c.Attempts[0].End, Outcome: report.OutcomeOK, HandedOver: true})
+	if err := db.PutTask(1, c); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	db = open(t, path)
 	defer db.Close()
 	checkVC(t, db)
+	got, err = db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Tasks[1].Attempts; len(a) != 2 || a[0].HandedOver || !a[1].HandedOver {
+		t.Fatalf("attempts after the migration: %+v", a)
+	}
 }
 
 func writeVC(t *testing.T, db *DB) {

@@ -18,8 +18,10 @@ var errNoSpace = syscall.ENOSPC
 type change struct {
 	key   string
 	apply func(tx *batch) error
-	// flushed, if set, receives the batch's result once it committed.
-	flushed chan error
+	// flushed, if set, receives the batch's result once it committed;
+	// committed, if set, is called with it (on the writer's goroutine).
+	flushed   chan error
+	committed func(error)
 }
 
 // writer is the group-commit goroutine: it gathers changes for at most
@@ -37,6 +39,8 @@ type writer struct {
 	closed bool
 
 	stmts map[string]*sql.Stmt // prepared once, used by the loop only
+	// qAttempt is the attempts insert of the database's schema.
+	qAttempt string
 
 	// rows says, per task index, what the database holds of the task's
 	// rows, so that a change writes only what is new (used by the loop
@@ -156,11 +160,24 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 		return nil, db.wrap("read tasks", err)
 	}
 	w.fresh = n == 0
+	w.qAttempt = qAttempt
+	if v, _, err := db.version(ctx); err == nil && v < 3 {
+		w.qAttempt = qAttemptV2
+	}
+	attempts := func(q string) string {
+		if q == qAttempt {
+			return w.qAttempt
+		}
+		return q
+	}
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
-	queries := slices.Clone(writeQueries)
+	var queries []string
+	for _, q := range writeQueries {
+		queries = append(queries, attempts(q))
+	}
 	for _, q := range multiRowQueries {
-		queries = append(queries, multiRowQuery(q, multiRows))
+		queries = append(queries, multiRowQuery(attempts(q), multiRows))
 	}
 	for _, q := range queries {
 		st, err := db.sql.PrepareContext(ctx, q)
@@ -275,7 +292,7 @@ func addChange(batch []change, keys map[string]int, c change) []change {
 // commit writes a batch in one transaction and answers its flushes.
 func (w *writer) commit(batch []change) {
 	err := w.failed()
-	if err == nil {
+	if err == nil && slices.ContainsFunc(batch, func(c change) bool { return c.apply != nil }) {
 		err = w.apply(batch)
 		if err != nil {
 			w.mu.Lock()
@@ -287,6 +304,9 @@ func (w *writer) commit(batch []change) {
 	for _, c := range batch {
 		if c.flushed != nil {
 			c.flushed <- err
+		}
+		if c.committed != nil {
+			c.committed(err)
 		}
 	}
 }
@@ -321,6 +341,13 @@ func (w *writer) apply(changes []change) error {
 // Flush waits until every change made before it is committed, and
 // returns the writer's error, if any.
 func (db *DB) Flush(ctx context.Context) error { return db.w.flush(ctx) }
+
+// OnCommit calls fn once every change made before it is committed (err
+// nil) or has failed, on the writer's goroutine: fn must not block. It
+// does not wait.
+func (db *DB) OnCommit(fn func(err error)) error {
+	return db.w.put(change{committed: fn})
+}
 
 // Err returns the writer's first error (sticky), or nil.
 func (db *DB) Err() error { return db.w.failed() }

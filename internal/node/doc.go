@@ -54,12 +54,16 @@
 // coordinator was killed or cut off), its unstarted leases are dropped, its
 // running tasks finish (the lease contexts hang off the node's life, not
 // the stream's), and their successful results, with those the session
-// finished in its last 10 s, go to the node's keeper for
+// sent and the coordinator did not acknowledge (Acks: its job database
+// holds them; a coordinator without acks: those of the last 10 s), go to
+// the node's keeper for
 // Config.KeepResults, under the job ID and run of the session's Hello. A
 // later session of the same job and run gets them as Handovers right after
 // Welcome, before the first Pull, and again in every later session until
-// they expire. The keeper bounds the inline data it holds; file outputs
-// are blocks in the store, pinned with the job's.
+// they expire or the coordinator acknowledges them. End (the job is over)
+// drops the run's results and stops what still runs of it. The keeper
+// bounds the inline data it holds; file outputs are blocks in the store,
+// pinned with the job's.
 //
 // Shutdown. On SIGINT/SIGTERM the node stops asking for work, hands back
 // the leases it has not started (the coordinator requeues them at once),

@@ -13,28 +13,36 @@ import (
 // Results kept for a coordinator that went away (hand-over).
 //
 // A session records every successful result it finishes in its recent
-// list (the last recentWindow of them: sent, or queued to be sent, maybe
+// list until the coordinator acknowledges it (Acks: the coordinator's job
+// database holds what the result decided). A coordinator of an older
+// build acknowledges nothing (Hello.acks false): then the list holds the
+// results of the last recentWindow (sent, or queued to be sent, maybe
 // not yet journaled by the coordinator). When the session breaks, those
 // and the results of its tasks that finish afterwards go to the node's
-// keeper, per job ID, for Config.KeepResults. A new session of the same
-// job offers them all (Handovers, right after Welcome, before the first
-// Pull); the coordinator takes those of tasks it has not decided. They
-// are offered to every new session until they expire: the coordinator
-// may die again before it journals them.
+// keeper, per job and run, for Config.KeepResults. A new session of the
+// same run offers them all (Handovers, right after Welcome, before the
+// first Pull); the coordinator takes those of tasks it has not decided,
+// and acknowledges handed-over results by task ID once they are durable:
+// the keeper forgets them. The others are offered to every new session
+// until they expire: the coordinator may die again before it journals
+// them. End (the job is over) drops the run's results at once.
 //
 // Inline output data is held in memory (the keeper's bytes are bounded by
 // maxKeptBytes, the oldest results go first); outputs stored as blocks
 // stay in the store, pinned by the job's pin like every output.
 
 const (
-	// recentWindow: how long a session remembers a result it finished;
-	// the coordinator journals a result well within it.
+	// recentWindow: how long a session remembers a result it finished
+	// when its coordinator does not acknowledge results; the coordinator
+	// journals a result well within it.
 	recentWindow = 10 * time.Second
-	// maxRecent bounds a session's recent list.
-	maxRecent = 8192
+	// maxRecent bounds a session's recent list without acks, maxUnacked
+	// with them (a coordinator whose journal lags far behind).
+	maxRecent  = 8192
+	maxUnacked = 1 << 17
 	// maxRecentBytes bounds a session's recent list, maxKeptBytes the
 	// kept results of all jobs together.
-	maxRecentBytes = 16 << 20
+	maxRecentBytes = 32 << 20
 	maxKeptBytes   = 64 << 20
 )
 
@@ -42,43 +50,98 @@ const (
 type kept struct {
 	taskID  string
 	attempt uint32
+	lease   uint64 // the session's lease ID (recent list only)
 	res     *peerpb.Result
 	size    int
 	at      time.Time // finished (recent) or kept until (keeper)
 }
 
 func newKept(l *peerpb.Lease, res *peerpb.Result, now time.Time) kept {
-	return kept{taskID: l.TaskId, attempt: l.Attempt, res: res, size: proto.Size(res) + len(l.TaskId), at: now}
+	return kept{taskID: l.TaskId, attempt: l.Attempt, lease: l.LeaseId, res: res, size: proto.Size(res) + len(l.TaskId), at: now}
 }
 
 // keepable: only finished work is worth handing over.
 func keepable(res *peerpb.Result) bool { return res.Outcome == report.OutcomeOK }
 
-// recentList is a session's recent results, oldest first: items[head:].
+// recentList is a session's recent results, oldest first: the items of
+// items[head:] whose res is set (an acknowledged one is cleared in place).
 type recentList struct {
+	// acks: the coordinator acknowledges results: they stay until it
+	// does (bounded by maxUnacked and maxRecentBytes), not recentWindow.
+	acks  bool
 	items []kept
 	head  int
+	n     int // items set
 	bytes int
+	// at maps a lease ID to its item's position, counted from the first
+	// item ever added (off: items dropped from the front of items).
+	at  map[uint64]int
+	off int
 }
 
-// add appends k and forgets what is older than recentWindow or beyond
-// the list's bounds.
+// add appends k and forgets what is beyond the list's bounds (and, without
+// acks, older than recentWindow).
 func (r *recentList) add(k kept) {
+	if r.acks {
+		if r.at == nil {
+			r.at = map[uint64]int{}
+		}
+		r.at[k.lease] = r.off + len(r.items)
+	}
 	r.items = append(r.items, k)
 	r.bytes += k.size
-	for r.head < len(r.items)-1 && (k.at.Sub(r.items[r.head].at) > recentWindow || len(r.items)-r.head > maxRecent || r.bytes > maxRecentBytes) {
-		r.bytes -= r.items[r.head].size
-		r.items[r.head] = kept{}
+	r.n++
+	most := maxRecent
+	if r.acks {
+		most = maxUnacked
+	}
+	for r.head < len(r.items)-1 {
+		old := &r.items[r.head]
+		if old.res != nil && !(r.n > most || r.bytes > maxRecentBytes || (!r.acks && k.at.Sub(old.at) > recentWindow)) {
+			break
+		}
+		if old.res != nil {
+			r.drop(old)
+		}
 		r.head++
 	}
 	if r.head > len(r.items)/2 && r.head > 64 { // compact now and then, not on every add
+		r.off += r.head
 		r.items = append(r.items[:0], r.items[r.head:]...)
 		r.head = 0
 	}
 }
 
+func (r *recentList) drop(k *kept) {
+	r.bytes -= k.size
+	r.n--
+	delete(r.at, k.lease)
+	*k = kept{}
+}
+
+// ack forgets the results of these leases: the coordinator's job
+// database holds them.
+func (r *recentList) ack(leases []uint64) {
+	for _, id := range leases {
+		if i, ok := r.at[id]; ok {
+			r.drop(&r.items[i-r.off])
+		}
+	}
+	for r.head < len(r.items) && r.items[r.head].res == nil {
+		r.head++
+	}
+}
+
 // list returns the results, oldest first.
-func (r *recentList) list() []kept { return r.items[r.head:] }
+func (r *recentList) list() []kept {
+	out := make([]kept, 0, r.n)
+	for _, k := range r.items[r.head:] {
+		if k.res != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // keeper holds the results of lost sessions, per job ID, for a grace time.
 type keeper struct {
@@ -157,6 +220,34 @@ func (k *keeper) offer(job string) ([]*peerpb.Handovers, int) {
 		size += r.size
 	}
 	return out, len(k.jobs[job])
+}
+
+// drop forgets job's results of these tasks (the coordinator's job
+// database holds them), or all of them when tasks is nil (the job is
+// over).
+func (k *keeper) drop(job string, tasks []string) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m := k.jobs[job]
+	if tasks == nil {
+		for _, r := range m {
+			k.bytes -= r.size
+		}
+		delete(k.jobs, job)
+		return // the fifo's refs to them are skipped as they come
+	}
+	for _, t := range tasks {
+		if r, ok := m[t]; ok {
+			k.bytes -= r.size
+			delete(m, t)
+		}
+	}
+	if len(m) == 0 {
+		delete(k.jobs, job)
+	}
 }
 
 // count is the number of results kept for job.

@@ -110,3 +110,78 @@ func TestRecentList(t *testing.T) {
 		t.Fatalf("recent: %d items (cap %d), first %s", len(l), cap(big.items), l[0].taskID)
 	}
 }
+
+// TestRecentListAcks: with a coordinator that acknowledges results, a
+// result stays (however old) until its lease is acknowledged; acks of
+// unknown leases change nothing; the count bound still holds.
+func TestRecentListAcks(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := recentList{acks: true}
+	for i := range 200 {
+		k := keptOf(fmt.Sprint(i), 10, now.Add(time.Duration(i)*time.Second))
+		k.lease = uint64(i + 1)
+		r.add(k)
+	}
+	if l := r.list(); len(l) != 200 {
+		t.Fatalf("kept %d of 200 unacknowledged results (200s apart)", len(l))
+	}
+	var acked []uint64
+	for i := uint64(1); i <= 200; i++ {
+		if i%3 != 0 || i < 100 {
+			acked = append(acked, i)
+		}
+	}
+	r.ack(append(acked, 999, 0))
+	l := r.list()
+	if len(l) != 33 || l[0].taskID != "101" || l[len(l)-1].taskID != "197" {
+		t.Fatalf("after the acks: %d kept, %s..%s", len(l), l[0].taskID, l[len(l)-1].taskID)
+	}
+	if r.n != len(l) || r.bytes != len(l)*l[0].size || len(r.at) != len(l) {
+		t.Fatalf("books: n %d, bytes %d, index %d for %d results", r.n, r.bytes, len(r.at), len(l))
+	}
+	// The compaction keeps the index right.
+	for i := range 3 * maxRecent {
+		k := keptOf("x"+fmt.Sprint(i), 1, now)
+		k.lease = uint64(1000 + i)
+		r.add(k)
+		if i%2 == 0 {
+			r.ack([]uint64{k.lease})
+		}
+	}
+	r.ack([]uint64{102, 105})
+	if l := r.list(); len(l) != 31+3*maxRecent/2 || l[0].taskID != "107" {
+		t.Fatalf("after compactions: %d kept, first %s", len(l), l[0].taskID)
+	}
+	var big recentList
+	big.acks = true
+	for i := range maxUnacked + 10 {
+		k := keptOf(fmt.Sprint(i), 1, now)
+		k.lease = uint64(i + 1)
+		big.add(k)
+	}
+	if l := big.list(); len(l) != maxUnacked || l[0].taskID != "10" {
+		t.Fatalf("bounded: %d kept (bound %d), first %s", len(l), maxUnacked, l[0].taskID)
+	}
+}
+
+// TestKeeperDrop: acknowledged hand-overs are forgotten by task; End drops
+// the run's results.
+func TestKeeperDrop(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := newKeeper(time.Minute)
+	k.now = func() time.Time { return now }
+	k.put("j1", keptOf("a", 10, now), keptOf("b", 10, now), keptOf("c", 10, now))
+	k.put("j2", keptOf("a", 10, now))
+	k.drop("j1", []string{"a", "x"})
+	if k.count("j1") != 2 || k.count("j2") != 1 {
+		t.Fatalf("after the acks: %d and %d kept", k.count("j1"), k.count("j2"))
+	}
+	k.drop("j1", nil)
+	if k.count("j1") != 0 || k.count("j2") != 1 || k.bytes != keptOf("a", 10, now).size {
+		t.Fatalf("after the end: %d and %d kept, %d bytes", k.count("j1"), k.count("j2"), k.bytes)
+	}
+	now = now.Add(2 * time.Minute) // the dropped results' fifo refs are skipped
+	if k.count("j2") != 0 || k.bytes != 0 || len(k.fifo) != 0 {
+		t.Fatalf("after expiry: %d kept, %d bytes, %d refs", k.count("j2"), k.bytes, len(k.fifo))
+	}
+}

@@ -125,11 +125,14 @@ type session struct {
 	active   map[uint64]*queued
 	pending  map[uint64]chan *peerpb.HostReply // host calls awaiting the coordinator
 	nextCall uint64
-	// recent are the results finished lately (keep.go), while the
-	// session lives; orphaned: the stream has ended, results finished
-	// now go to the node's keeper; idle is signalled when active empties.
+	// recent are the results finished and not acknowledged (keep.go),
+	// while the session lives; orphaned: the stream has ended, results
+	// finished now go to the node's keeper; over: the coordinator said
+	// the job is over (End), nothing is kept; idle is signalled when
+	// active empties.
 	recent   recentList
 	orphaned bool
+	over     bool
 	idle     *sync.Cond
 }
 
@@ -189,6 +192,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		gone:    make(chan struct{}),
 	}
 	sess.idle = sync.NewCond(&sess.mu)
+	sess.recent.acks = hello.Acks
 	sess.base, sess.stop = context.WithCancel(n.life)
 	defer sess.stop()
 	err = sess.prepare(ctx)
@@ -197,7 +201,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
 	handovers, count := n.keep.offer(keepKey(hello))
-	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count)}}}); err != nil {
+	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true}}}); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -493,6 +497,14 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 				}
 			case *peerpb.ToPeer_Cancel:
 				s.cancelLease(ctx, x.Cancel.LeaseId)
+			case *peerpb.ToPeer_Acks:
+				if len(x.Acks.LeaseIds)+len(x.Acks.Tasks) > peerpb.MaxAcks {
+					return status.Errorf(codes.InvalidArgument, "work: %d acks in one message, at most %d", len(x.Acks.LeaseIds)+len(x.Acks.Tasks), peerpb.MaxAcks)
+				}
+				s.ack(x.Acks)
+			case *peerpb.ToPeer_End:
+				s.jobOver(x.End.State)
+				return nil // the coordinator closes the stream
 			case *peerpb.ToPeer_Reply:
 				s.mu.Lock()
 				ch := s.pending[x.Reply.CallId]
@@ -589,7 +601,7 @@ func (s *session) keepResult(it *queued, res *peerpb.Result) bool {
 	if len(s.active) == 0 {
 		s.idle.Broadcast()
 	}
-	if s.n.keep.grace > 0 && keepable(res) {
+	if s.n.keep.grace > 0 && keepable(res) && !s.over {
 		k := newKept(it.lease, res, time.Now())
 		if s.orphaned {
 			s.n.keep.put(keepKey(s.hello), k)
@@ -615,11 +627,12 @@ func (s *session) end(unstarted []*queued) {
 	}
 	s.orphaned = true
 	close(s.gone)
-	if s.n.keep.grace > 0 && s.n.life.Err() == nil {
-		s.n.keep.put(keepKey(s.hello), s.recent.list()...)
-		if len(s.active) > 0 || len(s.recent.list()) > 0 {
+	if s.n.keep.grace > 0 && s.n.life.Err() == nil && !s.over {
+		recent := s.recent.list()
+		s.n.keep.put(keepKey(s.hello), recent...)
+		if len(s.active) > 0 || len(recent) > 0 {
 			s.log.Info("session lost: running tasks finish, results are kept for the job's next session",
-				"running", len(s.active), "kept", len(s.recent.list()), "for", s.n.keep.grace)
+				"running", len(s.active), "kept", len(recent), "for", s.n.keep.grace)
 		}
 	} else {
 		for _, it := range s.active {
@@ -630,6 +643,31 @@ func (s *session) end(unstarted []*queued) {
 	if len(s.active) == 0 {
 		s.idle.Broadcast()
 	}
+}
+
+// ack forgets the results the coordinator acknowledged: its job database
+// holds them.
+func (s *session) ack(a *peerpb.Acks) {
+	if len(a.LeaseIds) > 0 {
+		s.mu.Lock()
+		s.recent.ack(a.LeaseIds)
+		s.mu.Unlock()
+	}
+	if len(a.Tasks) > 0 {
+		s.n.keep.drop(keepKey(s.hello), a.Tasks)
+	}
+}
+
+// jobOver: the coordinator ended the job (End): nothing of the run is kept
+// any more, and what still runs of it stops when the session ends.
+func (s *session) jobOver(state string) {
+	s.mu.Lock()
+	s.over = true
+	running := len(s.active)
+	s.recent = recentList{}
+	s.mu.Unlock()
+	s.n.keep.drop(keepKey(s.hello), nil)
+	s.log.Info("job over: the coordinator ended it; its results are not kept", "state", state, "running", running)
 }
 
 // waitOrphans waits until the running tasks of a lost session are over

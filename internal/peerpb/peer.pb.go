@@ -292,7 +292,13 @@ type Hello struct {
 	// The run of the job (report's run): constant across the reruns that
 	// resume one output folder. A peer hands results over (Handovers) only
 	// to a session of the same job and run.
-	Run           string `protobuf:"bytes,17,opt,name=run,proto3" json:"run,omitempty"`
+	Run string `protobuf:"bytes,17,opt,name=run,proto3" json:"run,omitempty"`
+	// The coordinator acknowledges results once its job database holds
+	// them (Acks) and says when the job is over (End): a peer keeps each
+	// result until it is acknowledged, and forgets the run's results at
+	// End. False (an older coordinator): a peer keeps what it finished in
+	// the last 10 s before the session broke.
+	Acks          bool `protobuf:"varint,18,opt,name=acks,proto3" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +450,13 @@ func (x *Hello) GetRun() string {
 		return x.Run
 	}
 	return ""
+}
+
+func (x *Hello) GetAcks() bool {
+	if x != nil {
+		return x.Acks
+	}
+	return false
 }
 
 type Lease struct {
@@ -627,6 +640,114 @@ func (x *Leases) GetLeases() []*Lease {
 	return nil
 }
 
+// Acks tells the peer that the coordinator's job database holds what
+// these results decided (or that they are not needed): the peer forgets
+// them, and would not hand them over again. Sent only to a peer whose
+// Welcome says acks, and only when Hello says acks; batched, at most
+// MaxAcks IDs per message.
+type Acks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Results of this session's leases.
+	LeaseIds []uint64 `protobuf:"varint,1,rep,packed,name=lease_ids,json=leaseIds,proto3" json:"lease_ids,omitempty"`
+	// Results handed over (Handovers), by task ID.
+	Tasks         []string `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acks) Reset() {
+	*x = Acks{}
+	mi := &file_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acks) ProtoMessage() {}
+
+func (x *Acks) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acks.ProtoReflect.Descriptor instead.
+func (*Acks) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Acks) GetLeaseIds() []uint64 {
+	if x != nil {
+		return x.LeaseIds
+	}
+	return nil
+}
+
+func (x *Acks) GetTasks() []string {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// End: the job is over (every task is decided, and the coordinator's job
+// database holds it all). The peer forgets every result it keeps of the
+// run, stops what it still runs of it, and the coordinator closes the
+// stream. Sent only to a peer whose Welcome says acks.
+type End struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// done, or failed (some tasks failed for good).
+	State         string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *End) Reset() {
+	*x = End{}
+	mi := &file_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *End) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*End) ProtoMessage() {}
+
+func (x *End) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use End.ProtoReflect.Descriptor instead.
+func (*End) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *End) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type ToPeer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -636,6 +757,8 @@ type ToPeer struct {
 	//	*ToPeer_Cancel
 	//	*ToPeer_Reply
 	//	*ToPeer_Leases
+	//	*ToPeer_Acks
+	//	*ToPeer_End
 	Msg           isToPeer_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -643,7 +766,7 @@ type ToPeer struct {
 
 func (x *ToPeer) Reset() {
 	*x = ToPeer{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +778,7 @@ func (x *ToPeer) String() string {
 func (*ToPeer) ProtoMessage() {}
 
 func (x *ToPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +791,7 @@ func (x *ToPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToPeer.ProtoReflect.Descriptor instead.
 func (*ToPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToPeer) GetMsg() isToPeer_Msg {
@@ -723,6 +846,24 @@ func (x *ToPeer) GetLeases() *Leases {
 	return nil
 }
 
+func (x *ToPeer) GetAcks() *Acks {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPeer_Acks); ok {
+			return x.Acks
+		}
+	}
+	return nil
+}
+
+func (x *ToPeer) GetEnd() *End {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPeer_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
 type isToPeer_Msg interface {
 	isToPeer_Msg()
 }
@@ -747,6 +888,14 @@ type ToPeer_Leases struct {
 	Leases *Leases `protobuf:"bytes,5,opt,name=leases,proto3,oneof"`
 }
 
+type ToPeer_Acks struct {
+	Acks *Acks `protobuf:"bytes,6,opt,name=acks,proto3,oneof"`
+}
+
+type ToPeer_End struct {
+	End *End `protobuf:"bytes,7,opt,name=end,proto3,oneof"`
+}
+
 func (*ToPeer_Hello) isToPeer_Msg() {}
 
 func (*ToPeer_Lease) isToPeer_Msg() {}
@@ -756,6 +905,10 @@ func (*ToPeer_Cancel) isToPeer_Msg() {}
 func (*ToPeer_Reply) isToPeer_Msg() {}
 
 func (*ToPeer_Leases) isToPeer_Msg() {}
+
+func (*ToPeer_Acks) isToPeer_Msg() {}
+
+func (*ToPeer_End) isToPeer_Msg() {}
 
 // HostCall tunnels a task's Host call (messages, job-global variables,
 // checkpoints) to the coordinator, which holds that state. op is one of
@@ -776,7 +929,7 @@ type HostCall struct {
 
 func (x *HostCall) Reset() {
 	*x = HostCall{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +941,7 @@ func (x *HostCall) String() string {
 func (*HostCall) ProtoMessage() {}
 
 func (x *HostCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +954,7 @@ func (x *HostCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
 func (*HostCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HostCall) GetCallId() uint64 {
@@ -873,7 +1026,7 @@ type HostReply struct {
 
 func (x *HostReply) Reset() {
 	*x = HostReply{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1038,7 @@ func (x *HostReply) String() string {
 func (*HostReply) ProtoMessage() {}
 
 func (x *HostReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1051,7 @@ func (x *HostReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostReply.ProtoReflect.Descriptor instead.
 func (*HostReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HostReply) GetCallId() uint64 {
@@ -963,14 +1116,17 @@ type Welcome struct {
 	Slots uint32                 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
 	// How many results of earlier sessions of the job the peer hands over
 	// (Handovers) right after this message, before its first Pull.
-	Handovers     uint32 `protobuf:"varint,3,opt,name=handovers,proto3" json:"handovers,omitempty"`
+	Handovers uint32 `protobuf:"varint,3,opt,name=handovers,proto3" json:"handovers,omitempty"`
+	// The peer understands Acks and End (a coordinator sends them to no
+	// other peer: an older one would end the session at an unknown message).
+	Acks          bool `protobuf:"varint,4,opt,name=acks,proto3" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1138,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1151,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Welcome) GetName() string {
@@ -1019,6 +1175,13 @@ func (x *Welcome) GetHandovers() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetAcks() bool {
+	if x != nil {
+		return x.Acks
+	}
+	return false
+}
+
 type Refuse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -1028,7 +1191,7 @@ type Refuse struct {
 
 func (x *Refuse) Reset() {
 	*x = Refuse{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1203,7 @@ func (x *Refuse) String() string {
 func (*Refuse) ProtoMessage() {}
 
 func (x *Refuse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1216,7 @@ func (x *Refuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refuse.ProtoReflect.Descriptor instead.
 func (*Refuse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Refuse) GetReason() string {
@@ -1073,7 +1236,7 @@ type Pull struct {
 
 func (x *Pull) Reset() {
 	*x = Pull{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1248,7 @@ func (x *Pull) String() string {
 func (*Pull) ProtoMessage() {}
 
 func (x *Pull) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1261,7 @@ func (x *Pull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pull.ProtoReflect.Descriptor instead.
 func (*Pull) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Pull) GetN() uint32 {
@@ -1122,7 +1285,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1297,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1310,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Output) GetName() string {
@@ -1202,7 +1365,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1377,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1390,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Result) GetLeaseId() uint64 {
@@ -1290,7 +1453,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1465,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1478,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Progress) GetLeaseId() uint64 {
@@ -1349,7 +1512,7 @@ type Partial struct {
 
 func (x *Partial) Reset() {
 	*x = Partial{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1524,7 @@ func (x *Partial) String() string {
 func (*Partial) ProtoMessage() {}
 
 func (x *Partial) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1537,7 @@ func (x *Partial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partial.ProtoReflect.Descriptor instead.
 func (*Partial) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Partial) GetLeaseId() uint64 {
@@ -1411,7 +1574,7 @@ type FromPeer struct {
 
 func (x *FromPeer) Reset() {
 	*x = FromPeer{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1586,7 @@ func (x *FromPeer) String() string {
 func (*FromPeer) ProtoMessage() {}
 
 func (x *FromPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1599,7 @@ func (x *FromPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FromPeer.ProtoReflect.Descriptor instead.
 func (*FromPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FromPeer) GetMsg() isFromPeer_Msg {
@@ -1596,7 +1759,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1771,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1784,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Results) GetResults() []*Result {
@@ -1653,7 +1816,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1828,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1841,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Handover) GetTaskId() string {
@@ -1714,7 +1877,7 @@ type Handovers struct {
 
 func (x *Handovers) Reset() {
 	*x = Handovers{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1889,7 @@ func (x *Handovers) String() string {
 func (*Handovers) ProtoMessage() {}
 
 func (x *Handovers) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1902,7 @@ func (x *Handovers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handovers.ProtoReflect.Descriptor instead.
 func (*Handovers) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Handovers) GetHandovers() []*Handover {
@@ -1775,7 +1938,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xed\x03\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x81\x04\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -1796,7 +1959,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x04cpus\x18\x0e \x01(\x01R\x04cpus\x12\x0e\n" +
 	"\x02os\x18\x0f \x01(\tR\x02os\x12\x12\n" +
 	"\x04arch\x18\x10 \x01(\tR\x04arch\x12\x10\n" +
-	"\x03run\x18\x11 \x01(\tR\x03run\"\xa4\x01\n" +
+	"\x03run\x18\x11 \x01(\tR\x03run\x12\x12\n" +
+	"\x04acks\x18\x12 \x01(\bR\x04acks\"\xa4\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1808,13 +1972,20 @@ const file_peer_proto_rawDesc = "" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"5\n" +
 	"\x06Leases\x12+\n" +
-	"\x06leases\x18\x01 \x03(\v2\x13.p2pc.peer.v1.LeaseR\x06leases\"\xfa\x01\n" +
+	"\x06leases\x18\x01 \x03(\v2\x13.p2pc.peer.v1.LeaseR\x06leases\"9\n" +
+	"\x04Acks\x12\x1b\n" +
+	"\tlease_ids\x18\x01 \x03(\x04R\bleaseIds\x12\x14\n" +
+	"\x05tasks\x18\x02 \x03(\tR\x05tasks\"\x1b\n" +
+	"\x03End\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\"\xcb\x02\n" +
 	"\x06ToPeer\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.p2pc.peer.v1.HelloH\x00R\x05hello\x12+\n" +
 	"\x05lease\x18\x02 \x01(\v2\x13.p2pc.peer.v1.LeaseH\x00R\x05lease\x12.\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x14.p2pc.peer.v1.CancelH\x00R\x06cancel\x12/\n" +
 	"\x05reply\x18\x04 \x01(\v2\x17.p2pc.peer.v1.HostReplyH\x00R\x05reply\x12.\n" +
-	"\x06leases\x18\x05 \x01(\v2\x14.p2pc.peer.v1.LeasesH\x00R\x06leasesB\x05\n" +
+	"\x06leases\x18\x05 \x01(\v2\x14.p2pc.peer.v1.LeasesH\x00R\x06leases\x12(\n" +
+	"\x04acks\x18\x06 \x01(\v2\x12.p2pc.peer.v1.AcksH\x00R\x04acks\x12%\n" +
+	"\x03end\x18\a \x01(\v2\x11.p2pc.peer.v1.EndH\x00R\x03endB\x05\n" +
 	"\x03msg\"\x9e\x01\n" +
 	"\bHostCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x19\n" +
@@ -1832,11 +2003,12 @@ const file_peer_proto_rawDesc = "" +
 	"\x02ok\x18\x05 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04from\x18\x06 \x01(\tR\x04from\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x12 \n" +
-	"\vunsupported\x18\b \x01(\bR\vunsupported\"Q\n" +
+	"\vunsupported\x18\b \x01(\bR\vunsupported\"e\n" +
 	"\aWelcome\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\x12\x1c\n" +
-	"\thandovers\x18\x03 \x01(\rR\thandovers\" \n" +
+	"\thandovers\x18\x03 \x01(\rR\thandovers\x12\x12\n" +
+	"\x04acks\x18\x04 \x01(\bR\x04acks\" \n" +
 	"\x06Refuse\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
 	"\x04Pull\x12\f\n" +
@@ -1897,7 +2069,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
@@ -1906,20 +2078,22 @@ var file_peer_proto_goTypes = []any{
 	(*Lease)(nil),        // 4: p2pc.peer.v1.Lease
 	(*Cancel)(nil),       // 5: p2pc.peer.v1.Cancel
 	(*Leases)(nil),       // 6: p2pc.peer.v1.Leases
-	(*ToPeer)(nil),       // 7: p2pc.peer.v1.ToPeer
-	(*HostCall)(nil),     // 8: p2pc.peer.v1.HostCall
-	(*HostReply)(nil),    // 9: p2pc.peer.v1.HostReply
-	(*Welcome)(nil),      // 10: p2pc.peer.v1.Welcome
-	(*Refuse)(nil),       // 11: p2pc.peer.v1.Refuse
-	(*Pull)(nil),         // 12: p2pc.peer.v1.Pull
-	(*Output)(nil),       // 13: p2pc.peer.v1.Output
-	(*Result)(nil),       // 14: p2pc.peer.v1.Result
-	(*Progress)(nil),     // 15: p2pc.peer.v1.Progress
-	(*Partial)(nil),      // 16: p2pc.peer.v1.Partial
-	(*FromPeer)(nil),     // 17: p2pc.peer.v1.FromPeer
-	(*Results)(nil),      // 18: p2pc.peer.v1.Results
-	(*Handover)(nil),     // 19: p2pc.peer.v1.Handover
-	(*Handovers)(nil),    // 20: p2pc.peer.v1.Handovers
+	(*Acks)(nil),         // 7: p2pc.peer.v1.Acks
+	(*End)(nil),          // 8: p2pc.peer.v1.End
+	(*ToPeer)(nil),       // 9: p2pc.peer.v1.ToPeer
+	(*HostCall)(nil),     // 10: p2pc.peer.v1.HostCall
+	(*HostReply)(nil),    // 11: p2pc.peer.v1.HostReply
+	(*Welcome)(nil),      // 12: p2pc.peer.v1.Welcome
+	(*Refuse)(nil),       // 13: p2pc.peer.v1.Refuse
+	(*Pull)(nil),         // 14: p2pc.peer.v1.Pull
+	(*Output)(nil),       // 15: p2pc.peer.v1.Output
+	(*Result)(nil),       // 16: p2pc.peer.v1.Result
+	(*Progress)(nil),     // 17: p2pc.peer.v1.Progress
+	(*Partial)(nil),      // 18: p2pc.peer.v1.Partial
+	(*FromPeer)(nil),     // 19: p2pc.peer.v1.FromPeer
+	(*Results)(nil),      // 20: p2pc.peer.v1.Results
+	(*Handover)(nil),     // 21: p2pc.peer.v1.Handover
+	(*Handovers)(nil),    // 22: p2pc.peer.v1.Handovers
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
@@ -1928,30 +2102,32 @@ var file_peer_proto_depIdxs = []int32{
 	3,  // 3: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
 	4,  // 4: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
 	5,  // 5: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
-	9,  // 6: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
+	11, // 6: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
 	6,  // 7: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
-	13, // 8: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	10, // 9: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	11, // 10: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	12, // 11: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	14, // 12: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	15, // 13: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	16, // 14: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	8,  // 15: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
-	18, // 16: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
-	20, // 17: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
-	14, // 18: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
-	14, // 19: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
-	19, // 20: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
-	0,  // 21: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	7,  // 22: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 23: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	17, // 24: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	23, // [23:25] is the sub-list for method output_type
-	21, // [21:23] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	7,  // 8: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
+	8,  // 9: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
+	15, // 10: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	12, // 11: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	13, // 12: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	14, // 13: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	16, // 14: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	17, // 15: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	18, // 16: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	10, // 17: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	20, // 18: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
+	22, // 19: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
+	16, // 20: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	16, // 21: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
+	21, // 22: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
+	0,  // 23: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	9,  // 24: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 25: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	19, // 26: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	25, // [25:27] is the sub-list for method output_type
+	23, // [23:25] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1959,14 +2135,16 @@ func file_peer_proto_init() {
 	if File_peer_proto != nil {
 		return
 	}
-	file_peer_proto_msgTypes[7].OneofWrappers = []any{
+	file_peer_proto_msgTypes[9].OneofWrappers = []any{
 		(*ToPeer_Hello)(nil),
 		(*ToPeer_Lease)(nil),
 		(*ToPeer_Cancel)(nil),
 		(*ToPeer_Reply)(nil),
 		(*ToPeer_Leases)(nil),
+		(*ToPeer_Acks)(nil),
+		(*ToPeer_End)(nil),
 	}
-	file_peer_proto_msgTypes[17].OneofWrappers = []any{
+	file_peer_proto_msgTypes[19].OneofWrappers = []any{
 		(*FromPeer_Welcome)(nil),
 		(*FromPeer_Refuse)(nil),
 		(*FromPeer_Pull)(nil),
@@ -1983,7 +2161,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

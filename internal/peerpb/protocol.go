@@ -20,6 +20,10 @@ const (
 	MaxBatchBytes = 1 << 20
 )
 
+// MaxAcks bounds the IDs (lease IDs and task IDs together) in one Acks
+// message.
+const MaxAcks = 4096
+
 // LeaseGrace: a coordinator revokes a lease that has run longer than its
 // job's task timeout plus LeaseGrace (the backstop for a peer that hangs
 // with its connection up) and charges the peer with it. A peer whose

@@ -191,6 +191,10 @@ type Attempt struct {
 	// Check: a trusted run on the submitter's own slot (a spot check, or
 	// the re-verification of what a caught peer voted for).
 	Check bool `json:"check,omitempty"`
+	// HandedOver: the peer finished the attempt while the job's
+	// coordinator was gone (or sent it just before it went) and handed
+	// the result over to the rerun; start and end are the attempt's own.
+	HandedOver bool `json:"handed_over,omitempty"`
 }
 
 // Write stores r as dir/report.json atomically: a temp file, fsync,

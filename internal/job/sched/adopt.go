@@ -43,6 +43,7 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 		return nil // every replica it needs is running
 	}
 	l := q.leaseLocked(t, peer, digestOnly)
+	l.HandedOver = true
 	if !start.IsZero() && start.Before(l.Start) {
 		l.Start = start.UTC()
 	}

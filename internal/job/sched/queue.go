@@ -162,6 +162,9 @@ type Lease struct {
 	// Check: a trusted run on the submitter's slot, whose result decides
 	// the task (spot checks).
 	Check bool
+	// HandedOver: a result the peer finished in an earlier session of
+	// the job and handed over (Adopt).
+	HandedOver bool
 
 	// revoked is closed when the lease is taken back (the task was
 	// decided, the lease timed out, or the run ends: the worker should
@@ -750,7 +753,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 
 // recordLocked appends l's attempt to the report.
 func (q *Queue) recordLocked(l *Lease, res Result) {
-	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed()}
+	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed(), HandedOver: l.HandedOver}
 	if res.Err != nil {
 		att.Error = res.Err.Error()
 	}

@@ -474,7 +474,13 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 		if t == nil {
 			return Probe(), errors.New("start in cgroup: no cgroup tree")
 		}
-		tid := []byte(strconv.Itoa(unix.Gettid()))
+		// "0" moves the writing thread alone: the kernel then skips the
+		// lock that a named thread's or process's move takes for
+		// writing (cgroup_threadgroup_rwsem), whose first taking in a
+		// while waits for an RCU grace period: 10 to 15 ms of every
+		// p2pc run's first plugin start, measured on this VM
+		// (BenchmarkStartPhases/cgroup-join).
+		tid := []byte("0")
 		for _, d := range folders(t.home) {
 			f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
 			if err != nil {

@@ -189,6 +189,28 @@ func TestHostileFillDisk(t *testing.T) {
 		record(t, true, "bounded: "+err.Error())
 		stillServes(t, pl)
 	})
+	// As a peer run as root runs it: as the task user, whose limits a
+	// root without CAP_SYS_RESOURCE may set only as that user (Floor).
+	t.Run("confined-task-user", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("tasks run as another user only for a host run as root")
+		}
+		u, err := sandbox.TaskUser("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, logs := testConfig(t, "task")
+		cfg.Limits, cfg.Sandbox.User = lim, u
+		pl := NewPool(cfg, 1)
+		t.Cleanup(func() { pl.Close() })
+		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err == nil || !strings.Contains(err.Error(), "file too large") {
+			t.Fatalf("fill as %s: got %v, want file too large", u, err)
+		}
+		if w := logs.find("plugin resource limits"); len(w) > 0 {
+			t.Errorf("limits not set: %v", w)
+		}
+		stillServes(t, pl)
+	})
 	t.Run("unconfined", func(t *testing.T) {
 		pl := limitPool(t, false, lim)
 		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err != nil {

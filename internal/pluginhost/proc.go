@@ -358,17 +358,14 @@ func (r *procRunner) Start(context.Context) error {
 	}
 	p.wg.Add(1)
 	p.cg = p.pool.newCgroup()
-	st, err := spawn(r.cmd, p.pool.policy(), p.cg, p.pool.cfg.Limits, r.watch)
+	st, err := spawn(r.cmd, p.pool.confinement(), p.cg, p.pool.cfg.Limits, r.watch)
 	if err != nil {
 		p.wg.Done()
 		return err
 	}
 	p.pool.noteConfinement(st)
 	p.pid, p.os = r.cmd.Process.Pid, r.cmd.Process
-	if err := sandbox.Floor(p.pid); err != nil {
-		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
-	}
-	if err := sandbox.SetFileSize(p.pid, p.pool.cfg.Limits); err != nil {
+	if err := sandbox.Floor(p.pid, p.pool.cfg.Limits); err != nil {
 		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
 	}
 	return nil

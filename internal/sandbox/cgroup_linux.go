@@ -440,14 +440,14 @@ func readSmall(path string) []byte {
 func (c *Cgroup) Limits() Limits { return c.limits }
 
 // StartConfined starts cmd from the calling thread (locked to its
-// goroutine for good, see ConfineThread) confined to pol, at idle
+// goroutine for good, see ConfineThread) confined to conf, at idle
 // priority if l.Idle, and in cgroup c (nil for none) from its first
 // instruction: on v2 the kernel clones it into c (CLONE_INTO_CGROUP); on
 // v1 the thread joins c, forks, and goes back to the host's cgroups (a
 // child is born in its parent thread's v1 cgroups). The cgroup files
 // are opened before the thread is confined: Landlock would refuse them
 // after.
-func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, error) {
+func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Status, error) {
 	if l.Idle && !isDisabled() {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
@@ -507,31 +507,17 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 	}
 	// On v2 the fork is a clone3 (CLONE_INTO_CGROUP) made under the
 	// filter the thread installs: let it through there.
-	pol.Clone3 = c != nil && c.version == 2
-	st, err := ConfineThread(pol)
+	st, err := conf.confineThread(c != nil && c.version == 2)
 	if err != nil {
 		return st, err
 	}
-	if cred := Credential(pol); cred != nil { // the task user
+	if cred := Credential(conf.pol); cred != nil { // the task user
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
 		cmd.SysProcAttr.Credential = cred
 	}
 	return st, cmd.Start()
-}
-
-// SetFileSize sets RLIMIT_FSIZE of process pid to l.FileSize (nothing
-// when 0). Like Floor it runs right after the exec.
-func SetFileSize(pid int, l Limits) error {
-	if l.FileSize <= 0 || isDisabled() {
-		return nil
-	}
-	lim := unix.Rlimit{Cur: uint64(l.FileSize), Max: uint64(l.FileSize)}
-	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
-		return fmt.Errorf("file size limit of %d: %w", pid, err)
-	}
-	return nil
 }
 
 // Procs lists the processes in the cgroup.

@@ -221,10 +221,16 @@ func BenchmarkStartPhases(b *testing.B) {
 			}
 		})
 	})
-	whole := func(b *testing.B, confined bool) {
+	// The whole start and stop: each process confined afresh (a new
+	// namespace and ruleset, as before Confinement was shared), as the
+	// plugin host confines the processes of one pool (one Confinement),
+	// and unconfined.
+	whole := func(b *testing.B, confined, shared bool) {
 		if !confined {
 			b.Cleanup(DisableForTest())
 		}
+		conf := NewConfinement(pol)
+		defer conf.Close()
 		cpu(b, func(b *testing.B) {
 			for b.Loop() {
 				var c *Cgroup
@@ -234,9 +240,12 @@ func BenchmarkStartPhases(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				if !shared {
+					conf.Close()
+				}
 				cmd := exec.Command("/bin/true")
 				err := onFreshThread(func() error {
-					if _, err := StartConfined(cmd, pol, c, Limits{}); err != nil {
+					if _, err := StartConfined(cmd, conf, c, Limits{}); err != nil {
 						return err
 					}
 					return cmd.Wait()
@@ -252,6 +261,7 @@ func BenchmarkStartPhases(b *testing.B) {
 			}
 		})
 	}
-	b.Run("whole-confined", func(b *testing.B) { whole(b, true) })
-	b.Run("whole-unconfined", func(b *testing.B) { whole(b, false) })
+	b.Run("whole-confined-fresh", func(b *testing.B) { whole(b, true, false) })
+	b.Run("whole-confined-pool", func(b *testing.B) { whole(b, true, true) })
+	b.Run("whole-unconfined", func(b *testing.B) { whole(b, false, true) })
 }

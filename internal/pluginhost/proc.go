@@ -109,6 +109,7 @@ func (p *proc) shutdown() {
 		p.killGroup()
 		cg := p.cgroup()
 		if cg != nil {
+			p.awaitExit(exitWait)
 			cg.Kill()
 		}
 		<-p.startDone
@@ -126,6 +127,26 @@ func (p *proc) shutdown() {
 		}
 		p.pool.forget(p)
 	})
+}
+
+// exitWait bounds how long shutdown waits for a SIGKILLed plugin to die
+// before it kills its cgroup.
+const exitWait = 100 * time.Millisecond
+
+// awaitExit waits up to d for the started process to exit. The SIGKILL
+// of its process group has usually ended everything in its cgroup by
+// then, so the cgroup's kill is one read of its list, not a freeze, a
+// kill and a wait polled every millisecond (2 to 3 ms of a run's end).
+func (p *proc) awaitExit(d time.Duration) {
+	if p.pidValue() == 0 || sandbox.Paused() {
+		return // never started (nothing closes exited), or frozen: it dies once its cgroup's kill thaws it
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+	}
 }
 
 // shutdownAfterCrash gives a process whose call failed in transport a

@@ -952,3 +952,22 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// Warm makes ahead, on a goroutine of its own, what the first confined
+// start of this process needs: Probe's answers (and the network
+// namespace it keeps for the first pool) and this process's cgroup tree.
+// A caller overlaps it with its own start (p2pc run with its spec and
+// plugin) and calls wait before it removes the tree (CloseCgroups).
+// Nothing happens when confinement is off.
+func Warm() (wait func()) {
+	if isDisabled() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Probe()
+		Cgroups()
+	}()
+	return func() { <-done }
+}

@@ -480,7 +480,7 @@ func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Statu
 		// while waits for an RCU grace period: 10 to 15 ms of every
 		// p2pc run's first plugin start, measured on this VM
 		// (BenchmarkStartPhases/cgroup-join).
-		tid := []byte("0")
+		self := []byte("0")
 		for _, d := range folders(t.home) {
 			f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
 			if err != nil {
@@ -492,7 +492,7 @@ func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Statu
 			// The thread stays in c if this fails: it is the plugin's
 			// own and ends with it, but c's limits count it.
 			for _, f := range back {
-				f.Write(tid)
+				f.Write(self)
 			}
 		}()
 		join := folders(c.dirs)
@@ -500,7 +500,7 @@ func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Statu
 			join = append(join, d) // the tree's quota holds for it
 		}
 		for _, d := range join {
-			if err := writeFile(filepath.Join(d, "tasks"), string(tid)); err != nil {
+			if err := writeFile(filepath.Join(d, "tasks"), string(self)); err != nil {
 				return Probe(), fmt.Errorf("start in cgroup: %w", err)
 			}
 		}

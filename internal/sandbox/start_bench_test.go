@@ -26,7 +26,7 @@ func cpuNow() time.Duration {
 // this process's CPU (the kernel's asynchronous teardown of a network
 // namespace is not in it); steadier than ns/op on a shared machine.
 //
-//	go test ./internal/sandbox -run '^$' -bench StartPhases -benchtime 200x -count 5
+//	go test ./internal/sandbox -run '^$' -bench StartPhases -benchtime 100x -count 5
 func BenchmarkStartPhases(b *testing.B) {
 	st := Probe()
 	pol := Policy{ReadWrite: []string{b.TempDir()}}

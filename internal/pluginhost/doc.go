@@ -84,9 +84,9 @@
 //     forked from a fresh OS thread that is confined first and lives until the process has
 //     exited (it then waits for the exit, below). The pool's processes
 //     share one sandbox.Confinement, made before its first start and
-//     closed by Close: one private network namespace and one Landlock
-//     ruleset per pool, each process with a Landlock domain and a
-//     seccomp filter of its own. Confinement says what
+//     closed by Close: one private network namespace per pool, each
+//     process with a Landlock domain and a seccomp filter of its own.
+//     Confinement says what
 //     this machine gave, and the pool logs a Warn once when files or the
 //     network could not be confined;
 //   - runs in Config.Dir, by default a private directory (0700) that Close

@@ -49,7 +49,7 @@ type Pool struct {
 	grantOnce sync.Once
 	grantErr  error
 	// conf is the confinement every process of the pool shares (its
-	// network namespace and Landlock ruleset), made with the grant.
+	// private network namespace), made with the grant.
 	conf *sandbox.Confinement
 
 	// confined is the confinement the first start got (logged once).

@@ -95,44 +95,38 @@ func takeNetNS() (*netNS, error) {
 }
 
 // Confinement is a Policy made ready for the processes of one pool (one
-// job on one peer): its private network namespace and its Landlock
-// ruleset are made on the first start and shared by every later one,
-// so a pool's next process costs a setns and a landlock_restrict_self
-// instead of a new namespace (whose making and asynchronous teardown
-// are the dearest part of a confined start) and a new ruleset. Each
-// process still gets a Landlock domain and a seccomp filter of its own.
-// Safe for concurrent use; Close it once its last process has started.
+// job on one peer): its private network namespace is made on the first
+// start and joined (setns) by every later one, instead of a namespace
+// per process, whose making and asynchronous teardown were the dearest
+// part of a confined start. Each process still gets a Landlock domain
+// of its own, from a ruleset built at its start (a ruleset holds the
+// files it names, not their paths: one kept for the pool's life would
+// miss a file replaced meanwhile, as a re-exported plugin or a renamed
+// /etc/resolv.conf), and a seccomp filter of its own. Safe for
+// concurrent use; Close it once its last process has started.
 type Confinement struct {
 	pol Policy
 
-	mu    sync.Mutex
-	ready bool
-	ns    *netNS // nil with the network or without namespaces
-	rules int    // the Landlock ruleset, -1 if none
+	mu sync.Mutex
+	ns *netNS // nil with the network, without namespaces, or before the first start
 }
 
-// NewConfinement prepares nothing yet: the first start does, so that an
-// error of the policy surfaces there.
-func NewConfinement(p Policy) *Confinement { return &Confinement{pol: p, rules: -1} }
+// NewConfinement prepares nothing yet: the first start does.
+func NewConfinement(p Policy) *Confinement { return &Confinement{pol: p} }
 
 // Policy is the confinement's policy.
 func (c *Confinement) Policy() Policy { return c.pol }
 
-// Close lets the namespace and the ruleset go (the namespace lives on
-// while a process is in it). A start after Close prepares them anew.
+// Close lets the namespace go (it lives on while a process is in it). A
+// start after Close makes a new one.
 func (c *Confinement) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
-	if c.ns != nil {
-		err = c.ns.close()
-		c.ns = nil
+	if c.ns == nil {
+		return nil
 	}
-	if c.rules >= 0 {
-		err = errors.Join(err, unix.Close(c.rules))
-		c.rules = -1
-	}
-	c.ready = false
+	err := c.ns.close()
+	c.ns = nil
 	return err
 }
 
@@ -148,17 +142,36 @@ func ConfineThread(p Policy) (Status, error) {
 	return c.confineThread(p.Clone3)
 }
 
-// confineThread confines the calling thread as ConfineThread does, with
-// the confinement's namespace and ruleset (made on the first call; after
-// a failure the next call tries anew); clone3 as Policy.Clone3.
+// confineThread confines the calling thread as ConfineThread does, in
+// the confinement's network namespace (made on the first call); clone3
+// as Policy.Clone3.
 func (c *Confinement) confineThread(clone3 bool) (Status, error) {
 	st := Probe()
 	if st.Disabled {
 		return st, nil
 	}
 	st = st.WithUser(c.pol.User)
-	if err := c.enter(st); err != nil {
-		return st, err
+	if !c.pol.Network && st.NetNS {
+		if err := c.joinNetNS(); err != nil {
+			return st, err
+		}
+	}
+	if st.LandlockABI < 1 && !st.Seccomp {
+		return st, nil
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return st, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if st.LandlockABI >= 1 {
+		fd, err := ruleset(st.LandlockABI, c.pol)
+		if err != nil {
+			return st, err
+		}
+		_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0)
+		unix.Close(fd)
+		if errno != 0 {
+			return st, fmt.Errorf("landlock restrict self: %w", errno)
+		}
 	}
 	if st.Seccomp {
 		if err := installSeccomp(clone3); err != nil {
@@ -168,46 +181,19 @@ func (c *Confinement) confineThread(clone3 bool) (Status, error) {
 	return st, nil
 }
 
-// enter prepares the namespace and the ruleset if need be, moves the
-// calling thread into the namespace, sets no_new_privs and applies the
-// ruleset.
-func (c *Confinement) enter(st Status) error {
+// joinNetNS moves the calling thread into the confinement's network
+// namespace, taking one first if it has none.
+func (c *Confinement) joinNetNS() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ready {
-		if !c.pol.Network && st.NetNS && c.ns == nil {
-			ns, err := takeNetNS()
-			if err != nil {
-				return err
-			}
-			c.ns = ns
-		}
-		if st.LandlockABI >= 1 && c.rules < 0 {
-			fd, err := ruleset(st.LandlockABI, c.pol)
-			if err != nil {
-				return err
-			}
-			c.rules = fd
-		}
-		c.ready = true
-	}
-	if c.ns != nil {
-		if err := c.ns.join(); err != nil {
+	if c.ns == nil {
+		ns, err := takeNetNS()
+		if err != nil {
 			return err
 		}
+		c.ns = ns
 	}
-	if st.LandlockABI < 1 && !st.Seccomp {
-		return nil
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if c.rules >= 0 {
-		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(c.rules), 0, 0); errno != 0 {
-			return fmt.Errorf("landlock restrict self: %w", errno)
-		}
-	}
-	return nil
+	return c.ns.join()
 }
 
 // ruleset builds the Landlock ruleset of p for ABI abi.

@@ -15,7 +15,7 @@
 //     of one job on one peer share an empty namespace whose loopback
 //     stays down (see docs/sandbox.md: no weaker than one each);
 //   - no_new_privs, then a Landlock domain (landlock_restrict_self on
-//     the thread only, with the Confinement's ruleset, built once): read and execute beneath SystemReadOnly and
+//     the thread only): read and execute beneath SystemReadOnly and
 //     Policy.ReadOnly, read and write of SystemDevices, every file right
 //     beneath Policy.ReadWrite, nothing else; TCP bind and connect
 //     refused (ABI >= 4) unless Policy.Network; signals to and abstract

@@ -414,7 +414,14 @@ func (r *procRunner) watch() {
 	cg := p.cg
 	p.mu.Unlock()
 	if cg != nil { // double-forked descendants too
-		cg.Kill()
+		// From another thread: this one is confined, and Landlock
+		// refuses it the cgroup's files (the kill found nothing).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cg.Kill()
+		}()
+		<-done
 	}
 	close(p.exited)
 	t := time.NewTimer(pipeGrace)

@@ -268,6 +268,12 @@ func (t *cgroupTree) remove() error {
 // frozen process does not die of SIGKILL until it is thawed, and a child
 // cannot be thawed beneath a frozen parent.
 func removeCgroupDir(dir string) error {
+	// The common case, at a p2pc's exit: its plugins' cgroups are gone
+	// and nothing runs in the tree; the kernel refuses (EBUSY) a cgroup
+	// with processes or children, which the rest handles.
+	if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

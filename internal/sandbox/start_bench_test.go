@@ -261,6 +261,23 @@ func BenchmarkStartPhases(b *testing.B) {
 			}
 		})
 	}
+	b.Run("tree-remove", func(b *testing.B) { // CloseCgroups at a p2pc's exit
+		if !haveCgroups {
+			b.Skip("no cgroups here")
+		}
+		var spent time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			Cgroups()
+			b.StartTimer()
+			c0 := cpuNow()
+			if err := CloseCgroups(); err != nil {
+				b.Fatal(err)
+			}
+			spent += cpuNow() - c0
+		}
+		b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "cpu-us/op")
+	})
 	b.Run("whole-confined-fresh", func(b *testing.B) { whole(b, true, false) })
 	b.Run("whole-confined-pool", func(b *testing.B) { whole(b, true, true) })
 	b.Run("whole-unconfined", func(b *testing.B) { whole(b, false, true) })

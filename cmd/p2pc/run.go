@@ -64,6 +64,11 @@ func (c *RunCmd) Run(g *Globals) error {
 	if slots < 0 {
 		slots = runtime.NumCPU()
 	}
+	if slots > 0 {
+		// The sandbox's first start (probes, a network namespace, the
+		// cgroup tree) overlaps preparing the job and starting the swarm.
+		defer sandbox.Warm()()
+	}
 	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
 		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
 	}

@@ -4,7 +4,9 @@ package pluginhost
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
@@ -29,4 +31,53 @@ func BenchmarkWarmRunLimits(b *testing.B) {
 		}
 	}
 	reportCPU(b, pid, plugin0, host0)
+}
+
+// BenchmarkPoolLife: one pool's life as a local p2pc run lives it, each
+// part timed: the first process's start (Describe), a second process
+// started for two tasks at once, and Close (both killed, their cgroups
+// removed). Confined and not, in the same run:
+//
+//	go test ./internal/pluginhost -run '^$' -bench PoolLife -benchtime 40x -count 5
+func BenchmarkPoolLife(b *testing.B) {
+	for _, confined := range []bool{true, false} {
+		name := "confined"
+		if !confined {
+			name = "off"
+		}
+		b.Run(name, func(b *testing.B) {
+			if !confined {
+				b.Cleanup(sandbox.DisableForTest())
+			}
+			cfg, _ := testConfig(b, "task")
+			ctx := context.Background()
+			var first, second, closing time.Duration
+			host0 := selfCPU()
+			for b.Loop() {
+				pl := NewPool(cfg, 2)
+				t0 := time.Now()
+				if _, err := pl.Describe(ctx); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				var wg sync.WaitGroup
+				for range 2 {
+					wg.Go(func() {
+						if _, err := pl.Run(ctx, req("pid", params{Op: "pid", MS: 20}), nil, 0); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				t2 := time.Now()
+				pl.Close()
+				first, second, closing = first+t1.Sub(t0), second+t2.Sub(t1), closing+time.Since(t2)
+			}
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+			b.ReportMetric(per(first), "first-start-ms")
+			b.ReportMetric(per(second)-20, "second-start-ms") // less the task's 20 ms
+			b.ReportMetric(per(closing), "close-ms")
+			b.ReportMetric(per(selfCPU()-host0), "host-cpu-ms/op")
+		})
+	}
 }

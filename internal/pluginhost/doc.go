@@ -82,7 +82,11 @@
 //     (a root host's task user: the pool opens its paths to that user
 //     first, sandbox.Grant), under a seccomp deny list. The process is
 //     forked from a fresh OS thread that is confined first and lives until the process has
-//     exited (it then waits for the exit, below); Confinement says what
+//     exited (it then waits for the exit, below). The pool's processes
+//     share one sandbox.Confinement, made before its first start and
+//     closed by Close: one private network namespace per pool, each
+//     process with a Landlock domain and a seccomp filter of its own.
+//     Confinement says what
 //     this machine gave, and the pool logs a Warn once when files or the
 //     network could not be confined;
 //   - runs in Config.Dir, by default a private directory (0700) that Close
@@ -119,7 +123,9 @@
 // After every call that leaves the process warm, every other process of
 // its cgroup is killed (what the task started, double-forked daemons
 // included); when the process ends or is killed the whole cgroup is
-// killed and removed. A call during which the kernel killed for memory or
+// killed and removed (after the process itself has died of its group's
+// SIGKILL, up to 100 ms, so the cgroup's kill rarely finds anything left).
+// A call during which the kernel killed for memory or
 // refused a fork fails with a *sandbox.LimitError as Kind ("exceeded
 // memory limit 256 MiB", "process limit 64 reached"; Classify: task_error).
 //

@@ -75,6 +75,18 @@ func limitAttack(name, arg string) (*sdk.Result, error) {
 			}
 		}
 		return nil, fmt.Errorf("daemon %d did not start a session", pid)
+	case "daemonexit": // after its answer: a daemon (its pid in file arg), then exit
+		time.AfterFunc(100*time.Millisecond, func() {
+			res, err := limitAttack("daemon", "")
+			if err == nil {
+				err = os.WriteFile(arg, res.Data, 0o644)
+			}
+			if err != nil {
+				writeFD2("daemonexit: " + err.Error() + "\n")
+			}
+			os.Exit(0)
+		})
+		return ok("later")
 	case "policy": // the scheduling policy of the process
 		a, err := unix.SchedGetAttr(0, 0)
 		if err != nil {
@@ -189,6 +201,28 @@ func TestHostileFillDisk(t *testing.T) {
 		record(t, true, "bounded: "+err.Error())
 		stillServes(t, pl)
 	})
+	// As a peer run as root runs it: as the task user, whose limits a
+	// root without CAP_SYS_RESOURCE may set only as that user (Floor).
+	t.Run("confined-task-user", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("tasks run as another user only for a host run as root")
+		}
+		u, err := sandbox.TaskUser("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, logs := testConfig(t, "task")
+		cfg.Limits, cfg.Sandbox.User = lim, u
+		pl := NewPool(cfg, 1)
+		t.Cleanup(func() { pl.Close() })
+		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err == nil || !strings.Contains(err.Error(), "file too large") {
+			t.Fatalf("fill as %s: got %v, want file too large", u, err)
+		}
+		if w := logs.find("plugin resource limits"); len(w) > 0 {
+			t.Errorf("limits not set: %v", w)
+		}
+		stillServes(t, pl)
+	})
 	t.Run("unconfined", func(t *testing.T) {
 		pl := limitPool(t, false, lim)
 		if _, err := runAttack(t, pl, "fill", "40", 20*time.Second); err != nil {
@@ -231,6 +265,30 @@ func TestHostileDoubleForkedDaemon(t *testing.T) {
 		}
 		record(t, false, "succeeded")
 	})
+}
+
+// TestIdleExitKillsDaemons: a plugin that leaves a daemon behind after
+// its call (out of reach of the kill after each call) and then exits
+// while idle takes the daemon with it: its cgroup is killed as soon as
+// it exits, not when the pool next looks at it.
+func TestIdleExitKillsDaemons(t *testing.T) {
+	needCgroups(t)
+	pl := limitPool(t, true, sandbox.Limits{})
+	plugin := runPID(t, pl)
+	if _, err := runAttack(t, pl, "daemonexit", "daemon.pid", 20*time.Second); err != nil {
+		t.Fatalf("daemonexit: %v", err)
+	}
+	waitDead(t, plugin, 5*time.Second, "plugin")
+	b, err := os.ReadFile(filepath.Join(pl.privateRoot(), "work", "daemon.pid"))
+	if err != nil {
+		t.Fatalf("the plugin left no daemon: %v", err)
+	}
+	daemon, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatalf("daemon pid %q: %v", b, err)
+	}
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
+	waitDead(t, daemon, 2*time.Second, "daemon of the exited plugin")
 }
 
 func TestHostileHangIgnoringSIGTERM(t *testing.T) {

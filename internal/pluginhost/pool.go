@@ -48,6 +48,9 @@ type Pool struct {
 	// granted: the task user was given the policy's paths (Grant).
 	grantOnce sync.Once
 	grantErr  error
+	// conf is the confinement every process of the pool shares (its
+	// private network namespace), made with the grant.
+	conf *sandbox.Confinement
 
 	// confined is the confinement the first start got (logged once).
 	confinedOnce sync.Once
@@ -200,6 +203,12 @@ func (pl *Pool) Close() error {
 			wg.Go(p.shutdown)
 		}
 		wg.Wait()
+		pl.mu.Lock()
+		conf := pl.conf
+		pl.mu.Unlock()
+		if conf != nil { // no start after closed: every one has ended
+			pl.closeErr = conf.Close()
+		}
 		for _, o := range d.owned {
 			pl.closeErr = errors.Join(pl.closeErr, o.Remove())
 		}
@@ -413,7 +422,13 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 	p := newProc(pl)
 	pl.all[p] = struct{}{}
 	pl.mu.Unlock()
-	pl.grantOnce.Do(func() { pl.grantErr = sandbox.Grant(pl.policy(), pl.hostLog) })
+	pl.grantOnce.Do(func() {
+		pol := pl.policy()
+		pl.grantErr = sandbox.Grant(pol, pl.hostLog)
+		pl.mu.Lock()
+		pl.conf = sandbox.NewConfinement(pol)
+		pl.mu.Unlock()
+	})
 	if pl.grantErr != nil {
 		pl.stats.startFailures.Add(1)
 		pl.forget(p) // never started
@@ -534,6 +549,14 @@ func (pl *Pool) policy() sandbox.Policy {
 	p.ReadOnly = append(append([]string(nil), p.ReadOnly...), pl.cfg.Path)
 	p.ReadWrite = append(append([]string(nil), p.ReadWrite...), d.home, d.tmp, d.work, d.sock)
 	return p
+}
+
+// confinement is the pool's shared confinement (made before its first
+// start: see start).
+func (pl *Pool) confinement() *sandbox.Confinement {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.conf
 }
 
 // noteConfinement logs, once per pool, how its processes are confined:

@@ -109,6 +109,7 @@ func (p *proc) shutdown() {
 		p.killGroup()
 		cg := p.cgroup()
 		if cg != nil {
+			p.awaitExit(exitWait)
 			cg.Kill()
 		}
 		<-p.startDone
@@ -126,6 +127,26 @@ func (p *proc) shutdown() {
 		}
 		p.pool.forget(p)
 	})
+}
+
+// exitWait bounds how long shutdown waits for a SIGKILLed plugin to die
+// before it kills its cgroup.
+const exitWait = 100 * time.Millisecond
+
+// awaitExit waits up to d for the started process to exit. The SIGKILL
+// of its process group has usually ended everything in its cgroup by
+// then, so the cgroup's kill is one read of its list, not a freeze, a
+// kill and a wait polled every millisecond (2 to 3 ms of a run's end).
+func (p *proc) awaitExit(d time.Duration) {
+	if p.pidValue() == 0 || sandbox.Paused() {
+		return // never started (nothing closes exited), or frozen: it dies once its cgroup's kill thaws it
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+	}
 }
 
 // shutdownAfterCrash gives a process whose call failed in transport a
@@ -358,17 +379,14 @@ func (r *procRunner) Start(context.Context) error {
 	}
 	p.wg.Add(1)
 	p.cg = p.pool.newCgroup()
-	st, err := spawn(r.cmd, p.pool.policy(), p.cg, p.pool.cfg.Limits, r.watch)
+	st, err := spawn(r.cmd, p.pool.confinement(), p.cg, p.pool.cfg.Limits, r.watch)
 	if err != nil {
 		p.wg.Done()
 		return err
 	}
 	p.pool.noteConfinement(st)
 	p.pid, p.os = r.cmd.Process.Pid, r.cmd.Process
-	if err := sandbox.Floor(p.pid); err != nil {
-		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
-	}
-	if err := sandbox.SetFileSize(p.pid, p.pool.cfg.Limits); err != nil {
+	if err := sandbox.Floor(p.pid, p.pool.cfg.Limits); err != nil {
 		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
 	}
 	return nil
@@ -396,7 +414,14 @@ func (r *procRunner) watch() {
 	cg := p.cg
 	p.mu.Unlock()
 	if cg != nil { // double-forked descendants too
-		cg.Kill()
+		// From another thread: this one is confined, and Landlock
+		// refuses it the cgroup's files (the kill found nothing).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cg.Kill()
+		}()
+		<-done
 	}
 	close(p.exited)
 	t := time.NewTimer(pipeGrace)

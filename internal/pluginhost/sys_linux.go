@@ -46,7 +46,7 @@ func waitExit(pid int) error {
 	}
 }
 
-// spawn starts cmd from a fresh OS thread confined to pol (package
+// spawn starts cmd from a fresh OS thread confined to conf (package
 // sandbox), in cgroup cg (nil for none) with limits lim (sandbox.StartConfined),
 // then runs after on that same thread. The goroutine locks the
 // thread and never unlocks it, so the thread ends when after returns.
@@ -55,7 +55,7 @@ func waitExit(pid int) error {
 // process (golang/go#27505): the plugin's thread lives until the plugin
 // has exited (after waits for that), so Pdeathsig means "when the host
 // dies".
-func spawn(cmd *exec.Cmd, pol sandbox.Policy, cg *sandbox.Cgroup, lim sandbox.Limits, after func()) (sandbox.Status, error) {
+func spawn(cmd *exec.Cmd, conf *sandbox.Confinement, cg *sandbox.Cgroup, lim sandbox.Limits, after func()) (sandbox.Status, error) {
 	type started struct {
 		st  sandbox.Status
 		err error
@@ -63,7 +63,7 @@ func spawn(cmd *exec.Cmd, pol sandbox.Policy, cg *sandbox.Cgroup, lim sandbox.Li
 	done := make(chan started, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread is confined
-		st, err := sandbox.StartConfined(cmd, pol, cg, lim)
+		st, err := sandbox.StartConfined(cmd, conf, cg, lim)
 		done <- started{st, err}
 		if err == nil {
 			after()

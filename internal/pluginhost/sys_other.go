@@ -25,8 +25,8 @@ func killTree(_ int, p *os.Process) {
 
 func waitExit(int) error { return nil }
 
-func spawn(cmd *exec.Cmd, pol sandbox.Policy, cg *sandbox.Cgroup, lim sandbox.Limits, after func()) (sandbox.Status, error) {
-	st, err := sandbox.StartConfined(cmd, pol, cg, lim)
+func spawn(cmd *exec.Cmd, conf *sandbox.Confinement, cg *sandbox.Cgroup, lim sandbox.Limits, after func()) (sandbox.Status, error) {
+	st, err := sandbox.StartConfined(cmd, conf, cg, lim)
 	if err == nil {
 		go after()
 	}

@@ -268,6 +268,12 @@ func (t *cgroupTree) remove() error {
 // frozen process does not die of SIGKILL until it is thawed, and a child
 // cannot be thawed beneath a frozen parent.
 func removeCgroupDir(dir string) error {
+	// The common case, at a p2pc's exit: its plugins' cgroups are gone
+	// and nothing runs in the tree; the kernel refuses (EBUSY) a cgroup
+	// with processes or children, which the rest handles.
+	if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -440,14 +446,14 @@ func readSmall(path string) []byte {
 func (c *Cgroup) Limits() Limits { return c.limits }
 
 // StartConfined starts cmd from the calling thread (locked to its
-// goroutine for good, see ConfineThread) confined to pol, at idle
+// goroutine for good, see ConfineThread) confined to conf, at idle
 // priority if l.Idle, and in cgroup c (nil for none) from its first
 // instruction: on v2 the kernel clones it into c (CLONE_INTO_CGROUP); on
 // v1 the thread joins c, forks, and goes back to the host's cgroups (a
 // child is born in its parent thread's v1 cgroups). The cgroup files
 // are opened before the thread is confined: Landlock would refuse them
 // after.
-func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, error) {
+func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Status, error) {
 	if l.Idle && !isDisabled() {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
@@ -474,7 +480,13 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 		if t == nil {
 			return Probe(), errors.New("start in cgroup: no cgroup tree")
 		}
-		tid := []byte(strconv.Itoa(unix.Gettid()))
+		// "0" moves the writing thread alone: the kernel then skips the
+		// lock that a named thread's or process's move takes for
+		// writing (cgroup_threadgroup_rwsem), whose first taking in a
+		// while waits for an RCU grace period: 10 to 15 ms of every
+		// p2pc run's first plugin start, measured on this VM
+		// (BenchmarkStartPhases/cgroup-join).
+		self := []byte("0")
 		for _, d := range folders(t.home) {
 			f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
 			if err != nil {
@@ -486,7 +498,7 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 			// The thread stays in c if this fails: it is the plugin's
 			// own and ends with it, but c's limits count it.
 			for _, f := range back {
-				f.Write(tid)
+				f.Write(self)
 			}
 		}()
 		join := folders(c.dirs)
@@ -494,38 +506,24 @@ func StartConfined(cmd *exec.Cmd, pol Policy, c *Cgroup, l Limits) (Status, erro
 			join = append(join, d) // the tree's quota holds for it
 		}
 		for _, d := range join {
-			if err := writeFile(filepath.Join(d, "tasks"), string(tid)); err != nil {
+			if err := writeFile(filepath.Join(d, "tasks"), string(self)); err != nil {
 				return Probe(), fmt.Errorf("start in cgroup: %w", err)
 			}
 		}
 	}
 	// On v2 the fork is a clone3 (CLONE_INTO_CGROUP) made under the
 	// filter the thread installs: let it through there.
-	pol.Clone3 = c != nil && c.version == 2
-	st, err := ConfineThread(pol)
+	st, err := conf.confineThread(c != nil && c.version == 2)
 	if err != nil {
 		return st, err
 	}
-	if cred := Credential(pol); cred != nil { // the task user
+	if cred := Credential(conf.pol); cred != nil { // the task user
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
 		cmd.SysProcAttr.Credential = cred
 	}
 	return st, cmd.Start()
-}
-
-// SetFileSize sets RLIMIT_FSIZE of process pid to l.FileSize (nothing
-// when 0). Like Floor it runs right after the exec.
-func SetFileSize(pid int, l Limits) error {
-	if l.FileSize <= 0 || isDisabled() {
-		return nil
-	}
-	lim := unix.Rlimit{Cur: uint64(l.FileSize), Max: uint64(l.FileSize)}
-	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
-		return fmt.Errorf("file size limit of %d: %w", pid, err)
-	}
-	return nil
 }
 
 // Procs lists the processes in the cgroup.
@@ -959,4 +957,23 @@ func writeFile(path, value string) error {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// Warm makes ahead, on a goroutine of its own, what the first confined
+// start of this process needs: Probe's answers (and the network
+// namespace it keeps for the first pool) and this process's cgroup tree.
+// A caller overlaps it with its own start (p2pc run with its spec and
+// plugin) and calls wait before it removes the tree (CloseCgroups).
+// Nothing happens when confinement is off.
+func Warm() (wait func()) {
+	if isDisabled() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Probe()
+		Cgroups()
+	}()
+	return func() { <-done }
 }

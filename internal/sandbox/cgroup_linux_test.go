@@ -31,7 +31,7 @@ func startCmdIn(t *testing.T, c *Cgroup, cmd *exec.Cmd) *exec.Cmd {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		_, err := StartConfined(cmd, Policy{}, c, Limits{})
+		_, err := StartConfined(cmd, NewConfinement(Policy{}), c, Limits{})
 		done <- err
 		if err == nil {
 			cmd.Wait()

@@ -24,16 +24,13 @@ func NewCgroup(Limits) (*Cgroup, error) { return nil, errNoCgroups }
 
 // StartConfined starts cmd confined as ConfineThread does (no cgroup,
 // no idle priority outside Linux).
-func StartConfined(cmd *exec.Cmd, pol Policy, _ *Cgroup, _ Limits) (Status, error) {
-	st, err := ConfineThread(pol)
+func StartConfined(cmd *exec.Cmd, conf *Confinement, _ *Cgroup, _ Limits) (Status, error) {
+	st, err := ConfineThread(conf.pol)
 	if err != nil {
 		return st, err
 	}
 	return st, cmd.Start()
 }
-
-// SetFileSize sets no limit outside Linux.
-func SetFileSize(int, Limits) error { return nil }
 
 func (c *Cgroup) Limits() Limits               { return Limits{} }
 func (c *Cgroup) Procs() []int                 { return nil }
@@ -47,3 +44,6 @@ func Freeze(bool) error                        { return errNoCgroups }
 func Frozen() bool                             { return false }
 func CPUUsage() (time.Duration, error)         { return 0, errNoCgroups }
 func TreeDir(string) string                    { return "" }
+
+// Warm has nothing to make ahead outside Linux.
+func Warm() (wait func()) { return func() {} }

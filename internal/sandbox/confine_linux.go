@@ -53,7 +53,7 @@ func Probe() Status {
 		if errno == 0 {
 			probe.st.LandlockABI = int(v)
 		}
-		probe.st.NetNS = canUnshareNet()
+		probe.st.NetNS = probeNetNS()
 		probe.st.Seccomp = haveSeccomp()
 	})
 	st := probe.st
@@ -61,14 +61,73 @@ func Probe() Status {
 	return st
 }
 
-// canUnshareNet tries unshare(CLONE_NEWNET) on a throwaway locked thread.
-func canUnshareNet() bool {
-	ok := make(chan bool)
-	go func() {
-		lockForever()
-		ok <- unix.Unshare(unix.CLONE_NEWNET) == nil
-	}()
-	return <-ok
+// probeNetNS makes a private network namespace to learn whether the
+// host may, and keeps it as the spare that the first Confinement takes
+// (no namespace is made in vain).
+func probeNetNS() bool {
+	ns, err := newNetNS()
+	if err != nil {
+		return false
+	}
+	spare.Lock()
+	spare.ns = ns
+	spare.Unlock()
+	return true
+}
+
+// spare is the network namespace Probe made, until a Confinement takes
+// it.
+var spare struct {
+	sync.Mutex
+	ns *netNS
+}
+
+// takeNetNS is the spare network namespace, or a new one.
+func takeNetNS() (*netNS, error) {
+	spare.Lock()
+	ns := spare.ns
+	spare.ns = nil
+	spare.Unlock()
+	if ns != nil {
+		return ns, nil
+	}
+	return newNetNS()
+}
+
+// Confinement is a Policy made ready for the processes of one pool (one
+// job on one peer): its private network namespace is made on the first
+// start and joined (setns) by every later one, instead of a namespace
+// per process, whose making and asynchronous teardown were the dearest
+// part of a confined start. Each process still gets a Landlock domain
+// of its own, from a ruleset built at its start (a ruleset holds the
+// files it names, not their paths: one kept for the pool's life would
+// miss a file replaced meanwhile, as a re-exported plugin or a renamed
+// /etc/resolv.conf), and a seccomp filter of its own. Safe for
+// concurrent use; Close it once its last process has started.
+type Confinement struct {
+	pol Policy
+
+	mu sync.Mutex
+	ns *netNS // nil with the network, without namespaces, or before the first start
+}
+
+// NewConfinement prepares nothing yet: the first start does.
+func NewConfinement(p Policy) *Confinement { return &Confinement{pol: p} }
+
+// Policy is the confinement's policy.
+func (c *Confinement) Policy() Policy { return c.pol }
+
+// Close lets the namespace go (it lives on while a process is in it). A
+// start after Close makes a new one.
+func (c *Confinement) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ns == nil {
+		return nil
+	}
+	err := c.ns.close()
+	c.ns = nil
+	return err
 }
 
 // ConfineThread confines the calling OS thread, and so every process it
@@ -78,14 +137,23 @@ func canUnshareNet() bool {
 // A kernel without a mechanism is not an error (Status says what is
 // missing); a path of p that cannot be opened is.
 func ConfineThread(p Policy) (Status, error) {
+	c := NewConfinement(p)
+	defer c.Close()
+	return c.confineThread(p.Clone3)
+}
+
+// confineThread confines the calling thread as ConfineThread does, in
+// the confinement's network namespace (made on the first call); clone3
+// as Policy.Clone3.
+func (c *Confinement) confineThread(clone3 bool) (Status, error) {
 	st := Probe()
 	if st.Disabled {
 		return st, nil
 	}
-	st = st.WithUser(p.User)
-	if !p.Network && st.NetNS {
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return st, fmt.Errorf("private network namespace: %w", err)
+	st = st.WithUser(c.pol.User)
+	if !c.pol.Network && st.NetNS {
+		if err := c.joinNetNS(); err != nil {
+			return st, err
 		}
 	}
 	if st.LandlockABI < 1 && !st.Seccomp {
@@ -95,7 +163,7 @@ func ConfineThread(p Policy) (Status, error) {
 		return st, fmt.Errorf("no_new_privs: %w", err)
 	}
 	if st.LandlockABI >= 1 {
-		fd, err := ruleset(st.LandlockABI, p)
+		fd, err := ruleset(st.LandlockABI, c.pol)
 		if err != nil {
 			return st, err
 		}
@@ -106,11 +174,26 @@ func ConfineThread(p Policy) (Status, error) {
 		}
 	}
 	if st.Seccomp {
-		if err := installSeccomp(p.Clone3); err != nil {
+		if err := installSeccomp(clone3); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
+}
+
+// joinNetNS moves the calling thread into the confinement's network
+// namespace, taking one first if it has none.
+func (c *Confinement) joinNetNS() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ns == nil {
+		ns, err := takeNetNS()
+		if err != nil {
+			return err
+		}
+		c.ns = ns
+	}
+	return c.ns.join()
 }
 
 // ruleset builds the Landlock ruleset of p for ABI abi.
@@ -188,19 +271,21 @@ func addPath(fd int, path string, rights uint64) error {
 const MaxOpenFiles = 65536
 
 // Floor sets a started process's resource limits, the floor under the
-// other confinements: no core files (RLIMIT_CORE 0) and at most
-// MaxOpenFiles open files. It runs right after the exec, so the first
-// instructions of the process run before it; a process run as root may
-// raise them again (CAP_SYS_RESOURCE).
-func Floor(pid int) error {
+// other confinements: no core files (RLIMIT_CORE 0), at most
+// MaxOpenFiles open files, and files of at most l.FileSize bytes
+// (RLIMIT_FSIZE; none when 0). It runs right after the exec, before the
+// plugin's handshake (so before any task), but the first instructions
+// of the process run before it. A process of the task user gets them
+// from a thread that has taken its IDs: a root without
+// CAP_SYS_RESOURCE (as in many containers) may not change another
+// user's limits, only lower its own process's.
+func Floor(pid int, l Limits) error {
 	if isDisabled() {
 		return nil
 	}
-	err := floor(pid)
+	err := floor(pid, l)
 	if errors.Is(err, unix.EPERM) {
-		// A process of the task user: a host without CAP_SYS_RESOURCE
-		// may change its limits only as that user.
-		err = asOwnerOf(pid, func() error { return floor(pid) })
+		err = asOwnerOf(pid, func() error { return floor(pid, l) })
 	}
 	if err != nil {
 		return fmt.Errorf("set resource limits of %d: %w", pid, err)
@@ -208,11 +293,17 @@ func Floor(pid int) error {
 	return nil
 }
 
-func floor(pid int) error {
+func floor(pid int, l Limits) error {
 	err := unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil)
 	var cur unix.Rlimit
 	if e := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); e == nil && cur.Max > MaxOpenFiles {
 		err = errors.Join(err, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: min(cur.Cur, MaxOpenFiles), Max: MaxOpenFiles}, nil))
+	}
+	if l.FileSize > 0 {
+		lim := unix.Rlimit{Cur: uint64(l.FileSize), Max: uint64(l.FileSize)}
+		if e := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil); e != nil {
+			err = errors.Join(err, fmt.Errorf("file size limit: %w", e))
+		}
 	}
 	return err
 }

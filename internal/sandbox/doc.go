@@ -7,9 +7,13 @@
 // thread that it never unlocks. ConfineThread confines that thread, and
 // the plugin forked from it inherits everything:
 //
-//   - a private network namespace (unshare(CLONE_NEWNET) of the thread;
-//     needs CAP_SYS_ADMIN, so a peer run as root) unless the policy asks
-//     for the network;
+//   - a private network namespace unless the policy asks for the
+//     network (needs CAP_SYS_ADMIN, so a peer run as root): one per
+//     Confinement, made on its first start (the first of a process takes
+//     the one Probe made) and joined with setns by each starting thread;
+//     the plugin host keeps one Confinement per pool, so the processes
+//     of one job on one peer share an empty namespace whose loopback
+//     stays down (see docs/sandbox.md: no weaker than one each);
 //   - no_new_privs, then a Landlock domain (landlock_restrict_self on
 //     the thread only): read and execute beneath SystemReadOnly and
 //     Policy.ReadOnly, read and write of SystemDevices, every file right
@@ -30,7 +34,11 @@
 //     x86, x32) are refused whole.
 //
 // Floor then sets the process's resource limits: no core files, at most
-// MaxOpenFiles open files.
+// MaxOpenFiles open files, files of at most Limits.FileSize bytes.
+//
+// Warm makes ahead what a process's first confined start needs (Probe's
+// answers, the cgroup tree below), for a caller that can overlap it with
+// its own start (p2pc run).
 //
 // Confining one thread, not the process, keeps the host itself free: the
 // Go runtime starts new threads from a clean template thread whenever the
@@ -54,8 +62,10 @@
 // (memory, processes). StartConfined starts the plugin already in its
 // cgroup: on v2 by CLONE_INTO_CGROUP, on v1 by moving the starting
 // thread (already a thread of its own, see above) into the cgroup for
-// the fork and back after it; the cgroup files are opened before
-// Landlock confines the thread. Cgroup.KillOthers ends what a task left
+// the fork and back after it (the thread writes "0", itself, to the
+// tasks files: a move by thread ID takes a lock whose first taking in a
+// while waits for an RCU grace period); the cgroup files are opened
+// before Landlock confines the thread. Cgroup.KillOthers ends what a task left
 // running in a warm process's cgroup, Cgroup.Kill the whole group
 // (cgroup.kill, or freeze + SIGKILL), Cgroup.Exceeded says whether the
 // kernel killed for memory (oom_kill) or refused a fork (pids max).

@@ -41,3 +41,11 @@ func (c *pauseClock) read() time.Duration {
 // does not count it (pluginhost), so a task paused while the machine's
 // owner is busy is not failed as timed out for it.
 func FrozenTime() time.Duration { return frozenClock.read() }
+
+// Paused says whether Freeze holds this process's plugin processes
+// frozen now (a frozen process dies of SIGKILL only once thawed).
+func Paused() bool {
+	frozenClock.mu.Lock()
+	defer frozenClock.mu.Unlock()
+	return !frozenClock.since.IsZero()
+}

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"slices"
 	"sync"
 	"time"
 )
@@ -37,7 +36,7 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 		digestOnly = ts.started > 0 && q.Verifying()
 		ts.need--
 		if ts.need == 0 {
-			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+			q.unqueueLocked(t)
 		}
 	case q.Verifying():
 		return nil // every replica it needs is running

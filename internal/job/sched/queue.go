@@ -233,6 +233,7 @@ type taskState struct {
 	quorum   int      // matching votes needed (1 when adaptive trust skips replication)
 	disputed bool
 	settled  bool
+	queued   bool      // in Queue.pending (pending.go)
 	fetching bool      // an accepted output is being fetched
 	accepted digest.ID // the accepted digest, once settled
 	votes    []vote
@@ -285,6 +286,9 @@ type Queue struct {
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
 	open     chan struct{}
 	enrolled map[string]bool
+	// disputes are the tasks that became disputed (settled ones are
+	// dropped by Expire); Expire decides those no peer can vote on.
+	disputes []int
 	// checks are the tasks waiting for a trusted run; caught: a spot check
 	// caught a wrong result.
 	checks []int
@@ -379,7 +383,7 @@ func New(cfg Config) *Queue {
 		close(q.open)
 	}
 	for _, t := range cfg.Pending {
-		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum}
+		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum, queued: true}
 	}
 	if v.Trust == spec.TrustAdaptive {
 		q.loadTrust()
@@ -477,7 +481,7 @@ func (q *Queue) takeLocked(peer string) *Lease {
 		first := ts.started == 0
 		ts.need--
 		if ts.need <= 0 {
-			q.pending = slices.Delete(q.pending, i, i+1)
+			q.unqueueAtLocked(i)
 		}
 		if first && q.verify.Trust == spec.TrustAdaptive && q.verify.Replicas > 1 {
 			// Adaptive replication (BOINC): a trusted peer's result is
@@ -486,7 +490,7 @@ func (q *Queue) takeLocked(peer string) *Lease {
 				ts.quorum = 1
 				if ts.need > 0 {
 					ts.need = 0
-					q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+					q.unqueueLocked(t)
 				}
 			}
 		}
@@ -748,13 +752,7 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 		return
 	}
 	ts.need += n
-	if !slices.Contains(q.pending, task) {
-		if front {
-			q.pending = slices.Insert(q.pending, 0, task)
-		} else {
-			q.pending = append(q.pending, task)
-		}
-	}
+	q.enqueueLocked(task, front)
 	q.rep.Tasks[task].State = report.TaskPending
 	q.env.Touched(task)
 }
@@ -764,7 +762,7 @@ func (q *Queue) settleLocked(task int) {
 	ts := &q.tasks[task]
 	ts.settled = true
 	ts.need = 0
-	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.unqueueLocked(task)
 	q.remaining--
 }
 
@@ -876,11 +874,14 @@ func (q *Queue) Expire(limit time.Duration) {
 			ls = append(ls, l)
 		}
 	}
-	for t := range q.tasks {
+	// Only disputed tasks can be decided here: the list of them, not
+	// every task, is scanned (a sweep runs twice a second).
+	q.disputes = slices.DeleteFunc(q.disputes, func(t int) bool { return q.tasks[t].settled })
+	for _, t := range slices.Clone(q.disputes) {
 		ts := &q.tasks[t]
-		if ts.disputed && !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
+		if !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
 			ts.need = 0
-			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+			q.unqueueLocked(t)
 			q.repMu.Lock()
 			q.tallyLocked(t)
 			q.repMu.Unlock()
@@ -898,6 +899,16 @@ func (q *Queue) Expire(limit time.Duration) {
 		}
 		q.Finish(l, res)
 	}
+}
+
+// disputeLocked marks task disputed: two digests were seen, or a peer
+// that voted for it was excluded.
+func (q *Queue) disputeLocked(task int) {
+	ts := &q.tasks[task]
+	if !ts.disputed || !slices.Contains(q.disputes, task) {
+		q.disputes = append(q.disputes, task)
+	}
+	ts.disputed = true
 }
 
 // Enrol notes a remote peer's enrolment and opens the queue once MinPeers
@@ -951,13 +962,15 @@ func (q *Queue) Done() (bool, int) {
 func (q *Queue) Running() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
-	for i := range q.tasks {
-		if ts := &q.tasks[i]; ts.running > 0 && !ts.settled {
-			n++
+	// The running leases, not every task, are scanned: this is asked
+	// five times a second.
+	seen := make(map[int]bool, len(q.running))
+	for _, l := range q.running {
+		if ts := &q.tasks[l.Task]; ts.running > 0 && !ts.settled && !seen[l.Task] {
+			seen[l.Task] = true
 		}
 	}
-	return n
+	return len(seen)
 }
 
 // Changed returns a channel closed at the next change.

@@ -57,7 +57,7 @@ func (q *Queue) wantCheckLocked(task int) {
 	}
 	ts.check = true
 	ts.need = 0
-	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.unqueueLocked(task)
 	q.checks = append(q.checks, task)
 	q.signal()
 }
@@ -84,7 +84,7 @@ func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
 		q.log.Warn("no peer in good standing can complete the vote; the submitter runs the task itself", "task", q.rep.Tasks[t].ID)
 		q.tasks[t].check = true
 		q.tasks[t].need = 0
-		q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+		q.unqueueLocked(t)
 		l := q.leaseLocked(t, q.self, false)
 		l.Check = true
 		return l

@@ -170,7 +170,8 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		}
 		// Reopen: run replicas on other peers until a quorum forms again.
 		q.log.Warn("re-verifying a task an excluded peer voted for", "task", rt.ID, "peer", peer)
-		ts.settled, ts.disputed = false, true
+		ts.settled = false
+		q.disputeLocked(t)
 		ts.quorum = max(q.verify.Quorum, 1)
 		q.remaining++
 		q.rep.Summary.Done--

@@ -105,7 +105,7 @@ func (q *Queue) tallyLocked(task int) bool {
 	}
 	v := tally(b)
 	if v.disputed && !ts.disputed {
-		ts.disputed = true
+		q.disputeLocked(task)
 		msg := "replicas disagree"
 		if v.action == more {
 			msg += "; running more"
@@ -200,7 +200,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	winner.out = Output{}
 	ts.settled, ts.accepted = true, d
 	ts.need = 0
-	q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
+	q.unqueueLocked(task)
 	q.remaining--
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
 	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digestString(rt.Votes, ts.votes, d), report.TaskFiles(rt.ID, files)

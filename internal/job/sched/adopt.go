@@ -52,9 +52,9 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 func (q *Queue) taskIndexLocked(id string) (int, bool) {
 	if q.byID == nil {
 		q.repMu.Lock()
-		q.byID = make(map[string]int, len(q.rep.Tasks))
-		for i := range q.rep.Tasks {
-			q.byID[q.rep.Tasks[i].ID] = i
+		q.byID = make(map[string]int, q.recs.Len())
+		for i := range q.recs.Len() {
+			q.byID[q.recs.ID(i)] = i
 		}
 		q.repMu.Unlock()
 	}

@@ -133,9 +133,12 @@ type Config struct {
 	Self string
 	Log  *slog.Logger
 	// Report is the job's report: the queue keeps each task's state,
-	// attempts, votes and verdict, the summary, the warnings and the
-	// exclusions there, holding ReportLock while it does.
-	Report     *report.Report
+	// attempts, votes and verdict (in the record Records gives), the
+	// summary, the warnings and the exclusions there, holding ReportLock
+	// while it does.
+	Report *report.Report
+	// Records gives the tasks' records; nil: Report.Tasks holds them.
+	Records    Records
 	ReportLock sync.Locker
 	Env        Env
 	Clock      Clock
@@ -262,6 +265,7 @@ type Queue struct {
 
 	repMu sync.Locker
 	rep   *report.Report
+	recs  Records
 
 	fetchCtx  context.Context
 	stopFetch context.CancelFunc
@@ -341,6 +345,10 @@ func New(cfg Config) *Queue {
 	if cfg.MaxLost <= 0 {
 		cfg.MaxLost = DefaultMaxLost
 	}
+	recs := cfg.Records
+	if recs == nil {
+		recs = sliceRecords{cfg.Report}
+	}
 	h := fnv.New64a()
 	h.Write([]byte(cfg.JobID))
 	fctx, stop := context.WithCancel(context.Background())
@@ -360,11 +368,12 @@ func New(cfg Config) *Queue {
 		rnd:       rand.New(rand.NewPCG(h.Sum64(), 0x9e3779b97f4a7c15)),
 		repMu:     cfg.ReportLock,
 		rep:       cfg.Report,
+		recs:      recs,
 		fetchCtx:  fctx,
 		stopFetch: stop,
 		wake:      make(chan struct{}),
 		pending:   slices.Clone(cfg.Pending),
-		tasks:     make([]taskState, len(cfg.Report.Tasks)),
+		tasks:     make([]taskState, recs.Len()),
 		running:   map[uint64]*Lease{},
 		trust:     map[string]*peerTrust{},
 		workers:   map[string]time.Time{},
@@ -392,6 +401,30 @@ func New(cfg Config) *Queue {
 }
 
 func (q *Queue) now() time.Time { return q.clock.Now() }
+
+// Records gives the queue the tasks' records in the report. A job of a
+// million tasks need not hold a million records in memory: the runner
+// keeps those of the tasks at work and reads a decided task's back from
+// its journal when the queue asks for it again (rare: a reopened vote).
+type Records interface {
+	// Len is the number of tasks.
+	Len() int
+	// ID is task's ID (any time).
+	ID(task int) string
+	// Task is task's record, to read and change with ReportLock held;
+	// it is valid until ReportLock is let go.
+	Task(task int) *report.Task
+}
+
+// sliceRecords are the records of Report.Tasks.
+type sliceRecords struct{ rep *report.Report }
+
+func (s sliceRecords) Len() int                   { return len(s.rep.Tasks) }
+func (s sliceRecords) ID(task int) string         { return s.rep.Tasks[task].ID }
+func (s sliceRecords) Task(task int) *report.Task { return &s.rep.Tasks[task] }
+
+// rec is task's record (ReportLock held).
+func (q *Queue) rec(task int) *report.Task { return q.recs.Task(task) }
 
 // Verifying reports whether results are verified (replicas, or the
 // plugin's own check).
@@ -564,7 +597,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	q.nextID++
 	ts := &q.tasks[task]
 	q.repMu.Lock()
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	attempt := len(rt.Attempts) + ts.running
 	rt.State = report.TaskRunning
 	id := rt.ID
@@ -638,7 +671,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return false
 	}
 	q.recordLocked(l, res)
-	rt := &q.rep.Tasks[l.Task]
+	rt := q.rec(l.Task)
 	switch res.Outcome {
 	case report.OutcomeOK:
 		if q.trustOf(l.Peer).excluded {
@@ -702,7 +735,8 @@ func (q *Queue) recordLocked(l *Lease, res Result) {
 	if l.Check {
 		att.Check = true
 	}
-	q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, att)
+	rt := q.rec(l.Task)
+	rt.Attempts = append(rt.Attempts, att)
 }
 
 // lostLocked settles a lost attempt: the peer is charged as res.Fault
@@ -726,7 +760,7 @@ func (q *Queue) lostLocked(l *Lease, res Result) bool {
 	}
 	err := fmt.Errorf("lost %d times: %s", len(ts.lost), strings.Join(ts.lost, "; "))
 	q.failLocked(l.Task, err)
-	q.rep.Tasks[l.Task].Verdict = "failed: " + err.Error()
+	q.rec(l.Task).Verdict = "failed: " + err.Error()
 	return false
 }
 
@@ -753,7 +787,7 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 	}
 	ts.need += n
 	q.enqueueLocked(task, front)
-	q.rep.Tasks[task].State = report.TaskPending
+	q.rec(task).State = report.TaskPending
 	q.env.Touched(task)
 }
 
@@ -768,7 +802,7 @@ func (q *Queue) settleLocked(task int) {
 
 func (q *Queue) failLocked(task int, err error) {
 	ts := &q.tasks[task]
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	q.settleLocked(task)
 	q.failed++
 	rt.State = report.TaskFailed
@@ -813,7 +847,8 @@ func (q *Queue) revokeCopiesLocked(task int) {
 			delete(q.running, l.ID)
 			q.tasks[task].running--
 			l.settled = true
-			q.rep.Tasks[task].Attempts = append(q.rep.Tasks[task].Attempts, report.Attempt{
+			rt := q.rec(task)
+			rt.Attempts = append(rt.Attempts, report.Attempt{
 				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
 			})
 			q.env.Touched(task)

@@ -81,7 +81,7 @@ func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
 		if q.involvedLocked(q.self, t) || q.otherVoterLocked(t) {
 			continue
 		}
-		q.log.Warn("no peer in good standing can complete the vote; the submitter runs the task itself", "task", q.rep.Tasks[t].ID)
+		q.log.Warn("no peer in good standing can complete the vote; the submitter runs the task itself", "task", q.recs.ID(t))
 		q.tasks[t].check = true
 		q.tasks[t].need = 0
 		q.unqueueLocked(t)
@@ -95,7 +95,7 @@ func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
 // checkedLocked settles a trusted run: its digest decides the task.
 func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	ts := &q.tasks[l.Task]
-	rt := &q.rep.Tasks[l.Task]
+	rt := q.rec(l.Task)
 	if !ts.check {
 		return false, false // decided otherwise meanwhile
 	}
@@ -172,7 +172,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 // doneLocked counts a checked task done.
 func (q *Queue) doneLocked(task int) {
 	q.env.Touched(task)
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	q.settleLocked(task)
 	rt.State = report.TaskDone
 	q.rep.Summary.Done++

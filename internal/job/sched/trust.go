@@ -130,7 +130,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		l.settled = true
 		delete(q.running, l.ID)
 		q.tasks[l.Task].running--
-		q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, report.Attempt{
+		q.rec(l.Task).Attempts = append(q.rec(l.Task).Attempts, report.Attempt{
 			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
 		})
 		q.env.Touched(l.Task)
@@ -154,7 +154,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		if !hit || !ts.settled || ts.check || ts.trusted {
 			continue // not decided, or a trusted run decides or decided it
 		}
-		rt := &q.rep.Tasks[t]
+		rt := q.rec(t)
 		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}

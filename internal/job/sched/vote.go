@@ -110,7 +110,7 @@ func (q *Queue) tallyLocked(task int) bool {
 		if v.action == more {
 			msg += "; running more"
 		}
-		q.log.Warn(msg, "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+		q.log.Warn(msg, "task", q.recs.ID(task), "votes", q.voteList(task))
 	}
 	switch v.action {
 	case accept:
@@ -121,7 +121,7 @@ func (q *Queue) tallyLocked(task int) bool {
 		if q.spot > 0 && q.self != "" {
 			// With spot checks the submitter is the arbiter: its own run
 			// decides a task the peers cannot.
-			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.recs.ID(task), "votes", q.voteList(task))
 			q.wantCheckLocked(task)
 			return false
 		}
@@ -175,7 +175,7 @@ func describeVotes(votes []vote) string {
 // updates the voters' trust, revokes other replicas.
 func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	var winner *vote
 	for i := range ts.votes {
 		if v := &ts.votes[i]; v.digest == d && v.out.held() {
@@ -243,7 +243,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 			continue
 		}
 		ts.fetching = true
-		id := q.rep.Tasks[task].ID
+		id := q.recs.ID(task)
 		q.fetches.Add(1)
 		go func() {
 			defer q.fetches.Done()

@@ -47,7 +47,7 @@ type Globals struct {
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of this process to FILE." type:"path" placeholder:"FILE"`
 	// MemProfile is for profiling memory (hidden): the heap profile is
 	// rewritten every 5s while the process runs.
-	MemProfile string `name:"memprofile" hidden:"" help:"Write a heap profile of this process to FILE every 5s." type:"path" placeholder:"FILE"`
+	MemProfile string `name:"memprofile" hidden:"" help:"Write a heap profile of this process to FILE (the one nearest the peak, taken each second)." type:"path" placeholder:"FILE"`
 
 	Ctx    context.Context `kong:"-"`
 	Logger *slog.Logger    `kong:"-"`
@@ -231,18 +231,27 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// startMemProfile rewrites a heap profile at path every 5s until stop.
+// startMemProfile writes a heap profile to path every second while the
+// heap is larger than it was at the last one written (so the file ends
+// up holding the profile nearest to the peak), until stop.
 func startMemProfile(ctx context.Context, path string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var peak uint64
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(5 * time.Second):
+			case <-time.After(time.Second):
 			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc <= peak {
+				continue
+			}
+			peak = ms.HeapAlloc
 			runtime.GC()
 			var buf bytes.Buffer
 			if err := pprof.WriteHeapProfile(&buf); err == nil {

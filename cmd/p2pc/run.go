@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/webui"
@@ -123,12 +124,15 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog.Finish()
 	tr.mark("job run returned")
 	if rep != nil {
+		// The run's report holds the job's fields; its tasks are in the
+		// job database, read a task at a time.
+		tasks := dbTasks(ctx, p.OutDir)
 		if c.JSON {
-			if err := report.Encode(os.Stdout, rep); err != nil {
+			if err := report.EncodeEach(os.Stdout, rep, tasks); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}
-		printSummary(os.Stderr, rep, p.OutDir, time.Since(start))
+		printSummary(os.Stderr, rep, tasks, p.OutDir, time.Since(start))
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
@@ -157,15 +161,22 @@ func classifyJobErr(ctxErr, err error) error {
 	}
 }
 
+// dbTasks yields the tasks of the job in the output folder out, as its
+// job database holds them.
+func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) error) error {
+	return func(yield func(*report.Task) error) error {
+		db, err := jobdb.OpenReadOnly(context.WithoutCancel(ctx), filepath.Join(out, jobdb.FileName))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.EachTask(context.WithoutCancel(ctx), func(_ int, t *report.Task) error { return yield(t) })
+	}
+}
+
 // peerShares says how many accepted results each peer produced, biggest
 // share first: "host-a 40, host-b 24".
-func peerShares(rep *report.Report) string {
-	count := map[string]int{}
-	for _, t := range rep.Tasks {
-		if t.Peer != "" {
-			count[t.Peer]++
-		}
-	}
+func peerShares(count map[string]int) string {
 	names := make([]string, 0, len(count))
 	for n := range count {
 		names = append(names, n)

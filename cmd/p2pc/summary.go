@@ -19,13 +19,27 @@ const shownFailures = 5
 
 // printSummary says how the job ended: the counts, where it ran, why
 // each of the first failed tasks failed, and where the results are.
-func printSummary(w io.Writer, rep *report.Report, out string, took time.Duration) {
+// Its tasks come from tasks, read once.
+func printSummary(w io.Writer, rep *report.Report, tasks func(yield func(*report.Task) error) error, out string, took time.Duration) {
+	count := map[string]int{}
+	var failures [][]string
+	if err := tasks(func(t *report.Task) error {
+		if t.Peer != "" {
+			count[t.Peer]++
+		}
+		if t.State == report.TaskFailed && len(failures) < shownFailures {
+			failures = append(failures, failureLines(*t))
+		}
+		return nil
+	}); err != nil {
+		fmt.Fprintf(w, "p2pc: read the tasks: %v\n", err)
+	}
 	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
 	if rep.Summary.Failed > 0 {
 		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
 	}
 	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
-	if share := peerShares(rep); share != "" {
+	if share := peerShares(count); share != "" {
 		fmt.Fprintf(w, "  ran on: %s\n", share)
 	}
 	if sc := rep.SpotChecks; sc != nil {
@@ -46,19 +60,13 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 		}
 		fmt.Fprintln(w)
 	}
-	shown := 0
-	for _, t := range rep.Tasks {
-		if t.State != report.TaskFailed {
-			continue
-		}
-		if shown == shownFailures {
-			fmt.Fprintf(w, "  ... %d more failed: see %s\n", rep.Summary.Failed-shown, filepath.Join(out, report.FileName))
-			break
-		}
-		for _, l := range failureLines(t) {
+	for _, lines := range failures {
+		for _, l := range lines {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		shown++
+	}
+	if more := rep.Summary.Failed - len(failures); len(failures) == shownFailures && more > 0 {
+		fmt.Fprintf(w, "  ... %d more failed: see %s\n", more, filepath.Join(out, report.FileName))
 	}
 	for _, o := range rep.Outputs {
 		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))

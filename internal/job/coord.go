@@ -39,6 +39,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Self:       r.opts.Node,
 		Log:        r.log,
 		Report:     r.rep,
+		Records:    r.recs,
 		ReportLock: reportLock{r},
 		Env:        queueEnv{r},
 	})

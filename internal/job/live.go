@@ -1,11 +1,13 @@
 package job
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -60,10 +62,28 @@ func (l *Live) ReadReport(fn func(*report.Report)) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.rep == nil {
+	if r.rep == nil || r.recs == nil {
 		return false
 	}
-	fn(r.rep)
+	// The records not in memory are read from the job database: a
+	// watcher of a large job pays for reading it, the run does not.
+	rep := *r.rep
+	rep.Tasks = make([]report.Task, 0, r.recs.Len())
+	ctx := context.Background()
+	ro, err := jobdb.OpenReadOnly(ctx, r.db.Path())
+	if err != nil {
+		r.log.Warn("read the job database for a watcher", "err", err)
+		return false
+	}
+	defer ro.Close()
+	if err := r.recs.each(ctx, ro, func(_ int, t *report.Task) error {
+		rep.Tasks = append(rep.Tasks, *t)
+		return nil
+	}); err != nil {
+		r.log.Warn("read the job database for a watcher", "err", err)
+		return false
+	}
+	fn(&rep)
 	return true
 }
 

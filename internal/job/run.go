@@ -157,8 +157,9 @@ type runner struct {
 	// kick wakes the journal: something changed.
 	kick chan struct{}
 
-	mu      sync.Mutex // guards rep, dirty, touched and marked
-	rep     *report.Report
+	mu      sync.Mutex     // guards rep, recs, dirty, touched and marked
+	rep     *report.Report // the job's fields; its Tasks are nil: recs
+	recs    *records
 	dirty   bool   // the job's own fields changed
 	touched []int  // tasks changed since the last journal
 	marked  []bool // by task: in touched
@@ -256,11 +257,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
+	n := job.Tasks.Len()
+	r.recs = newRecords(r, n)
 	r.opts.Live.attach(r)
-	ids := make([]string, len(r.rep.Tasks))
-	for i := range r.rep.Tasks {
-		ids[i] = r.rep.Tasks[i].ID // shared with the report
-	}
 	var keep func(ctx context.Context, data []byte) (string, error)
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
 		keep = func(ctx context.Context, data []byte) (string, error) {
@@ -268,22 +267,28 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 			return id.String(), err
 		}
 	}
-	r.vc = vc.New(ids, keep, r.log)
+	r.vc = vc.NewLazy(func() []string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = job.Tasks.ID(i)
+		}
+		return ids
+	}, keep, r.log)
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
 		return nil, bad(fmt.Errorf("read the shared state of the earlier run: %w", err))
 	}
-	if err := r.scanFolders(len(r.rep.Tasks)); err != nil {
+	if err := r.scanFolders(n); err != nil {
 		r.db.Close()
 		return nil, err
 	}
 	r.kick = make(chan struct{}, 1)
-	r.marked = make([]bool, len(r.rep.Tasks))
+	r.marked = make([]bool, n)
 	r.mu.Lock()
 	r.dirty = true
-	for i := range r.rep.Tasks {
-		if r.rep.Tasks[i].State != report.TaskDone { // reused tasks are journaled as they are
+	for i := range n {
+		if r.recs.kind[i] != recCold { // reused tasks are journaled as they are
 			r.touchLocked(i)
 		}
 	}
@@ -386,10 +391,8 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 			Version: info.Version,
 		},
 		Summary: report.Summary{Total: job.Tasks.Len()},
-		Tasks:   make([]report.Task, job.Tasks.Len()),
-	}
-	for i := range rep.Tasks {
-		rep.Tasks[i] = report.Task{ID: job.Tasks.ID(i), Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
+		// The tasks' records are r.recs: report.json gets them from the
+		// job database.
 	}
 	return rep
 }
@@ -407,18 +410,19 @@ func (r *runner) reuse(ctx context.Context) int {
 		byID[prev.Tasks[i].ID] = &prev.Tasks[i]
 	}
 	n := 0
-	for i := range r.rep.Tasks {
-		t := &r.rep.Tasks[i]
-		old, ok := byID[t.ID]
+	for i := range r.recs.Len() {
+		id := r.recs.ID(i)
+		old, ok := byID[id]
 		if !ok || old.State != report.TaskDone || old.Digest == "" {
 			continue
 		}
-		d, files, err := r.storedOutput(ctx, i, t.ID)
+		d, _, err := r.storedOutput(ctx, i, id)
 		if err != nil || d.String() != old.Digest {
 			continue
 		}
-		t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
-		t.Files = report.TaskFiles(t.ID, files)
+		// The job database holds the task's record as the earlier run
+		// left it: done, with this output.
+		r.recs.setCold(i)
 		r.rep.Summary.Done++
 		n++
 	}
@@ -480,9 +484,17 @@ func (r *runner) journalLocked() error {
 	}
 	for _, i := range r.touched {
 		r.marked[i] = false
-		if err := r.db.PutTask(i, &r.rep.Tasks[i]); err != nil {
+		if r.recs.kind[i] == recFresh {
+			// Never tried: journaled as pending, kept out of memory.
+			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.db.PutTask(i, r.recs.Task(i)); err != nil {
 			return err
 		}
+		r.recs.journaled(i)
 	}
 	r.touched = r.touched[:0]
 	return nil
@@ -544,9 +556,23 @@ func (r *runner) end(stopJournal func()) error {
 	r.opts.Phase("journal closed")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err = report.Write(r.p.OutDir, r.rep)
+	err = r.writeReport(context.Background())
 	r.opts.Phase("report written")
 	return err
+}
+
+// writeReport writes report.json (r.mu held): the job's fields from
+// r.rep, the tasks a record at a time, those no longer in memory from the
+// job database.
+func (r *runner) writeReport(ctx context.Context) error {
+	ro, err := jobdb.OpenReadOnly(ctx, r.db.Path())
+	if err != nil {
+		return err
+	}
+	defer ro.Close()
+	return report.WriteEach(r.p.OutDir, r.rep, func(yield func(*report.Task) error) error {
+		return r.recs.each(ctx, ro, func(_ int, t *report.Task) error { return yield(t) })
+	})
 }
 
 type nopEvents struct{}

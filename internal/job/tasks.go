@@ -27,11 +27,13 @@ import (
 // up: stall then says why.
 func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, stall string) {
 	var pending []int
-	for i, t := range r.rep.Tasks {
-		if t.State != report.TaskDone {
+	r.mu.Lock()
+	for i := range r.recs.Len() {
+		if r.recs.kind[i] != recCold { // cold at the start: reused, done
 			pending = append(pending, i)
 		}
 	}
+	r.mu.Unlock()
 	if len(pending) == 0 {
 		return 0, ""
 	}

@@ -226,23 +226,46 @@ type vote struct {
 	fetch FetchFunc
 }
 
-// taskState is the scheduling and voting state of one task.
+// taskState is the scheduling and voting state of one task: small, for
+// a job of a million tasks holds a million of them. What few tasks need
+// (lost attempts, the accepted digest of a verified job) is in more.
 type taskState struct {
-	need     int // replicas still to start
-	running  int
-	started  int      // replicas started, failed ones included
-	failures int      // replicas that failed (task error, crash, timeout)
-	lost     []string // why each lost attempt was lost ("peer: error")
-	quorum   int      // matching votes needed (1 when adaptive trust skips replication)
+	need     int32 // replicas still to start
+	running  int32
+	started  int32 // replicas started, failed ones included
+	failures int32 // replicas that failed (task error, crash, timeout)
+	quorum   int32 // matching votes needed (1 when adaptive trust skips replication)
 	disputed bool
 	settled  bool
-	queued   bool      // in Queue.pending (pending.go)
-	fetching bool      // an accepted output is being fetched
-	accepted digest.ID // the accepted digest, once settled
-	votes    []vote
+	queued   bool // in Queue.pending (pending.go)
+	fetching bool // an accepted output is being fetched
 	// check: a trusted run is wanted or running, and decides the task;
 	// trusted: a trusted run decided it.
 	check, trusted bool
+	votes          []vote
+	more           *taskMore
+}
+
+// taskMore is the state of a task that few tasks need.
+type taskMore struct {
+	lost     []string  // why each lost attempt was lost ("peer: error")
+	accepted digest.ID // the accepted digest, once settled (kept only when votes are: keepVotes)
+}
+
+// m is ts's taskMore, made on first use.
+func (ts *taskState) m() *taskMore {
+	if ts.more == nil {
+		ts.more = &taskMore{}
+	}
+	return ts.more
+}
+
+// accepted is the accepted digest (zero if not kept).
+func (ts *taskState) accepted() digest.ID {
+	if ts.more == nil {
+		return digest.ID{}
+	}
+	return ts.more.accepted
 }
 
 // Queue hands out leases, takes results, votes and decides retries.
@@ -392,7 +415,7 @@ func New(cfg Config) *Queue {
 		close(q.open)
 	}
 	for _, t := range cfg.Pending {
-		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum, queued: true}
+		q.tasks[t] = taskState{need: int32(v.Replicas), quorum: int32(v.Quorum), queued: true}
 	}
 	if v.Trust == spec.TrustAdaptive {
 		q.loadTrust()
@@ -598,7 +621,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	ts := &q.tasks[task]
 	q.repMu.Lock()
 	rt := q.rec(task)
-	attempt := len(rt.Attempts) + ts.running
+	attempt := len(rt.Attempts) + int(ts.running)
 	rt.State = report.TaskRunning
 	id := rt.ID
 	q.env.Touched(task)
@@ -693,7 +716,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		if tr.invalid >= ExcludeAfter && !tr.excluded {
 			q.excludeLocked(l.Peer, fmt.Sprintf("%d outputs rejected by the plugin's check", tr.invalid), true)
 		}
-		if ts.started >= q.verify.MaxReplicas+q.retries {
+		if int(ts.started) >= q.verify.MaxReplicas+q.retries {
 			if ts.running == 0 {
 				q.failLocked(l.Task, fmt.Errorf("every output was rejected by the plugin's check (%d tries)", ts.started))
 			}
@@ -708,7 +731,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return q.lostLocked(l, res)
 	default:
 		ts.failures++
-		if ts.failures <= q.retries {
+		if int(ts.failures) <= q.retries {
 			headline, _ := report.Excerpt(errText(res.Err))
 			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", headline)
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
@@ -749,16 +772,17 @@ func (q *Queue) lostLocked(l *Lease, res Result) bool {
 		return false
 	}
 	q.chargeLocked(l.Peer, res.Fault, res.Err)
-	ts.lost = append(ts.lost, l.Peer+": "+errText(res.Err))
-	if len(ts.lost) < q.maxLost {
-		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(ts.lost), "err", res.Err)
+	m := ts.m()
+	m.lost = append(m.lost, l.Peer+": "+errText(res.Err))
+	if len(m.lost) < q.maxLost {
+		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(m.lost), "err", res.Err)
 		q.needFrontLocked(l.Task, 1)
 		return false
 	}
 	if ts.running > 0 {
 		return false // the replicas still running may decide it
 	}
-	err := fmt.Errorf("lost %d times: %s", len(ts.lost), strings.Join(ts.lost, "; "))
+	err := fmt.Errorf("lost %d times: %s", len(m.lost), strings.Join(m.lost, "; "))
 	q.failLocked(l.Task, err)
 	q.rec(l.Task).Verdict = "failed: " + err.Error()
 	return false
@@ -785,7 +809,7 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 	if ts.settled {
 		return
 	}
-	ts.need += n
+	ts.need += int32(n)
 	q.enqueueLocked(task, front)
 	q.rec(task).State = report.TaskPending
 	q.env.Touched(task)

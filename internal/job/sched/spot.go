@@ -108,7 +108,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 			return false, false
 		}
 		ts.failures++
-		if ts.failures <= q.retries {
+		if int(ts.failures) <= q.retries {
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
 			q.wantCheckLocked(l.Task)
 			return false, false
@@ -118,7 +118,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	}
 	ts.check, ts.trusted = false, true
 	q.spotStatsLocked().Checked++
-	if ts.settled && res.Digest == ts.accepted {
+	if ts.settled && res.Digest == ts.accepted() {
 		rt.Verdict = appendVerdict(rt.Verdict, "spot check agrees")
 		q.doneLocked(l.Task)
 		return false, false
@@ -136,9 +136,9 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 			liars = append(liars, v.peer)
 		}
 	}
-	wrong := ts.accepted
+	wrong := ts.accepted()
 	was := ts.settled
-	ts.settled, ts.accepted = true, res.Digest
+	ts.settled, ts.m().accepted = true, res.Digest
 	ts.votes = append(ts.votes, vote{peer: q.self, digest: res.Digest})
 	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskRunning, l.Peer, res.Digest.String(), report.TaskFiles(rt.ID, res.Files)
 	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)

@@ -155,7 +155,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 			continue // not decided, or a trusted run decides or decided it
 		}
 		rt := q.rec(t)
-		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
+		if countOf(ts.votes, ts.accepted()) >= int(ts.quorum) && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}
 		if q.spot > 0 && q.self != "" {
@@ -172,13 +172,13 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		q.log.Warn("re-verifying a task an excluded peer voted for", "task", rt.ID, "peer", peer)
 		ts.settled = false
 		q.disputeLocked(t)
-		ts.quorum = max(q.verify.Quorum, 1)
+		ts.quorum = int32(max(q.verify.Quorum, 1))
 		q.remaining++
 		q.rep.Summary.Done--
 		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
 		q.env.Touched(t)
 		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
-		q.needLocked(t, max(ts.quorum-countOf(ts.votes, ts.accepted), 1))
+		q.needLocked(t, max(int(ts.quorum)-countOf(ts.votes, ts.accepted()), 1))
 	}
 }
 

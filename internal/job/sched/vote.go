@@ -97,7 +97,7 @@ func (q *Queue) tallyLocked(task int) bool {
 		return false // a trusted run decides it
 	}
 	b := ballot{
-		quorum: ts.quorum, disputed: ts.disputed, started: ts.started, running: ts.running, need: ts.need,
+		quorum: int(ts.quorum), disputed: ts.disputed, started: int(ts.started), running: int(ts.running), need: int(ts.need),
 		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
 	}
 	for _, v := range ts.votes {
@@ -198,7 +198,10 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	}
 	files := winner.out.Files
 	winner.out = Output{}
-	ts.settled, ts.accepted = true, d
+	ts.settled = true
+	if q.keepVotes() {
+		ts.m().accepted = d
+	}
 	ts.need = 0
 	q.unqueueLocked(task)
 	q.remaining--
@@ -225,7 +228,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
-	if !q.Verifying() && q.spot == 0 {
+	if !q.keepVotes() {
 		ts.votes = nil // nothing reads them again: a million tasks' worth of memory
 	}
 	q.env.TaskDone(rt.ID, true)
@@ -282,6 +285,10 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 	}
 	return false
 }
+
+// keepVotes: a decided task's votes and accepted digest are read again
+// (a verified job's trust, spot checks); otherwise they are dropped.
+func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot > 0 }
 
 func countOf(vs []vote, d digest.ID) int {
 	n := 0

@@ -497,6 +497,9 @@ func (r *runner) journalLocked() error {
 		r.recs.journaled(i)
 	}
 	r.touched = r.touched[:0]
+	if cap(r.touched) > 1<<16 {
+		r.touched = nil // the start's list of every task: not kept for the run
+	}
 	return nil
 }
 

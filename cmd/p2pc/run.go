@@ -132,7 +132,12 @@ func (c *RunCmd) Run(g *Globals) error {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}
-		printSummary(os.Stderr, rep, tasks, p.OutDir, time.Since(start))
+		took := time.Since(start)
+		count, failed, err := summaryTasks(ctx, p.OutDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "p2pc: read the tasks: %v\n", err)
+		}
+		printSummary(os.Stderr, rep, count, failed, p.OutDir, took)
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
@@ -172,6 +177,23 @@ func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) erro
 		defer db.Close()
 		return db.EachTask(context.WithoutCancel(ctx), func(_ int, t *report.Task) error { return yield(t) })
 	}
+}
+
+// summaryTasks reads what the run's summary says of the tasks in the
+// output folder out: the accepted results by peer, the first failed tasks.
+func summaryTasks(ctx context.Context, out string) (map[string]int, []*report.Task, error) {
+	ctx = context.WithoutCancel(ctx)
+	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(out, jobdb.FileName))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	count, err := db.Shares(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed, err := db.Failed(ctx, shownFailures)
+	return count, failed, err
 }
 
 // peerShares says how many accepted results each peer produced, biggest

@@ -19,21 +19,9 @@ const shownFailures = 5
 
 // printSummary says how the job ended: the counts, where it ran, why
 // each of the first failed tasks failed, and where the results are.
-// Its tasks come from tasks, read once.
-func printSummary(w io.Writer, rep *report.Report, tasks func(yield func(*report.Task) error) error, out string, took time.Duration) {
-	count := map[string]int{}
-	var failures [][]string
-	if err := tasks(func(t *report.Task) error {
-		if t.Peer != "" {
-			count[t.Peer]++
-		}
-		if t.State == report.TaskFailed && len(failures) < shownFailures {
-			failures = append(failures, failureLines(*t))
-		}
-		return nil
-	}); err != nil {
-		fmt.Fprintf(w, "p2pc: read the tasks: %v\n", err)
-	}
+// count is the accepted results by peer, failed the first failed tasks
+// (shownFailures of them, when there are that many).
+func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration) {
 	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
 	if rep.Summary.Failed > 0 {
 		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
@@ -60,12 +48,12 @@ func printSummary(w io.Writer, rep *report.Report, tasks func(yield func(*report
 		}
 		fmt.Fprintln(w)
 	}
-	for _, lines := range failures {
-		for _, l := range lines {
+	for _, t := range failed[:min(len(failed), shownFailures)] {
+		for _, l := range failureLines(*t) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	if more := rep.Summary.Failed - len(failures); len(failures) == shownFailures && more > 0 {
+	if more := rep.Summary.Failed - shownFailures; len(failed) >= shownFailures && more > 0 {
 		fmt.Fprintf(w, "  ... %d more failed: see %s\n", more, filepath.Join(out, report.FileName))
 	}
 	for _, o := range rep.Outputs {

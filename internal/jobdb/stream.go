@@ -216,3 +216,43 @@ func (db *DB) EachTask(ctx context.Context, fn func(idx int, t *report.Task) err
 	}
 	return nil
 }
+
+// Shares counts the tasks each peer produced the accepted result of, by
+// peer name (report.json's tasks[].peer).
+func (db *DB) Shares(ctx context.Context) (map[string]int, error) {
+	count := map[string]int{}
+	err := db.each(ctx, `SELECT peer, count(*) FROM tasks WHERE peer != '' GROUP BY peer`, func(rows *sql.Rows) error {
+		var p string
+		var n int
+		if err := rows.Scan(&p, &n); err != nil {
+			return err
+		}
+		count[p] += n
+		return nil
+	})
+	return count, err
+}
+
+// Failed reads the first n failed tasks' records, in task order.
+func (db *DB) Failed(ctx context.Context, n int) ([]*report.Task, error) {
+	var idx []int
+	if err := db.each(ctx, `SELECT idx FROM tasks WHERE state = ? ORDER BY idx LIMIT ?`, func(rows *sql.Rows) error {
+		var i int
+		err := rows.Scan(&i)
+		idx = append(idx, i)
+		return err
+	}, report.TaskFailed, n); err != nil {
+		return nil, err
+	}
+	var out []*report.Task
+	for _, i := range idx {
+		t, found, err := db.LoadTask(ctx, i)
+		if err != nil {
+			return out, err
+		}
+		if found {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}

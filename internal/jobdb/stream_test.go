@@ -72,6 +72,14 @@ func TestEachTaskAndLoadTask(t *testing.T) {
 	if !reflect.DeepEqual(got, loaded.Tasks) {
 		t.Fatalf("EachTask gave %+v\nLoad gave %+v", got, loaded.Tasks)
 	}
+	shares, err := ro.Shares(ctx)
+	if err != nil || !reflect.DeepEqual(shares, map[string]int{"p1": 1, "p2": 1}) {
+		t.Errorf("Shares = %v, %v", shares, err)
+	}
+	failed, err := ro.Failed(ctx, 5)
+	if err != nil || len(failed) != 1 || !reflect.DeepEqual(*failed[0], loaded.Tasks[1]) {
+		t.Errorf("Failed = %+v, %v", failed, err)
+	}
 	var whole, streamed bytes.Buffer
 	if err := report.Encode(&whole, loaded); err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func tuneGC() (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		watchHeap(done, time.Second)
+		watchHeap(done, 100*time.Millisecond)
 	}()
 	return func() { close(done); wg.Wait() }
 }

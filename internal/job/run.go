@@ -105,7 +105,9 @@ type RunOptions struct {
 var errNoReduce = errors.New("no reduce step")
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
-// the final report. The job's state is journaled in OutDir/job.db while it
+// the final report's job-level fields (its Tasks are nil: they are in
+// OUT/job.db and OUT/report.json, read a task at a time with jobdb's
+// EachTask). The job's state is journaled in OutDir/job.db while it
 // runs; report.json is written when the run ends. The error is nil for a
 // complete job, wraps ErrTasksFailed when tasks failed, is the context's
 // error when the run was interrupted, and wraps jobdb.ErrFull when the
@@ -287,11 +289,6 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	r.marked = make([]bool, n)
 	r.mu.Lock()
 	r.dirty = true
-	for i := range n {
-		if r.recs.kind[i] != recCold { // reused tasks are journaled as they are
-			r.touchLocked(i)
-		}
-	}
 	r.mu.Unlock()
 	jctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
@@ -537,7 +534,40 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.journalFresh(fail)
+	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// freshChunk is how many tasks journalFresh journals per hold of r.mu.
+const freshChunk = 256
+
+// journalFresh journals every task not tried yet as pending, a chunk at
+// a time, beside the run rather than before it (a million rows take
+// seconds): the database then lists every task of the job, `p2pc report`
+// and `p2pc status` too. A task that is at work by the time its chunk
+// comes is journaled by the journal instead, and an earlier run's task
+// reused as done (cold) is journaled as it is. It finishes its work even
+// when the journal is stopped (the run's end waits for it), unless the
+// database fails.
+func (r *runner) journalFresh(fail context.CancelCauseFunc) {
+	for from := 0; from < r.recs.Len(); from += freshChunk {
+		r.mu.Lock()
+		for i := from; i < min(from+freshChunk, r.recs.Len()); i++ {
+			if r.recs.kind[i] != recFresh {
+				continue
+			}
+			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
+				r.mu.Unlock()
+				fail(err)
+				return
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // journalPace is the least time between two journal writes.

@@ -226,9 +226,10 @@ type vote struct {
 	fetch FetchFunc
 }
 
-// taskState is the scheduling and voting state of one task: small, for
-// a job of a million tasks holds a million of them. What few tasks need
-// (lost attempts, the accepted digest of a verified job) is in more.
+// taskState is the scheduling and voting state of one task: small and
+// pointer-free, for a job of a million tasks holds a million of them
+// (the collector need not scan them). What only the tasks at work, or
+// the decided tasks of a verified job, need is in Queue.more.
 type taskState struct {
 	need     int32 // replicas still to start
 	running  int32
@@ -242,30 +243,42 @@ type taskState struct {
 	// check: a trusted run is wanted or running, and decides the task;
 	// trusted: a trusted run decided it.
 	check, trusted bool
-	votes          []vote
-	more           *taskMore
 }
 
-// taskMore is the state of a task that few tasks need.
+// taskMore is the state of a task beyond taskState: its votes, why its
+// lost attempts were lost, its accepted digest. A task has one from its
+// first vote or lost attempt; a decided task keeps it only where it is
+// read again (keepVotes: a verified or spot-checked job).
 type taskMore struct {
+	votes    []vote
 	lost     []string  // why each lost attempt was lost ("peer: error")
-	accepted digest.ID // the accepted digest, once settled (kept only when votes are: keepVotes)
+	accepted digest.ID // the accepted digest, once settled
 }
 
-// m is ts's taskMore, made on first use.
-func (ts *taskState) m() *taskMore {
-	if ts.more == nil {
-		ts.more = &taskMore{}
+// m is task's taskMore, made on first use.
+func (q *Queue) m(task int) *taskMore {
+	m := q.more[task]
+	if m == nil {
+		m = &taskMore{}
+		q.more[task] = m
 	}
-	return ts.more
+	return m
 }
 
-// accepted is the accepted digest (zero if not kept).
-func (ts *taskState) accepted() digest.ID {
-	if ts.more == nil {
-		return digest.ID{}
+// votesOf is task's votes (nil: none).
+func (q *Queue) votesOf(task int) []vote {
+	if m := q.more[task]; m != nil {
+		return m.votes
 	}
-	return ts.more.accepted
+	return nil
+}
+
+// accepted is task's accepted digest (zero if not kept).
+func (q *Queue) accepted(task int) digest.ID {
+	if m := q.more[task]; m != nil {
+		return m.accepted
+	}
+	return digest.ID{}
 }
 
 // Queue hands out leases, takes results, votes and decides retries.
@@ -298,6 +311,7 @@ type Queue struct {
 	wake      chan struct{} // closed and replaced when something changes
 	pending   []int         // tasks with need > 0, in order
 	tasks     []taskState
+	more      map[int]*taskMore // by task (taskMore)
 	running   map[uint64]*Lease
 	trust     map[string]*peerTrust
 	workers   map[string]time.Time // peers that asked for work recently
@@ -397,6 +411,7 @@ func New(cfg Config) *Queue {
 		wake:      make(chan struct{}),
 		pending:   slices.Clone(cfg.Pending),
 		tasks:     make([]taskState, recs.Len()),
+		more:      map[int]*taskMore{},
 		running:   map[uint64]*Lease{},
 		trust:     map[string]*peerTrust{},
 		workers:   map[string]time.Time{},
@@ -576,7 +591,7 @@ func (q *Queue) involvedLocked(peer string, task int) bool {
 		}
 	}
 	if q.Verifying() {
-		for _, v := range q.tasks[task].votes {
+		for _, v := range q.votesOf(task) {
 			if v.peer == peer {
 				return true
 			}
@@ -703,7 +718,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 			return false
 		}
 		q.trustOf(l.Peer).losses = 0 // a valid result forgives lost attempts
-		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, out: res.output(), fetch: res.Fetch})
+		q.m(l.Task).votes = append(q.votesOf(l.Task), vote{peer: l.Peer, digest: res.Digest, out: res.output(), fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
 		q.noteRunLocked(l, res)
@@ -741,7 +756,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		if ts.running > 0 || ts.need > 0 {
 			return false // other replicas may still decide it
 		}
-		if len(ts.votes) > 0 {
+		if len(q.votesOf(l.Task)) > 0 {
 			return q.tallyLocked(l.Task)
 		}
 		q.failLocked(l.Task, res.Err)
@@ -772,7 +787,7 @@ func (q *Queue) lostLocked(l *Lease, res Result) bool {
 		return false
 	}
 	q.chargeLocked(l.Peer, res.Fault, res.Err)
-	m := ts.m()
+	m := q.m(l.Task)
 	m.lost = append(m.lost, l.Peer+": "+errText(res.Err))
 	if len(m.lost) < q.maxLost {
 		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(m.lost), "err", res.Err)
@@ -825,7 +840,6 @@ func (q *Queue) settleLocked(task int) {
 }
 
 func (q *Queue) failLocked(task int, err error) {
-	ts := &q.tasks[task]
 	rt := q.rec(task)
 	q.settleLocked(task)
 	q.failed++
@@ -834,7 +848,7 @@ func (q *Queue) failLocked(task int, err error) {
 	if err != nil {
 		rt.Error = err.Error()
 	}
-	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(task))
 	if q.Verifying() {
 		rt.Verdict = "failed: " + err.Error()
 	}
@@ -848,12 +862,15 @@ func (q *Queue) failLocked(task int, err error) {
 	q.env.TaskDone(rt.ID, false)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
+	if !q.keepVotes() {
+		delete(q.more, task)
+	}
 }
 
 // cleanVotes discards staged outputs that lost.
 func (q *Queue) cleanVotes(task int) {
-	for i := range q.tasks[task].votes {
-		v := &q.tasks[task].votes[i]
+	for i := range q.votesOf(task) {
+		v := &q.votesOf(task)[i]
 		if v.out.Stage != "" {
 			q.env.Discard(v.out.Stage)
 		}
@@ -1000,7 +1017,7 @@ func (q *Queue) Close() {
 	for _, l := range q.running {
 		revoke(l)
 	}
-	for t := range q.tasks {
+	for t := range q.more {
 		q.cleanVotes(t)
 	}
 	q.signal()

@@ -168,6 +168,20 @@ func echoSpec(b *testing.B, echo string, n, sleepMS int) string {
 	return spec
 }
 
+// batchOff returns a copy of spec whose tasks run one per plugin call.
+func batchOff(b *testing.B, spec string) string {
+	b.Helper()
+	body, err := os.ReadFile(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	off := filepath.Join(b.TempDir(), "off.yaml")
+	if err := os.WriteFile(off, append(body, "batch: off\n"...), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return off
+}
+
 var (
 	runSeq   int
 	peerPIDs []int
@@ -285,12 +299,21 @@ func reportLatency(b *testing.B, all []time.Duration) {
 
 // BenchmarkDispatchLatency: Preon 4.3's setup (200 echo tasks
 // dispatched at once to 10 peers x 20 slots) and, for the unloaded cost
-// of one dispatch, 1 peer x 1 slot taking the tasks one after another.
+// of one dispatch, 1 peer x 1 slot taking the tasks one after another,
+// one task at a time (batch=off) and batched as by default (there a
+// task's lease to end holds its wait behind its batch's earlier tasks).
 // One iteration is one job; the metrics pool every task of every
 // iteration. Targets (issue 4): p50 < 1 ms, p99 < 5 ms.
 func BenchmarkDispatchLatency(b *testing.B) {
-	for _, c := range []struct{ peers, slots, tasks int }{{10, 20, 200}, {1, 1, 200}} {
-		b.Run(fmt.Sprintf("peers=%d/slots=%d/tasks=%d", c.peers, c.slots, c.tasks), func(b *testing.B) {
+	for _, c := range []struct {
+		peers, slots, tasks int
+		off                 bool
+	}{{10, 20, 200, false}, {1, 1, 200, false}, {1, 1, 200, true}} {
+		name := fmt.Sprintf("peers=%d/slots=%d/tasks=%d", c.peers, c.slots, c.tasks)
+		if c.off {
+			name += "/batch=off"
+		}
+		b.Run(name, func(b *testing.B) {
 			heavy(b)
 			bin, echo := binaries(b)
 			addrs := swarm(b, bin, c.peers, c.slots)
@@ -300,6 +323,9 @@ func BenchmarkDispatchLatency(b *testing.B) {
 			// and its pools' close 30 s later would land in the timed
 			// runs).
 			spec := echoSpec(b, echo, c.tasks, 0)
+			if c.off {
+				spec = batchOff(b, spec)
+			}
 			submit(b, bin, spec, addrs, data)
 			submit(b, bin, spec, addrs, data)
 			var all []time.Duration

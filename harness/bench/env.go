@@ -178,6 +178,7 @@ type JobSpec struct {
 	Timeout string         `yaml:"timeout,omitempty"`
 	Retries int            `yaml:"retries,omitempty"`
 	Reduce  bool           `yaml:"reduce,omitempty"`
+	Batch   any            `yaml:"batch,omitempty"` // "off" or {max: N}; unset: adaptive
 }
 
 // Range is a task entry of n tasks with param = 0..n-1.
@@ -264,7 +265,8 @@ func Shares(rep *report.Report) map[string]int {
 type Latency struct {
 	Task     string        `json:"task"`
 	Peer     string        `json:"peer"`
-	Dispatch time.Duration `json:"dispatch_ns"` // since the job's first dispatch
+	Dispatch time.Duration `json:"dispatch_ns"`   // since the job's first dispatch
+	Run      int           `json:"run,omitempty"` // the round, where a measure pools several runs
 	Latency  time.Duration `json:"latency_ns"`
 }
 

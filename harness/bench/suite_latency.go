@@ -85,13 +85,16 @@ type latencyData struct {
 	cfg    latencyConfig
 	runs   []latencyRun
 	all    []float64   // every task's latency of every run (ms)
-	serial *latencyRun // one peer, one slot; nil if not measured
-	dask   *daskResult // nil where skipped (derr says why)
-	derr   error
-	setup  string // the lab, as a row label
-	st     Stats  // of all
-	sp     Stats  // of the runs' makespans
-	daskSt Stats  // of Dask's latencies
+	serial *latencyRun // one peer, one slot, one task at a time; nil if not measured
+	// serialBatched is the same job batched as by default: a task's lease
+	// to end holds its wait behind the earlier tasks of its batch.
+	serialBatched *latencyRun
+	dask          *daskResult // nil where skipped (derr says why)
+	derr          error
+	setup         string // the lab, as a row label
+	st            Stats  // of all
+	sp            Stats  // of the runs' makespans
+	daskSt        Stats  // of Dask's latencies
 	// Like for like, per run: the mean lease-to-end and submission-to-
 	// result latencies (ms) of p2pc's runs and Dask's rounds, medians
 	// over the runs with 95% intervals.
@@ -178,7 +181,7 @@ func (d *latencyData) compare(ctx context.Context, env *Env, plugin string, phas
 	// Unloaded: one peer, one slot, the tasks one after another.
 	if d.cfg.SerialTasks > 0 {
 		var err error
-		if d.serial, err = env.serialLatency(ctx, plugin, d.cfg.SerialTasks); err != nil {
+		if d.serial, d.serialBatched, err = env.serialLatency(ctx, plugin, d.cfg.SerialTasks); err != nil {
 			return err
 		}
 	}
@@ -225,7 +228,10 @@ func (d *latencyData) rows(res *Result, env *Env) {
 	res.Add(d.setup, "submission (p2pc run start) to result, a run's mean (ms), median [95% CI]; p50 / p99 of all", d.startCI.Format(f1)+fmt.Sprintf("; %.1f / %.1f", d.startSt.P50, d.startSt.P99), "")
 	res.Add(d.setup, "first dispatch to last end (s)", fmt.Sprintf("%.3f ± %.3f", d.sp.Mean, d.sp.SD), fmt.Sprintf("%.2f ± 0.03", preonLastS))
 	if d.serial != nil {
-		res.Add("p2pc, 1 peer x 1 slot (unloaded)", "latency mean / p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f / %.2f", d.serial.Stats.Mean, d.serial.Stats.P50, d.serial.Stats.P99), "")
+		res.Add("p2pc, 1 peer x 1 slot (unloaded), one task at a time (batch: off)", "latency mean / p50 / p99 (ms)", fmt.Sprintf("%.2f / %.2f / %.2f", d.serial.Stats.Mean, d.serial.Stats.P50, d.serial.Stats.P99), "")
+		b := d.serialBatched
+		res.Add("p2pc, 1 peer x 1 slot, batched (default)", "lease to end mean / p50 / p99 (ms), with the wait behind the batch's earlier tasks; all tasks' span (ms)",
+			fmt.Sprintf("%.2f / %.2f / %.2f; %.1f", b.Stats.Mean, b.Stats.P50, b.Stats.P99, 1000*b.MakespanS), "")
 	}
 	if d.dask != nil {
 		who := fmt.Sprintf("Dask, standing cluster %d workers x %d threads", d.dask.Workers, d.dask.Threads)
@@ -243,9 +249,10 @@ func (d *latencyData) rows(res *Result, env *Env) {
 func (d *latencyData) writeData(env *Env) error {
 	if err := env.WriteJSON("latency.json", map[string]any{
 		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs, "latency_ms": d.st, "makespan_s": d.sp,
-		"serial": d.serial, "dask": d.dask, "dask_latency_ms": d.daskSt, "dask_skipped": errString(d.derr),
+		"serial": d.serial, "serial_batched": d.serialBatched, "dask": d.dask, "dask_latency_ms": d.daskSt, "dask_skipped": errString(d.derr),
 		"preon": map[string]float64{"mean_ms": preonLatencyMeanMS, "sd_ms": preonLatencySDMS, "last_end_s": preonLastS},
 		"definitions": map[string]string{
+			"serial":     "1 peer x 1 slot, the tasks one at a time (batch: off): the unloaded cost of one task; serial_batched: the same job batched as by default",
 			"latency":    "from report.json attempts: start = the coordinator issued the lease, end = the peer finished the task (one clock: all processes run on this machine)",
 			"makespan_s": "first lease issued to the last task's end",
 			"dask":       "a standing LocalCluster; per round one client process: client.map of all tasks at once; per task, submit until its result reached the client (as_completed)",
@@ -260,9 +267,15 @@ func (d *latencyData) writeData(env *Env) error {
 			rows = append(rows, []string{"p2pc", fmt.Sprint(r.Run), fmt.Sprint(i), l.Task, l.Peer, f3(msOf(l.Dispatch)), f3(msOf(l.Latency))})
 		}
 	}
-	if d.serial != nil {
-		for i, l := range d.serial.Latency {
-			rows = append(rows, []string{"p2pc-1x1", "1", fmt.Sprint(i), l.Task, l.Peer, f3(msOf(l.Dispatch)), f3(msOf(l.Latency))})
+	for _, s := range []struct {
+		sys string
+		r   *latencyRun
+	}{{"p2pc-1x1", d.serial}, {"p2pc-1x1-batched", d.serialBatched}} {
+		if s.r == nil {
+			continue
+		}
+		for i, l := range s.r.Latency {
+			rows = append(rows, []string{s.sys, fmt.Sprint(l.Run), fmt.Sprint(i), l.Task, l.Peer, f3(msOf(l.Dispatch)), f3(msOf(l.Latency))})
 		}
 	}
 	if d.dask != nil {
@@ -326,7 +339,8 @@ func (d *latencyData) writeSummary(env *Env) error {
 	}
 	tab := [][]string{trow(d.setup, d.st, fmt.Sprintf("%.2f ± %.2f", preonLatencyMeanMS, preonLatencySDMS))}
 	if d.serial != nil {
-		tab = append(tab, trow("p2pc, 1 peer x 1 slot, one task after another", d.serial.Stats, ""))
+		tab = append(tab, trow("p2pc, 1 peer x 1 slot, one task at a time (batch: off)", d.serial.Stats, ""),
+			trow("p2pc, 1 peer x 1 slot, batched (default)", d.serialBatched.Stats, ""))
 	}
 	tab = append(tab, trow(d.setup+", submission (p2pc run start) to result", d.startSt, ""))
 	if d.dask != nil {
@@ -337,8 +351,8 @@ func (d *latencyData) writeSummary(env *Env) error {
 	md.P("**Like for like.** *Submission to result* starts when the user's command starts: `p2pc run` for p2pc (so it holds the plugin check, enrolment of the peers and dispatch), the client process of a standing Dask cluster for Dask (interpreter, import, connect, submit). *Lease to end* (Preon's measure) and Dask's *submit to result* start once the work is handed out and leave that out. Per run, the mean of each; over the runs, the median with its 95%% bootstrap interval: p2pc lease to end %s ms, submission to result %s ms; Dask submit to result %s ms, submission to result %s ms.",
 		d.leaseCI.Format(f2), d.startCI.Format(f1), d.daskCI.Format(f2), d.daskStartCI.Format(f1))
 	md.P("First dispatch to the last task's end: **%.3f s ± %.3f s** over %d runs (Preon: %.2f s ± 0.03 s).", d.sp.Mean, d.sp.SD, d.sp.N, preonLastS)
-	md.P("With every task dispatched at once, a task's latency is mostly its wait for a core: %d peers' worth of work runs on %d cores, so the later tasks of a burst wait for the earlier ones (Preon's peers each had their own machine). The 1 peer x 1 slot row shows the cost of one dispatch on an idle system (the peer's prefetch window still queues one task behind the running one). %s",
-		d.cfg.Peers, env.Machine.Cores, skipLine("Dask", d.derr))
+	md.P("With every task dispatched at once, a task's latency is mostly its wait for a core: %d peers' worth of work runs on %d cores, so the later tasks of a burst wait for the earlier ones (Preon's peers each had their own machine). The 1 peer x 1 slot rows run %d tasks one after another: *one task at a time* (`batch: off`) shows the cost of one dispatch on an idle system (the peer's prefetch window still queues one task behind the running one); *batched*, as by default, the peer gets the tasks in batches, so a task's lease to end holds its wait behind the earlier tasks of its batch: its latency is higher while the job as a whole ends sooner (span of all tasks: %.1f ms batched, %.1f ms one at a time). %s",
+		d.cfg.Peers, env.Machine.Cores, d.cfg.SerialTasks, 1000*spanOr0(d.serialBatched), 1000*spanOr0(d.serial), skipLine("Dask", d.derr))
 	md.P("![latency by dispatch order](latency.svg)")
 	md.P("Files: latency.json (every task of every run), latency.csv, latency.svg, job.yaml.")
 	if err := env.WriteMarkdown("summary.md", &md); err != nil {
@@ -347,27 +361,60 @@ func (d *latencyData) writeSummary(env *Env) error {
 	return nil
 }
 
-// serialLatency measures n echo tasks on one peer with one slot.
-func (e *Env) serialLatency(ctx context.Context, plugin string, n int) (*latencyRun, error) {
-	spec, err := e.WriteSpec("latency-serial", JobSpec{Name: "bench-latency-serial", Plugin: plugin, Tasks: []any{Range("i", n)}, Timeout: "1m"})
+// serialRounds is how many times each 1 x 1 job runs, the two kinds
+// taking turns (the machine's load drifts alike over both).
+const serialRounds = 2
+
+// serialLatency measures n echo tasks on one peer with one slot, one task
+// at a time (batch: off: the unloaded cost of one task) and batched as by
+// default (a task waits behind the earlier tasks of its batch), the two
+// jobs taking turns. A run's MakespanS is the mean over its rounds; Run
+// in each Latency is its round.
+func (e *Env) serialLatency(ctx context.Context, plugin string, n int) (alone, batched *latencyRun, err error) {
+	offSpec, err := e.WriteSpec("latency-serial", JobSpec{Name: "bench-latency-serial", Plugin: plugin, Tasks: []any{Range("i", n)}, Timeout: "1m", Batch: "off"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	batchSpec, err := e.WriteSpec("latency-serial-batched", JobSpec{Name: "bench-latency-serial-batched", Plugin: plugin, Tasks: []any{Range("i", n)}, Timeout: "1m"})
+	if err != nil {
+		return nil, nil, err
 	}
 	lab, err := e.NewLab(ctx, []harness.PeerSpec{{Name: "solo", Slots: 1}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer lab.Close()
-	if _, err := e.Submit(ctx, lab, spec, harness.SubmitOptions{}); err != nil { // warm-up
-		return nil, fmt.Errorf("serial latency warm-up: %w", err)
+	alone, batched = &latencyRun{Run: 1}, &latencyRun{Run: 1}
+	for round := range serialRounds + 1 { // round 0 warms both jobs' plugin processes
+		for _, c := range []struct {
+			spec string
+			r    *latencyRun
+		}{{offSpec, alone}, {batchSpec, batched}} {
+			sub, err := e.Submit(ctx, lab, c.spec, harness.SubmitOptions{})
+			if err != nil {
+				return nil, nil, fmt.Errorf("serial latency (round %d): %w", round, err)
+			}
+			if round == 0 {
+				continue
+			}
+			c.r.MakespanS += SpanOf(sub.Report).Makespan().Seconds() / serialRounds
+			ls := Latencies(sub.Report)
+			for i := range ls {
+				ls[i].Run = round
+			}
+			c.r.Latency = append(c.r.Latency, ls...)
+		}
 	}
-	sub, err := e.Submit(ctx, lab, spec, harness.SubmitOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("serial latency: %w", err)
+	alone.Stats, batched.Stats = Summarise(latMS(alone.Latency)), Summarise(latMS(batched.Latency))
+	return alone, batched, lab.Close()
+}
+
+// spanOr0 is r's span of all tasks in seconds, 0 for nil.
+func spanOr0(r *latencyRun) float64 {
+	if r == nil {
+		return 0
 	}
-	r := &latencyRun{Run: 1, MakespanS: SpanOf(sub.Report).Makespan().Seconds(), Latency: Latencies(sub.Report)}
-	r.Stats = Summarise(latMS(r.Latency))
-	return r, lab.Close()
+	return r.MakespanS
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

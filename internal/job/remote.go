@@ -20,6 +20,7 @@ import (
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/transfer"
@@ -349,6 +350,14 @@ func (w *remoteWorker) sendLoop(ctx context.Context, cancel context.CancelCauseF
 				cancel(fmt.Errorf("send to %s: %w", w.peer.Name, err))
 				return
 			}
+			if phasetrace.On() {
+				for _, l := range m.GetLeases().GetLeases() {
+					phasetrace.Mark("c.sent", l.LeaseId)
+				}
+				if l := m.GetLease(); l != nil {
+					phasetrace.Mark("c.sent", l.LeaseId)
+				}
+			}
 		}
 	}
 }
@@ -391,6 +400,7 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 			return context.Cause(ctx)
 		}
 	case *peerpb.FromPeer_Result:
+		phasetrace.Mark("c.recv", m.Result.LeaseId)
 		select {
 		case results <- m.Result:
 		case <-ctx.Done():
@@ -401,6 +411,7 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 			return fmt.Errorf("peer %s sent %d results in one message, at most %d", w.peer.Name, len(m.Results.Results), peerpb.MaxBatch)
 		}
 		for _, res := range m.Results.Results {
+			phasetrace.Mark("c.recv", res.LeaseId)
 			select {
 			case results <- res:
 			case <-ctx.Done():
@@ -561,6 +572,11 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		if len(msgs) > 1 {
 			msg = &peerpb.ToPeer{Msg: &peerpb.ToPeer_Leases{Leases: &peerpb.Leases{Leases: msgs}}}
 		}
+		if phasetrace.On() {
+			for _, l := range batch {
+				phasetrace.At("c.lease", l.ID, l.Start)
+			}
+		}
 		select {
 		case w.outbox <- msg:
 		case <-ctx.Done():
@@ -681,6 +697,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) {
 		}
 	}
 	w.s.q.Finish(l, out)
+	phasetrace.Mark("c.settled", l.ID)
 }
 
 // Why collecting a peer's output failed, when it is the peer's fault (a

@@ -24,6 +24,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
@@ -421,6 +422,11 @@ func (s *session) sendBatched(stream peerpb.Peer_WorkServer, m *peerpb.FromPeer)
 	if err := stream.Send(out); err != nil {
 		return err
 	}
+	if phasetrace.On() {
+		for _, r := range batch {
+			phasetrace.Mark("p.sent", r.LeaseId)
+		}
+	}
 	if next != nil && next.Msg != nil {
 		return stream.Send(next)
 	}
@@ -445,6 +451,14 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 			if err != nil {
 				recvErr <- err
 				return
+			}
+			if phasetrace.On() {
+				for _, l := range m.GetLeases().GetLeases() {
+					phasetrace.Mark("p.recv", l.LeaseId)
+				}
+				if l := m.GetLease(); l != nil {
+					phasetrace.Mark("p.recv", l.LeaseId)
+				}
 			}
 			select {
 			case msgs <- m:
@@ -519,6 +533,7 @@ func (s *session) admit(ctx context.Context, l *peerpb.Lease) error {
 	s.n.stats.Leases++
 	s.n.mu.Unlock()
 	s.n.sched.enqueue(s, it)
+	phasetrace.Mark("p.admit", l.LeaseId)
 	return nil
 }
 
@@ -666,6 +681,7 @@ func (s *session) exec(batch []*queued, slot int) {
 	items := make([]taskrun.Item, len(batch))
 	for i, it := range batch {
 		l := it.lease
+		phasetrace.Mark("p.exec", l.LeaseId)
 		a := taskrun.Attempt{
 			JobID:   s.hello.JobId,
 			TaskID:  l.TaskId,
@@ -720,6 +736,10 @@ func (s *session) exec(batch []*queued, slot int) {
 		}
 		if it.paused.Load() && res.Outcome != report.OutcomeOK { // volunteer.go
 			res.Outcome, res.Error = report.OutcomeCanceled, errPausedLease
+		}
+		if phasetrace.On() && !out.Start.IsZero() {
+			phasetrace.At("p.start", res.LeaseId, out.Start)
+			phasetrace.At("p.end", res.LeaseId, out.End)
 		}
 		s.n.malform(res)
 		if s.log.Enabled(it.ctx, slog.LevelDebug) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
@@ -117,19 +118,49 @@ func (rs *records) load(i int) (*report.Task, error) {
 // db, a read-only handle: it is read while the run writes) or, never
 // tried, as the spec gives them. Cold records are read after a Flush.
 func (rs *records) each(ctx context.Context, db *jobdb.DB, fn func(i int, t *report.Task) error) error {
+	if err := rs.flush(ctx); err != nil {
+		return err
+	}
+	return eachRecord(ctx, db, rs.kind, rs.hot, rs.fresh, fn)
+}
+
+// flush commits every change handed to the job database (a closed one
+// has committed them all).
+func (rs *records) flush(ctx context.Context) error {
 	if err := rs.r.db.Flush(ctx); err != nil && !errors.Is(err, jobdb.ErrClosed) {
 		return err
 	}
+	return nil
+}
+
+// snapshot copies what eachRecord needs to read the records without the
+// runner's lock: the kinds, and the records in memory (deep copies).
+func (rs *records) snapshot() (kind []uint8, hot map[int]*report.Task) {
+	hot = make(map[int]*report.Task, len(rs.hot))
+	for i, t := range rs.hot {
+		c := *t
+		c.Attempts = slices.Clone(t.Attempts)
+		c.Files = slices.Clone(t.Files)
+		c.Votes = slices.Clone(t.Votes)
+		c.Partials = slices.Clone(t.Partials)
+		hot[i] = &c
+	}
+	return slices.Clone(rs.kind), hot
+}
+
+// eachRecord calls fn with every task's record in task order, by kind:
+// hot from hot, fresh made by fresh, cold from db.
+func eachRecord(ctx context.Context, db *jobdb.DB, kind []uint8, hot map[int]*report.Task, fresh func(int) *report.Task, fn func(i int, t *report.Task) error) error {
 	next := 0
 	emit := func(upto int) error { // the tasks before upto that are not cold
 		for ; next < upto; next++ {
-			switch rs.kind[next] {
+			switch kind[next] {
 			case recHot:
-				if err := fn(next, rs.hot[next]); err != nil {
+				if err := fn(next, hot[next]); err != nil {
 					return err
 				}
 			case recFresh:
-				if err := fn(next, rs.fresh(next)); err != nil {
+				if err := fn(next, fresh(next)); err != nil {
 					return err
 				}
 			}
@@ -137,13 +168,13 @@ func (rs *records) each(ctx context.Context, db *jobdb.DB, fn func(i int, t *rep
 		return nil
 	}
 	err := db.EachTask(ctx, func(i int, t *report.Task) error {
-		if i >= len(rs.kind) {
+		if i >= len(kind) {
 			return nil
 		}
 		if err := emit(i); err != nil {
 			return err
 		}
-		if rs.kind[i] == recCold {
+		if kind[i] == recCold {
 			next = i + 1
 			return fn(i, t)
 		}
@@ -152,5 +183,5 @@ func (rs *records) each(ctx context.Context, db *jobdb.DB, fn func(i int, t *rep
 	if err != nil {
 		return err
 	}
-	return emit(len(rs.kind))
+	return emit(len(kind))
 }

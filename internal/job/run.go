@@ -276,6 +276,8 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 		return ids
 	}, keep, r.log)
+	r.kick = make(chan struct{}, 1)
+	r.marked = make([]bool, n)
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
@@ -285,8 +287,6 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		r.db.Close()
 		return nil, err
 	}
-	r.kick = make(chan struct{}, 1)
-	r.marked = make([]bool, n)
 	r.mu.Lock()
 	r.dirty = true
 	r.mu.Unlock()
@@ -402,27 +402,40 @@ func (r *runner) reuse(ctx context.Context) int {
 	if prev == nil {
 		return 0
 	}
-	byID := make(map[string]*report.Task, len(prev.Tasks))
-	for i := range prev.Tasks {
-		byID[prev.Tasks[i].ID] = &prev.Tasks[i]
-	}
 	n := 0
-	for i := range r.recs.Len() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, done := range r.p.PreviousDone {
+		i := done.Idx
+		if i < 0 || i >= r.recs.Len() {
+			continue
+		}
 		id := r.recs.ID(i)
-		old, ok := byID[id]
-		if !ok || old.State != report.TaskDone || old.Digest == "" {
+		d, files, err := r.storedOutput(ctx, i, id)
+		if err != nil || d != done.Digest {
 			continue
 		}
-		d, _, err := r.storedOutput(ctx, i, id)
-		if err != nil || d.String() != old.Digest {
-			continue
+		if prev.Tasks == nil {
+			// The job database holds the task's record as the earlier
+			// run left it: done, with this output.
+			r.recs.setCold(i)
+		} else {
+			// A report.json of a p2pc that kept no database: the record
+			// is journaled from it.
+			old := &prev.Tasks[i]
+			if old.ID != id {
+				continue
+			}
+			t := r.recs.fresh(i)
+			t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
+			t.Files = report.TaskFiles(id, files)
+			r.recs.set(i, t)
+			r.touchLocked(i)
 		}
-		// The job database holds the task's record as the earlier run
-		// left it: done, with this output.
-		r.recs.setCold(i)
 		r.rep.Summary.Done++
 		n++
 	}
+	r.p.PreviousDone = nil // read once
 	if n > 0 {
 		r.log.Info("reusing tasks of an earlier run", "done", n)
 	}

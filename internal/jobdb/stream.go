@@ -256,3 +256,16 @@ func (db *DB) Failed(ctx context.Context, n int) ([]*report.Task, error) {
 	}
 	return out, nil
 }
+
+// Done calls fn with the index and digest of every task the database
+// holds as done with a digest, in task order (what a rerun may reuse).
+func (db *DB) Done(ctx context.Context, fn func(idx int, digest string) error) error {
+	return db.each(ctx, `SELECT idx, digest FROM tasks WHERE state = ? AND digest != '' ORDER BY idx`, func(rows *sql.Rows) error {
+		var i int
+		var d string
+		if err := rows.Scan(&i, &d); err != nil {
+			return err
+		}
+		return fn(i, d)
+	}, report.TaskDone)
+}

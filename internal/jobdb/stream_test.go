@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/report"
@@ -20,7 +21,7 @@ func TestEachTaskAndLoadTask(t *testing.T) {
 	db := open(t, path)
 	want := sampleReport()
 	// A task with a second attempt, after one whose rows are few.
-	want.Tasks = append(want.Tasks, report.Task{ID: "d", Params: json.RawMessage(`{"n":4}`), State: report.TaskDone, Peer: "p2",
+	want.Tasks = append(want.Tasks, report.Task{ID: "d", Params: json.RawMessage(`{"n":4}`), State: report.TaskDone, Peer: "p2", Digest: "ee",
 		Attempts: []report.Attempt{{Peer: "p1", Start: t0, End: t0, Outcome: report.OutcomeLost, Error: "gone"}, {Peer: "p2", Start: t0, End: t0, Outcome: report.OutcomeOK}},
 		Votes:    []report.Vote{{Peer: "p2", Digest: "ee"}}})
 	if err := db.PutJob(want); err != nil {
@@ -79,6 +80,13 @@ func TestEachTaskAndLoadTask(t *testing.T) {
 	failed, err := ro.Failed(ctx, 5)
 	if err != nil || len(failed) != 1 || !reflect.DeepEqual(*failed[0], loaded.Tasks[1]) {
 		t.Errorf("Failed = %+v, %v", failed, err)
+	}
+	var done []string
+	if err := ro.Done(ctx, func(idx int, d string) error {
+		done = append(done, strconv.Itoa(idx)+" "+d)
+		return nil
+	}); err != nil || !reflect.DeepEqual(done, []string{"0 dd", "3 ee"}) {
+		t.Errorf("Done gave %v, %v", done, err)
 	}
 	var whole, streamed bytes.Buffer
 	if err := report.Encode(&whole, loaded); err != nil {

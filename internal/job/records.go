@@ -88,6 +88,12 @@ func (rs *records) setCold(i int) {
 	rs.kind[i] = recCold
 }
 
+// reused: at the start of a run, task i is done (an earlier run's,
+// reused): cold, or in memory as done (from a report.json).
+func (rs *records) reused(i int) bool {
+	return rs.kind[i] == recCold || rs.kind[i] == recHot && rs.hot[i].State == report.TaskDone
+}
+
 // journaled: task i's record was handed to the job database. A decided
 // task's record leaves memory.
 func (rs *records) journaled(i int) {

@@ -29,7 +29,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	var pending []int
 	r.mu.Lock()
 	for i := range r.recs.Len() {
-		if r.recs.kind[i] != recCold { // cold at the start: reused, done
+		if !r.recs.reused(i) {
 			pending = append(pending, i)
 		}
 	}

@@ -95,10 +95,18 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 
 // exportInline writes every inline output to dir/tasks/<id>/<name>.
 func (r *runner) exportInline(ctx context.Context, dir string) error {
+	// The outputs are read with their tasks' rows: the records changed
+	// since the journal's last write go to the database first.
+	r.mu.Lock()
+	err := r.journalLocked()
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if err := r.db.Flush(ctx); err != nil {
 		return err
 	}
-	err := r.db.Outputs(ctx, func(o jobdb.Output) error {
+	err = r.db.Outputs(ctx, func(o jobdb.Output) error {
 		return jobdb.WriteOutput(dir, o)
 	})
 	if err != nil {

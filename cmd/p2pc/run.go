@@ -102,6 +102,9 @@ func (c *RunCmd) Run(g *Globals) error {
 		}
 		defer stopUI()
 	}
+	if js.Tasks.Len()*coordBytesPerTask > bigHeap {
+		expectBigHeap()
+	}
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
@@ -144,6 +147,11 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	return nil
 }
+
+// coordBytesPerTask is about what the coordinator keeps in memory per
+// task of a running job (its scheduling state, the journal's note of the
+// task's rows, a few flags: package job's records.go).
+const coordBytesPerTask = 100
 
 // againHint ends the error of a run its own disk stopped.
 const againHint = "free space, then run the same command again: the job resumes"

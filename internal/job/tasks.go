@@ -26,7 +26,7 @@ import (
 // returns early when ctx ends, and when the no-progress watchdog gives
 // up: stall then says why.
 func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, stall string) {
-	var pending []int
+	pending := make([]int, 0, r.recs.Len())
 	r.mu.Lock()
 	for i := range r.recs.Len() {
 		if !r.recs.reused(i) {

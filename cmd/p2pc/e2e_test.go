@@ -186,6 +186,43 @@ tasks:
 	}
 }
 
+// TestResumeFromReportOnly: an output folder of a p2pc that kept no job
+// database (report.json and task folders only) is resumed too: its done
+// tasks are reused, and the new job database holds their records.
+func TestResumeFromReportOnly(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "echo.yaml", `
+plugin: {{repo}}/plugins/echo
+tasks:
+  - range: {param: i, from: 1, to: 4}
+`)
+	out := filepath.Join(dir, "out")
+	if r := p2pc(t, "run", spec, "--out", out); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	// Task folders instead of inline outputs, and no database: as an
+	// older p2pc left its output folder.
+	if r := p2pc(t, "export", out); r.code != 0 {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	before := readReport(t, out)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(filepath.Join(out, jobdb.FileName+suffix))
+	}
+	if r := p2pc(t, "run", spec, "--out", out); r.code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	}
+	after := readReport(t, out) // from the new job database
+	if after.Summary.Done != 4 || len(after.Tasks) != 4 {
+		t.Fatalf("after the rerun: %d done, %d tasks", after.Summary.Done, len(after.Tasks))
+	}
+	for i, task := range after.Tasks {
+		if len(task.Attempts) != 1 || !task.Attempts[0].Start.Equal(before.Tasks[i].Attempts[0].Start) {
+			t.Errorf("task %s ran again: attempts %+v", task.ID, task.Attempts)
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	notDir := filepath.Join(dir, "file")

@@ -18,6 +18,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,7 +48,7 @@ type Globals struct {
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of this process to FILE." type:"path" placeholder:"FILE"`
 	// MemProfile is for profiling memory (hidden): the heap profile is
 	// rewritten every 5s while the process runs.
-	MemProfile string `name:"memprofile" hidden:"" help:"Write a heap profile of this process to FILE every 5s." type:"path" placeholder:"FILE"`
+	MemProfile string `name:"memprofile" hidden:"" help:"Write a heap profile of this process to FILE (the one nearest the peak, taken each second)." type:"path" placeholder:"FILE"`
 
 	Ctx    context.Context `kong:"-"`
 	Logger *slog.Logger    `kong:"-"`
@@ -89,14 +90,31 @@ func tuneGC() (stop func()) {
 		return func() {}
 	}
 	debug.SetGCPercent(400)
+	gcTuned.Store(true)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		watchHeap(done, time.Second)
+		watchHeap(done, 100*time.Millisecond)
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// gcTuned: tuneGC sets the collector's rate; bigAhead: a job about to
+// start will hold a big heap (expectBigHeap), for the watch to take note.
+var gcTuned, bigAhead atomic.Bool
+
+// expectBigHeap runs the collector at Go's default rate from now on, as
+// watchHeap does once the live heap is big, for a job that is known to
+// hold a big heap (a million tasks): at a quarter of the rate, the heap
+// grew to five times its live part in the first second of such a job,
+// before a collection told the watch how big it was.
+func expectBigHeap() {
+	if gcTuned.Load() {
+		debug.SetGCPercent(100)
+		bigAhead.Store(true)
+	}
 }
 
 // bigHeap is the live heap above which the collector runs at Go's
@@ -121,6 +139,9 @@ func watchHeap(done <-chan struct{}, period time.Duration) {
 			return // not this Go's metric: leave the rate alone
 		}
 		live := sample[0].Value.Uint64()
+		if bigAhead.Swap(false) {
+			big = true
+		}
 		switch {
 		case !big && live > bigHeap:
 			big = true
@@ -231,18 +252,27 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// startMemProfile rewrites a heap profile at path every 5s until stop.
+// startMemProfile writes a heap profile to path every second while the
+// heap is larger than it was at the last one written (so the file ends
+// up holding the profile nearest to the peak), until stop.
 func startMemProfile(ctx context.Context, path string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var peak uint64
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(5 * time.Second):
+			case <-time.After(time.Second):
 			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc <= peak {
+				continue
+			}
+			peak = ms.HeapAlloc
 			runtime.GC()
 			var buf bytes.Buffer
 			if err := pprof.WriteHeapProfile(&buf); err == nil {

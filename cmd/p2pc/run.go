@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/webui"
@@ -106,6 +107,9 @@ func (c *RunCmd) Run(g *Globals) error {
 		}
 		defer stopUI()
 	}
+	if js.Tasks.Len()*coordBytesPerTask > bigHeap {
+		expectBigHeap()
+	}
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
 	rep, runErr := job.Run(ctx, p, job.RunOptions{
@@ -128,18 +132,31 @@ func (c *RunCmd) Run(g *Globals) error {
 	prog.Finish()
 	tr.mark("job run returned")
 	if rep != nil {
+		// The run's report holds the job's fields; its tasks are in the
+		// job database, read a task at a time.
+		tasks := dbTasks(ctx, p.OutDir)
 		if c.JSON {
-			if err := report.Encode(os.Stdout, rep); err != nil {
+			if err := report.EncodeEach(os.Stdout, rep, tasks); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}
-		printSummary(os.Stderr, rep, p.OutDir, time.Since(start))
+		took := time.Since(start)
+		count, failed, err := summaryTasks(ctx, p.OutDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "p2pc: read the tasks: %v\n", err)
+		}
+		printSummary(os.Stderr, rep, count, failed, p.OutDir, took)
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
 	}
 	return nil
 }
+
+// coordBytesPerTask is about what the coordinator keeps in memory per
+// task of a running job (its scheduling state, the journal's note of the
+// task's rows, a few flags: package job's records.go).
+const coordBytesPerTask = 100
 
 // againHint ends the error of a run its own disk stopped.
 const againHint = "free space, then run the same command again: the job resumes"
@@ -162,15 +179,39 @@ func classifyJobErr(ctxErr, err error) error {
 	}
 }
 
+// dbTasks yields the tasks of the job in the output folder out, as its
+// job database holds them.
+func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) error) error {
+	return func(yield func(*report.Task) error) error {
+		db, err := jobdb.OpenReadOnly(context.WithoutCancel(ctx), filepath.Join(out, jobdb.FileName))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.EachTask(context.WithoutCancel(ctx), func(_ int, t *report.Task) error { return yield(t) })
+	}
+}
+
+// summaryTasks reads what the run's summary says of the tasks in the
+// output folder out: the accepted results by peer, the first failed tasks.
+func summaryTasks(ctx context.Context, out string) (map[string]int, []*report.Task, error) {
+	ctx = context.WithoutCancel(ctx)
+	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(out, jobdb.FileName))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	count, err := db.Shares(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed, err := db.Failed(ctx, shownFailures)
+	return count, failed, err
+}
+
 // peerShares says how many accepted results each peer produced, biggest
 // share first: "host-a 40, host-b 24".
-func peerShares(rep *report.Report) string {
-	count := map[string]int{}
-	for _, t := range rep.Tasks {
-		if t.Peer != "" {
-			count[t.Peer]++
-		}
-	}
+func peerShares(count map[string]int) string {
 	names := make([]string, 0, len(count))
 	for n := range count {
 		names = append(names, n)

@@ -19,13 +19,15 @@ const shownFailures = 5
 
 // printSummary says how the job ended: the counts, where it ran, why
 // each of the first failed tasks failed, and where the results are.
-func printSummary(w io.Writer, rep *report.Report, out string, took time.Duration) {
+// count is the accepted results by peer, failed the first failed tasks
+// (shownFailures of them, when there are that many).
+func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration) {
 	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
 	if rep.Summary.Failed > 0 {
 		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
 	}
 	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
-	if share := peerShares(rep); share != "" {
+	if share := peerShares(count); share != "" {
 		fmt.Fprintf(w, "  ran on: %s\n", share)
 	}
 	if sc := rep.SpotChecks; sc != nil {
@@ -46,19 +48,13 @@ func printSummary(w io.Writer, rep *report.Report, out string, took time.Duratio
 		}
 		fmt.Fprintln(w)
 	}
-	shown := 0
-	for _, t := range rep.Tasks {
-		if t.State != report.TaskFailed {
-			continue
-		}
-		if shown == shownFailures {
-			fmt.Fprintf(w, "  ... %d more failed: see %s\n", rep.Summary.Failed-shown, filepath.Join(out, report.FileName))
-			break
-		}
-		for _, l := range failureLines(t) {
+	for _, t := range failed[:min(len(failed), shownFailures)] {
+		for _, l := range failureLines(*t) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		shown++
+	}
+	if more := rep.Summary.Failed - shownFailures; len(failed) >= shownFailures && more > 0 {
+		fmt.Fprintf(w, "  ... %d more failed: see %s\n", more, filepath.Join(out, report.FileName))
 	}
 	for _, o := range rep.Outputs {
 		fmt.Fprintf(w, "  output: %s\n", filepath.Join(out, o))

@@ -41,6 +41,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Self:       r.opts.Node,
 		Log:        r.log,
 		Report:     r.rep,
+		Records:    r.recs,
 		ReportLock: reportLock{r},
 		Env:        queueEnv{r},
 	})

@@ -10,8 +10,8 @@
 //
 //	OUT/job.db             the job's state, journaled as it changes (group commit,
 //	                       a few ms); the journal a rerun resumes from
-//	OUT/report.json        the run report, written when the run ends
-//	                       (and by `p2pc report OUT` from job.db at any time)
+//	OUT/report.json        the run report, written from job.db when the run
+//	                       ends (and by `p2pc report OUT` at any time)
 //	OUT/tasks/<id>/...     each task's output files; a task whose output is only
 //	                       inline data (up to 1 MiB) gets no folder: its bytes
 //	                       are in job.db (table outputs), `p2pc export OUT`
@@ -41,6 +41,15 @@
 // database committed is acknowledged (Acks); when the job is over the
 // coordinator commits the journal and tells the peers (End), and they
 // drop the run's results (ack.go).
+//
+// A task's record (report.Task: state, attempts, votes, ...) is in
+// memory only while the task is at work (records.go): a task never tried
+// has none, and a decided task's record leaves memory once journaled; it
+// is read back from job.db when asked for again (a reopened vote, the web
+// view). The queue reaches records through sched.Records. report.json,
+// the run's summary and the reduce step read the tasks a record at a
+// time from job.db (jobdb's EachTask): a job of a million tasks costs
+// the coordinator about a hundred bytes per task.
 //
 // The decisions are made by plain data structures in subpackages: sched
 // (the lease queue, the vote, trust) and vc (the state tasks share). This

@@ -1,11 +1,14 @@
 package job
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -44,17 +47,12 @@ func (l *Live) attach(r *runner) {
 	l.mu.Unlock()
 }
 
-// ReadReport calls fn with the job's live report, holding the lock under
-// which the coordinator changes it: fn must be quick, must not change it
-// and must keep no reference into it. Before the job starts it does not
-// call fn and reports false.
-func (l *Live) ReadReport(fn func(*report.Report)) bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	r := l.r
-	l.mu.Unlock()
+// ReadJob calls fn with the job's fields (its Tasks are nil), holding
+// the lock under which the coordinator changes them: fn must be quick,
+// must not change them and must keep no reference into them. Before the
+// job starts it does not call fn and reports false.
+func (l *Live) ReadJob(fn func(*report.Report)) bool {
+	r := l.runner()
 	if r == nil {
 		return false
 	}
@@ -65,6 +63,73 @@ func (l *Live) ReadReport(fn func(*report.Report)) bool {
 	}
 	fn(r.rep)
 	return true
+}
+
+// ReadReport calls fn with a copy of the job's live report, its tasks
+// and all: those in memory copied under the coordinator's lock, the
+// others read from the job database after it (a watcher of a large job
+// pays for reading it; the run is held only for the copy). Before the
+// job starts it does not call fn and reports false.
+func (l *Live) ReadReport(fn func(*report.Report)) bool {
+	r := l.runner()
+	if r == nil {
+		return false
+	}
+	ctx := context.Background()
+	r.mu.Lock()
+	if r.rep == nil || r.recs == nil {
+		r.mu.Unlock()
+		return false
+	}
+	rep := copyHead(r.rep)
+	kind, hot := r.recs.snapshot()
+	err := r.recs.flush(ctx)
+	path := r.db.Path()
+	r.mu.Unlock()
+	if err == nil {
+		var ro *jobdb.DB
+		if ro, err = jobdb.OpenReadOnly(ctx, path); err == nil {
+			rep.Tasks = make([]report.Task, 0, len(kind))
+			err = eachRecord(ctx, ro, kind, hot, r.recs.fresh, func(_ int, t *report.Task) error {
+				rep.Tasks = append(rep.Tasks, *t)
+				return nil
+			})
+			ro.Close()
+		}
+	}
+	if err != nil {
+		r.log.Warn("read the job database for a watcher", "err", err)
+		return false
+	}
+	fn(rep)
+	return true
+}
+
+func (l *Live) runner() *runner {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r
+}
+
+// copyHead copies the job's fields of rep, so that they can be read
+// without the runner's lock.
+func copyHead(rep *report.Report) *report.Report {
+	c := *rep
+	c.Tasks = nil
+	c.Outputs = slices.Clone(rep.Outputs)
+	c.Warnings = slices.Clone(rep.Warnings)
+	c.Excluded = slices.Clone(rep.Excluded)
+	c.Peers = slices.Clone(rep.Peers)
+	if rep.SpotChecks != nil {
+		sc := *rep.SpotChecks
+		sc.Caught = slices.Clone(sc.Caught)
+		sc.Reinstated = slices.Clone(sc.Reinstated)
+		c.SpotChecks = &sc
+	}
+	return &c
 }
 
 // Sessions lists the peers the job enrolled, by key.

@@ -37,8 +37,13 @@ type Prepared struct {
 	// OutDir is the absolute output folder.
 	OutDir string
 	// Previous is the report of an earlier, unfinished run of the same job
-	// in OutDir (nil if none): its done tasks are reused.
+	// in OutDir (nil if none), its job's fields only (Tasks is nil), but
+	// for a report.json of a p2pc that kept no job database.
 	Previous *report.Report
+	// PreviousDone are the tasks Previous holds as done, by index, with
+	// their output's digest: they are reused if their output still
+	// matches (a few dozen bytes each, not their records).
+	PreviousDone []DoneTask
 
 	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
 	lock *dirlock.Lock
@@ -155,11 +160,11 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	}
 	p.ID = JobID(job, plug.Digest, p.Inputs)
 
-	prev, err := checkOutDir(out, p.ID.String(), opts.Force)
+	prev, done, err := checkOutDir(out, p.ID.String(), opts.Force)
 	if err != nil {
 		return nil, err
 	}
-	p.Previous = prev
+	p.Previous, p.PreviousDone = prev, done
 	return p, nil
 }
 
@@ -183,47 +188,47 @@ func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 // (unless force) or unrelated files. It returns the report of an earlier
 // run of the same job, if any: from its job database, or from the
 // report.json of a p2pc that kept no database.
-func checkOutDir(out, jobID string, force bool) (*report.Report, error) {
+func checkOutDir(out, jobID string, force bool) (*report.Report, []DoneTask, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, outDirErr(out, err)
+		return nil, nil, outDirErr(out, err)
 	}
 	probe, err := os.CreateTemp(out, ".p2pc-probe-*")
 	if err != nil {
-		return nil, outDirErr(out, err)
+		return nil, nil, outDirErr(out, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 
-	prev, err := readPrevious(out)
+	prev, done, err := readPrevious(out)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		entries, err := os.ReadDir(out)
 		if err != nil {
-			return nil, bad(fmt.Errorf("output folder %s: %w", out, err))
+			return nil, nil, bad(fmt.Errorf("output folder %s: %w", out, err))
 		}
 		for _, e := range entries {
 			if !ours[e.Name()] && !force {
-				return nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
+				return nil, nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
 			}
 		}
-		return nil, nil
+		return nil, nil, nil
 	case errors.Is(err, jobdb.ErrCorrupt) || errors.Is(err, jobdb.ErrNewer):
 		if !force {
-			return nil, bad(fmt.Errorf("output folder %s: %w: `p2pc report %s` writes what is readable; move the database away, or use --force to set it aside and start afresh", out, err, out))
+			return nil, nil, bad(fmt.Errorf("output folder %s: %w: `p2pc report %s` writes what is readable; move the database away, or use --force to set it aside and start afresh", out, err, out))
 		}
-		return nil, setAside(out)
+		return nil, nil, setAside(out)
 	case err != nil:
 		if force {
-			return nil, removeDB(out)
+			return nil, nil, removeDB(out)
 		}
-		return nil, bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
+		return nil, nil, bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
 	case prev.JobID != jobID:
 		if force {
-			return nil, removeDB(out)
+			return nil, nil, removeDB(out)
 		}
-		return nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
+		return nil, nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
 	}
-	return prev, nil
+	return prev, done, nil
 }
 
 // ours are the names p2pc keeps at the top of an output folder.
@@ -232,13 +237,31 @@ var ours = map[string]bool{
 	jobdb.FileName: true, jobdb.FileName + "-wal": true, jobdb.FileName + "-shm": true, jobdb.FileName + "-journal": true,
 }
 
+// DoneTask is a task an earlier run finished: its index and its
+// output's digest.
+type DoneTask struct {
+	Idx    int
+	Digest digest.ID
+}
+
 // readPrevious reads the state of an earlier run in out: its job
-// database, or, without one, its report.json. Neither gives an error
-// wrapping fs.ErrNotExist.
-func readPrevious(out string) (*report.Report, error) {
+// database, or, without one, its report.json: the job's fields (Tasks
+// nil) and the tasks done. Neither gives an error wrapping
+// fs.ErrNotExist.
+func readPrevious(out string) (*report.Report, []DoneTask, error) {
 	path := filepath.Join(out, jobdb.FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return report.Read(out)
+		rep, err := report.Read(out)
+		if err != nil {
+			return nil, nil, err
+		}
+		var done []DoneTask
+		for i, t := range rep.Tasks {
+			if d, err := digest.Parse(t.Digest); err == nil && t.State == report.TaskDone {
+				done = append(done, DoneTask{Idx: i, Digest: d})
+			}
+		}
+		return rep, done, nil // its Tasks kept: no database holds them
 	}
 	// A run killed as it made the database may have left a hot journal,
 	// which only a writer rolls back: then it is opened for writing (the
@@ -250,17 +273,27 @@ func readPrevious(out string) (*report.Report, error) {
 	}
 	db, err := open()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer db.Close()
-	rep, err := db.Load(ctx)
+	rep, err := db.LoadJob(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rep.JobID == "" { // made, but killed before it held the job
-		return nil, fmt.Errorf("job database %s holds no job: %w", path, fs.ErrNotExist)
+		return nil, nil, fmt.Errorf("job database %s holds no job: %w", path, fs.ErrNotExist)
 	}
-	return rep, nil
+	rep.Tasks = nil
+	var done []DoneTask
+	if err := db.Done(ctx, func(idx int, hex string) error {
+		if d, err := digest.Parse(hex); err == nil {
+			done = append(done, DoneTask{Idx: idx, Digest: d})
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return rep, done, nil
 }
 
 // removeDB deletes the job database of another job (--force).

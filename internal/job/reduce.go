@@ -49,7 +49,12 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 			return fmt.Errorf("reduce: %w", err)
 		}
 	}
-	for i, t := range r.rep.Tasks {
+	ro, err := jobdb.OpenReadOnly(ctx, r.db.Path())
+	if err != nil {
+		return fmt.Errorf("reduce: %w", err)
+	}
+	r.mu.Lock()
+	err = r.recs.each(ctx, ro, func(i int, t *report.Task) error {
 		out := sdk.TaskOutput{TaskID: t.ID, Params: job.TaskParamsJSON(i)}
 		root := r.p.OutDir
 		if _, err := os.Lstat(filepath.Join(root, "tasks", t.ID)); err != nil {
@@ -60,6 +65,12 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 			out.Files = append(out.Files, sdk.File{Name: name, Path: filepath.Join(root, filepath.FromSlash(f))})
 		}
 		req.Tasks = append(req.Tasks, out)
+		return nil
+	})
+	r.mu.Unlock()
+	ro.Close()
+	if err != nil {
+		return fmt.Errorf("reduce: read the tasks' outputs: %w", err)
 	}
 	for attempt := 0; attempt <= job.Retries; attempt++ {
 		work := filepath.Join(workRoot, "reduce."+strconv.Itoa(attempt))
@@ -84,10 +95,18 @@ func (r *runner) reduce(ctx context.Context, workRoot string) error {
 
 // exportInline writes every inline output to dir/tasks/<id>/<name>.
 func (r *runner) exportInline(ctx context.Context, dir string) error {
+	// The outputs are read with their tasks' rows: the records changed
+	// since the journal's last write go to the database first.
+	r.mu.Lock()
+	err := r.journalLocked()
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if err := r.db.Flush(ctx); err != nil {
 		return err
 	}
-	err := r.db.Outputs(ctx, func(o jobdb.Output) error {
+	err = r.db.Outputs(ctx, func(o jobdb.Output) error {
 		return jobdb.WriteOutput(dir, o)
 	})
 	if err != nil {

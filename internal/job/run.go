@@ -105,7 +105,9 @@ type RunOptions struct {
 var errNoReduce = errors.New("no reduce step")
 
 // Run executes p's tasks on local slots, then its reduce step, and returns
-// the final report. The job's state is journaled in OutDir/job.db while it
+// the final report's job-level fields (its Tasks are nil: they are in
+// OUT/job.db and OUT/report.json, read a task at a time with jobdb's
+// EachTask). The job's state is journaled in OutDir/job.db while it
 // runs; report.json is written when the run ends. The error is nil for a
 // complete job, wraps ErrTasksFailed when tasks failed, is the context's
 // error when the run was interrupted, and wraps jobdb.ErrFull when the
@@ -161,8 +163,9 @@ type runner struct {
 	// durable says which journal passes the database committed (ack.go).
 	durable durability
 
-	mu      sync.Mutex // guards rep, dirty, touched and marked
-	rep     *report.Report
+	mu      sync.Mutex     // guards rep, recs, dirty, touched and marked
+	rep     *report.Report // the job's fields; its Tasks are nil: recs
+	recs    *records
 	dirty   bool   // the job's own fields changed
 	touched []int  // tasks changed since the last journal
 	marked  []bool // by task: in touched
@@ -260,11 +263,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	r.verifier = info.Verify
 	r.rep = r.newReport(info)
+	n := job.Tasks.Len()
+	r.recs = newRecords(r, n)
 	r.opts.Live.attach(r)
-	ids := make([]string, len(r.rep.Tasks))
-	for i := range r.rep.Tasks {
-		ids[i] = r.rep.Tasks[i].ID // shared with the report
-	}
 	var keep func(ctx context.Context, data []byte) (string, error)
 	if ro := r.opts.Remote; ro != nil && ro.Store != nil {
 		keep = func(ctx context.Context, data []byte) (string, error) {
@@ -272,25 +273,26 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 			return id.String(), err
 		}
 	}
-	r.vc = vc.New(ids, keep, r.log)
+	r.vc = vc.NewLazy(func() []string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = job.Tasks.ID(i)
+		}
+		return ids
+	}, keep, r.log)
+	r.kick = make(chan struct{}, 1)
+	r.marked = make([]bool, n)
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
 		return nil, bad(fmt.Errorf("read the shared state of the earlier run: %w", err))
 	}
-	if err := r.scanFolders(len(r.rep.Tasks)); err != nil {
+	if err := r.scanFolders(n); err != nil {
 		r.db.Close()
 		return nil, err
 	}
-	r.kick = make(chan struct{}, 1)
-	r.marked = make([]bool, len(r.rep.Tasks))
 	r.mu.Lock()
 	r.dirty = true
-	for i := range r.rep.Tasks {
-		if r.rep.Tasks[i].State != report.TaskDone { // reused tasks are journaled as they are
-			r.touchLocked(i)
-		}
-	}
 	r.mu.Unlock()
 	jctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
@@ -390,10 +392,8 @@ func (r *runner) newReport(info pluginproto.PluginInfo) *report.Report {
 			Version: info.Version,
 		},
 		Summary: report.Summary{Total: job.Tasks.Len()},
-		Tasks:   make([]report.Task, job.Tasks.Len()),
-	}
-	for i := range rep.Tasks {
-		rep.Tasks[i] = report.Task{ID: job.Tasks.ID(i), Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
+		// The tasks' records are r.recs: report.json gets them from the
+		// job database.
 	}
 	return rep
 }
@@ -406,27 +406,41 @@ func (r *runner) reuse(ctx context.Context) int {
 	if prev == nil {
 		return 0
 	}
-	byID := make(map[string]*report.Task, len(prev.Tasks))
-	for i := range prev.Tasks {
-		byID[prev.Tasks[i].ID] = &prev.Tasks[i]
-	}
 	n := 0
-	for i := range r.rep.Tasks {
-		t := &r.rep.Tasks[i]
-		old, ok := byID[t.ID]
-		if !ok || old.State != report.TaskDone || old.Digest == "" {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, done := range r.p.PreviousDone {
+		i := done.Idx
+		if i < 0 || i >= r.recs.Len() {
 			continue
 		}
-		d, files, err := r.storedOutput(ctx, i, t.ID)
-		if err != nil || d.String() != old.Digest {
+		id := r.recs.ID(i)
+		d, files, err := r.storedOutput(ctx, i, id)
+		if err != nil || d != done.Digest {
 			continue
 		}
-		t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
-		t.Files = report.TaskFiles(t.ID, files)
+		if prev.Tasks == nil {
+			// The job database holds the task's record as the earlier
+			// run left it: done, with this output.
+			r.recs.setCold(i)
+		} else {
+			// A report.json of a p2pc that kept no database: the record
+			// is journaled from it.
+			old := &prev.Tasks[i]
+			if old.ID != id {
+				continue
+			}
+			t := r.recs.fresh(i)
+			t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
+			t.Files = report.TaskFiles(id, files)
+			r.recs.set(i, t)
+			r.touchLocked(i)
+		}
 		r.rep.Summary.Done++
 		n++
 	}
 	r.stored = nil
+	r.p.PreviousDone = nil // read once
 	if n > 0 {
 		r.log.Info("reusing tasks of an earlier run", "done", n)
 	}
@@ -490,11 +504,22 @@ func (r *runner) journalLocked() error {
 	}
 	for _, i := range r.touched {
 		r.marked[i] = false
-		if err := r.db.PutTask(i, &r.rep.Tasks[i]); err != nil {
+		if r.recs.kind[i] == recFresh {
+			// Never tried: journaled as pending, kept out of memory.
+			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.db.PutTask(i, r.recs.Task(i)); err != nil {
 			return err
 		}
+		r.recs.journaled(i)
 	}
 	r.touched = r.touched[:0]
+	if cap(r.touched) > 1<<16 {
+		r.touched = nil // the start's list of every task: not kept for the run
+	}
 	// Once the writer committed what this pass handed it (and all before).
 	return r.db.OnCommit(func(err error) {
 		if err == nil {
@@ -537,7 +562,40 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.journalFresh(fail)
+	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// freshChunk is how many tasks journalFresh journals per hold of r.mu.
+const freshChunk = 256
+
+// journalFresh journals every task not tried yet as pending, a chunk at
+// a time, beside the run rather than before it (a million rows take
+// seconds): the database then lists every task of the job, `p2pc report`
+// and `p2pc status` too. A task that is at work by the time its chunk
+// comes is journaled by the journal instead, and an earlier run's task
+// reused as done (cold) is journaled as it is. It finishes its work even
+// when the journal is stopped (the run's end waits for it), unless the
+// database fails.
+func (r *runner) journalFresh(fail context.CancelCauseFunc) {
+	for from := 0; from < r.recs.Len(); from += freshChunk {
+		r.mu.Lock()
+		for i := from; i < min(from+freshChunk, r.recs.Len()); i++ {
+			if r.recs.kind[i] != recFresh {
+				continue
+			}
+			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
+				r.mu.Unlock()
+				fail(err)
+				return
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // journalPace is the least time between two journal writes.
@@ -559,9 +617,23 @@ func (r *runner) end(stopJournal func()) error {
 	r.opts.Phase("journal closed")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err = report.Write(r.p.OutDir, r.rep)
+	err = r.writeReport(context.Background())
 	r.opts.Phase("report written")
 	return err
+}
+
+// writeReport writes report.json (r.mu held): the job's fields from
+// r.rep, the tasks a record at a time, those no longer in memory from the
+// job database.
+func (r *runner) writeReport(ctx context.Context) error {
+	ro, err := jobdb.OpenReadOnly(ctx, r.db.Path())
+	if err != nil {
+		return err
+	}
+	defer ro.Close()
+	return report.WriteEach(r.p.OutDir, r.rep, func(yield func(*report.Task) error) error {
+		return r.recs.each(ctx, ro, func(_ int, t *report.Task) error { return yield(t) })
+	})
 }
 
 type nopEvents struct{}

@@ -45,9 +45,10 @@ func TestSettleInline(t *testing.T) {
 				log:     slog.New(slog.DiscardHandler),
 				kick:    make(chan struct{}, 1),
 				faulted: make(chan struct{}),
-				rep:     &report.Report{Tasks: []report.Task{{ID: "t0", State: report.TaskPending, Attempts: []report.Attempt{}}}},
+				rep:     &report.Report{},
 				marked:  make([]bool, 1),
 			}
+			r.recs = newRecords(r, 1)
 			// No work root at all: settling an inline result must not need
 			// one (a folder made there would fail the attempt).
 			r.workRoot = filepath.Join(out, ".p2pc", "work")
@@ -71,8 +72,11 @@ func TestSettleInline(t *testing.T) {
 			w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{l.ID: l}}
 			w.settle(ctx, &peerpb.Result{LeaseId: l.ID, Outcome: report.OutcomeOK, Digest: c.digest, Outputs: c.outputs})
 
-			if got := r.rep.Tasks[0].State; got != c.state {
-				t.Fatalf("state %s, want %s (attempts %+v)", got, c.state, r.rep.Tasks[0].Attempts)
+			r.mu.Lock()
+			rec := *r.recs.Task(0)
+			r.mu.Unlock()
+			if rec.State != c.state {
+				t.Fatalf("state %s, want %s (attempts %+v)", rec.State, c.state, rec.Attempts)
 			}
 			if ents, _ := os.ReadDir(filepath.Join(out, "tasks")); len(ents) != 0 {
 				t.Errorf("tasks folder holds %v", ents)

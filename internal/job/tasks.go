@@ -26,12 +26,14 @@ import (
 // returns early when ctx ends, and when the no-progress watchdog gives
 // up: stall then says why.
 func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, stall string) {
-	var pending []int
-	for i, t := range r.rep.Tasks {
-		if t.State != report.TaskDone {
+	pending := make([]int, 0, r.recs.Len())
+	r.mu.Lock()
+	for i := range r.recs.Len() {
+		if !r.recs.reused(i) {
 			pending = append(pending, i)
 		}
 	}
+	r.mu.Unlock()
 	if len(pending) == 0 {
 		return 0, ""
 	}

@@ -63,7 +63,7 @@ func (h *leaseHost) Checkpoint(ctx context.Context, state []byte) error {
 		return err
 	}
 	h.r.mu.Lock()
-	h.r.rep.Tasks[h.l.Task].Checkpoints++
+	h.r.recs.Task(h.l.Task).Checkpoints++
 	h.r.touchLocked(h.l.Task)
 	h.r.mu.Unlock()
 	return nil
@@ -88,7 +88,7 @@ func (r *runner) addPartial(l *sched.Lease, data []byte) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := &r.rep.Tasks[l.Task]
+	t := r.recs.Task(l.Task)
 	t.Partials = append(t.Partials, p)
 	if len(t.Partials) > maxPartials {
 		t.Partials = t.Partials[len(t.Partials)-maxPartials:]

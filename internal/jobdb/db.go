@@ -166,6 +166,19 @@ type DB struct {
 
 	jobMu   sync.Mutex
 	lastJob [][2]string // the job rows PutJob queued last
+
+	// qAttempts reads attempts (qReadAttempts, or its form for a schema
+	// older than 3, which lacks handed_over).
+	qAttempts string
+}
+
+// noteSchema sets what the database's schema version v changes in the
+// queries that read it.
+func (db *DB) noteSchema(v int) {
+	db.qAttempts = qReadAttempts
+	if v < 3 {
+		db.qAttempts = qReadAttemptsV2
+	}
 }
 
 // Path is the database file.
@@ -209,6 +222,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		sdb.Close()
 		return nil, err
 	}
+	db.noteSchema(schemaTarget)
 	if db.w, err = newWriter(ctx, db, opts); err != nil {
 		sdb.Close()
 		return nil, err
@@ -247,6 +261,7 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 		sdb.Close()
 		return nil, err
 	}
+	db.noteSchema(v)
 	return db, nil
 }
 

@@ -12,6 +12,13 @@
 // coordinator's SIGKILL (not necessarily a power cut), and readers such as
 // `p2pc status` read it while the run writes.
 //
+// Reading back: Load reads the whole job as a report; EachTask streams
+// the tasks a record at a time (four queries merged in task order:
+// report.json of a million tasks is written from it without holding
+// them), LoadTask reads one (the coordinator's records of decided tasks
+// live here, not in its memory), Shares and Failed what a run's summary
+// says.
+//
 // The schema is a documented interface (docs/report.md). Its version
 // lives in the table schema_version; Open migrates an older database and
 // refuses one written by a newer p2pc (ErrNewer), and a file that is not a

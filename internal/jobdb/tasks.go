@@ -278,27 +278,17 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		return r, err
 	}
 	idx := map[int]int{}
-	rows, err := db.sql.QueryContext(ctx, `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints FROM tasks ORDER BY idx`)
+	rows, err := db.sql.QueryContext(ctx, qReadTasks+` ORDER BY idx`)
 	if err != nil {
 		return nil, db.wrap("read tasks", err)
 	}
 	for rows.Next() {
 		var t report.Task
-		var i int
-		var params string
-		var files sql.NullString
-		if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Error, &t.Verdict, &t.Checkpoints); err != nil {
+		i, err := scanTask(rows, &t)
+		if err != nil {
 			rows.Close()
-			return r, db.wrap("read tasks", err)
+			return r, db.taskErr(t.ID, err)
 		}
-		t.Params = json.RawMessage(params)
-		if files.Valid {
-			if err := json.Unmarshal([]byte(files.String), &t.Files); err != nil {
-				rows.Close()
-				return r, fmt.Errorf("job database %s: task %s: files: %w", db.path, t.ID, err)
-			}
-		}
-		t.Attempts = []report.Attempt{}
 		idx[i] = len(r.Tasks)
 		r.Tasks = append(r.Tasks, t)
 		switch t.State {
@@ -314,18 +304,12 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 	if r.Summary.Total < len(r.Tasks) {
 		r.Summary.Total = len(r.Tasks)
 	}
-	handedOver := "0" // schema 2 and older (read-only) lack the column
-	if v >= 3 {
-		handedOver = "handed_over"
-	}
-	if err := db.each(ctx, `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, `+handedOver+` FROM attempts ORDER BY task, n`, func(rows *sql.Rows) error {
-		var i int
+	if err := db.each(ctx, db.qAttempts+` ORDER BY task, n`, func(rows *sql.Rows) error {
 		var a report.Attempt
-		var start, end string
-		if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed, &a.Check, &a.HandedOver); err != nil {
+		i, err := scanAttempt(rows, &a)
+		if err != nil {
 			return err
 		}
-		a.Start, a.End = parseTime(start), parseTime(end)
 		if j, ok := idx[i]; ok {
 			r.Tasks[j].Attempts = append(r.Tasks[j].Attempts, a)
 		}
@@ -333,10 +317,10 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 	}); err != nil {
 		return r, err
 	}
-	if err := db.each(ctx, `SELECT task, peer, peer_id, digest FROM votes ORDER BY task, n`, func(rows *sql.Rows) error {
-		var i int
+	if err := db.each(ctx, qReadVotes+` ORDER BY task, n`, func(rows *sql.Rows) error {
 		var v report.Vote
-		if err := rows.Scan(&i, &v.Peer, &v.PeerID, &v.Digest); err != nil {
+		i, err := scanVote(rows, &v)
+		if err != nil {
 			return err
 		}
 		if j, ok := idx[i]; ok {
@@ -346,15 +330,12 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 	}); err != nil {
 		return r, err
 	}
-	if err := db.each(ctx, `SELECT task, time, peer, peer_id, text, bytes, truncated FROM partials ORDER BY task, n`, func(rows *sql.Rows) error {
-		var i int
+	if err := db.each(ctx, qReadPartials+` ORDER BY task, n`, func(rows *sql.Rows) error {
 		var p report.Partial
-		var tm string
-		var text sql.NullString
-		if err := rows.Scan(&i, &tm, &p.Peer, &p.PeerID, &text, &p.Bytes, &p.Truncated); err != nil {
+		i, err := scanPartial(rows, &p)
+		if err != nil {
 			return err
 		}
-		p.Time, p.Text = parseTime(tm), text.String
 		if j, ok := idx[i]; ok {
 			r.Tasks[j].Partials = append(r.Tasks[j].Partials, p)
 		}

@@ -203,13 +203,20 @@ func Write(dir string, r *Report) error {
 	return writeAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return Encode(w, r) })
 }
 
+// WriteEach stores as dir/report.json, atomically like Write, the report
+// whose job-level fields are head's and whose tasks each yields
+// (EncodeEach).
+func WriteEach(dir string, head *Report, each func(yield func(*Task) error) error) error {
+	return writeAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return EncodeEach(w, head, each) })
+}
+
 // Encode writes r as report.json holds it: json.MarshalIndent(r, "", "  ")
 // and a newline, byte for byte, but a task at a time, so that a report of
 // a million tasks is never in memory as one document. Like Write, it
 // names peers by name and ID (splitting "name@ID" keys).
 func Encode(w io.Writer, r *Report) error {
-	r.SplitPeerIDs()
 	if r.Tasks == nil {
+		r.SplitPeerIDs()
 		data, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode report: %w", err)
@@ -217,9 +224,25 @@ func Encode(w io.Writer, r *Report) error {
 		_, err = w.Write(append(data, '\n'))
 		return err
 	}
-	head := *r
-	head.Tasks = []Task{}
-	data, err := json.MarshalIndent(&head, "", "  ")
+	return EncodeEach(w, r, func(yield func(*Task) error) error {
+		for i := range r.Tasks {
+			if err := yield(&r.Tasks[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// EncodeEach writes the report whose job-level fields are head's (its
+// Tasks are ignored) and whose tasks each yields, in order, as Encode
+// writes a report that holds them: one task in memory at a time (each
+// may reuse the task it yields).
+func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) error) error {
+	h := *head
+	h.Tasks = []Task{}
+	h.SplitPeerIDs()
+	data, err := json.MarshalIndent(&h, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}
@@ -228,27 +251,33 @@ func Encode(w io.Writer, r *Report) error {
 		return fmt.Errorf("encode report: unexpected layout")
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	if len(r.Tasks) == 0 {
+	n := 0
+	err = each(func(t *Task) error {
+		if n == 0 {
+			bw.Write(data[:len(data)-len(empty)])
+			bw.WriteString("[\n")
+		} else {
+			bw.WriteString(",\n")
+		}
+		n++
+		t.splitPeerIDs()
+		b, err := json.MarshalIndent(t, "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encode report: task %s: %w", t.ID, err)
+		}
+		bw.WriteString("    ")
+		_, err = bw.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
 		bw.Write(data)
 		bw.WriteString("\n")
 		return bw.Flush()
 	}
-	bw.Write(data[:len(data)-len(empty)])
-	bw.WriteString("[\n")
-	for i := range r.Tasks {
-		t, err := json.MarshalIndent(&r.Tasks[i], "    ", "  ")
-		if err != nil {
-			return fmt.Errorf("encode report: task %s: %w", r.Tasks[i].ID, err)
-		}
-		bw.WriteString("    ")
-		bw.Write(t)
-		if i < len(r.Tasks)-1 {
-			bw.WriteString(",\n")
-		} else {
-			bw.WriteString("\n")
-		}
-	}
-	bw.WriteString("  ]\n}\n")
+	bw.WriteString("\n  ]\n}\n")
 	return bw.Flush()
 }
 
@@ -359,16 +388,25 @@ func (r *Report) SplitPeerIDs() {
 		split(&r.Peers[i].Peer, &r.Peers[i].PeerID)
 	}
 	for i := range r.Tasks {
-		t := &r.Tasks[i]
-		split(&t.Peer, &t.PeerID)
-		for j := range t.Attempts {
-			split(&t.Attempts[j].Peer, &t.Attempts[j].PeerID)
+		r.Tasks[i].splitPeerIDs()
+	}
+}
+
+// splitPeerIDs is SplitPeerIDs for one task.
+func (t *Task) splitPeerIDs() {
+	split := func(peer, id *string) {
+		if n, i := SplitPeer(*peer); i != "" {
+			*peer, *id = n, i
 		}
-		for j := range t.Votes {
-			split(&t.Votes[j].Peer, &t.Votes[j].PeerID)
-		}
-		for j := range t.Partials {
-			split(&t.Partials[j].Peer, &t.Partials[j].PeerID)
-		}
+	}
+	split(&t.Peer, &t.PeerID)
+	for j := range t.Attempts {
+		split(&t.Attempts[j].Peer, &t.Attempts[j].PeerID)
+	}
+	for j := range t.Votes {
+		split(&t.Votes[j].Peer, &t.Votes[j].PeerID)
+	}
+	for j := range t.Partials {
+		split(&t.Partials[j].Peer, &t.Partials[j].PeerID)
 	}
 }

@@ -74,7 +74,7 @@ func (h *hub) tick(now time.Time) {
 	h.mu.Unlock()
 	if h.cfg.Job != nil {
 		var settled int
-		if h.cfg.Job.ReadReport(func(r *report.Report) { settled = r.Summary.Done + r.Summary.Failed }) {
+		if h.cfg.Job.ReadJob(func(r *report.Report) { settled = r.Summary.Done + r.Summary.Failed }) {
 			h.mu.Lock()
 			h.series.add(now, settled)
 			h.mu.Unlock()

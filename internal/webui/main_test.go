@@ -31,6 +31,15 @@ func (f *fakeJob) ReadReport(fn func(*report.Report)) bool {
 	return true
 }
 
+func (f *fakeJob) ReadJob(fn func(*report.Report)) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	head := *f.rep
+	head.Tasks = nil
+	fn(&head)
+	return true
+}
+
 func newFakeJob(n int) *fakeJob {
 	rep := &report.Report{JobID: "j", Name: "fake", State: report.StateRunning, Started: time.Now(), Summary: report.Summary{Total: n}}
 	for i := range n {

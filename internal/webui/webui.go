@@ -25,10 +25,14 @@ const (
 	DefaultJoinAddr = "127.0.0.1:7481"
 )
 
-// Job is a running job as the view reads it. ReadReport calls fn with the
-// live report under the coordinator's lock (fn is quick and keeps no
-// reference); it reports false, without calling fn, before the job starts.
+// Job is a running job as the view reads it. ReadJob calls fn with the
+// job's fields only (no tasks: cheap, under the coordinator's lock; fn is
+// quick and keeps no reference); ReadReport calls fn with the whole live
+// report, tasks and all (a copy: a large job's costs reading its job
+// database). Both report false, without calling fn, before the job
+// starts.
 type Job interface {
+	ReadJob(fn func(*report.Report)) bool
 	ReadReport(fn func(*report.Report)) bool
 }
 

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"slices"
 	"sync"
 	"time"
 )
@@ -37,7 +36,7 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 		digestOnly = ts.started > 0 && q.Verifying()
 		ts.need--
 		if ts.need == 0 {
-			q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == t })
+			q.unqueueLocked(t)
 		}
 	case q.Verifying():
 		return nil // every replica it needs is running
@@ -54,9 +53,9 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 func (q *Queue) taskIndexLocked(id string) (int, bool) {
 	if q.byID == nil {
 		q.repMu.Lock()
-		q.byID = make(map[string]int, len(q.rep.Tasks))
-		for i := range q.rep.Tasks {
-			q.byID[q.rep.Tasks[i].ID] = i
+		q.byID = make(map[string]int, q.recs.Len())
+		for i := range q.recs.Len() {
+			q.byID[q.recs.ID(i)] = i
 		}
 		q.repMu.Unlock()
 	}

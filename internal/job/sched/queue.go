@@ -138,9 +138,12 @@ type Config struct {
 	Self string
 	Log  *slog.Logger
 	// Report is the job's report: the queue keeps each task's state,
-	// attempts, votes and verdict, the summary, the warnings and the
-	// exclusions there, holding ReportLock while it does.
-	Report     *report.Report
+	// attempts, votes and verdict (in the record Records gives), the
+	// summary, the warnings and the exclusions there, holding ReportLock
+	// while it does.
+	Report *report.Report
+	// Records gives the tasks' records; nil: Report.Tasks holds them.
+	Records    Records
 	ReportLock sync.Locker
 	Env        Env
 	Clock      Clock
@@ -233,22 +236,59 @@ type vote struct {
 	fetch FetchFunc
 }
 
-// taskState is the scheduling and voting state of one task.
+// taskState is the scheduling and voting state of one task: small and
+// pointer-free, for a job of a million tasks holds a million of them
+// (the collector need not scan them). What only the tasks at work, or
+// the decided tasks of a verified job, need is in Queue.more.
 type taskState struct {
-	need     int // replicas still to start
-	running  int
-	started  int      // replicas started, failed ones included
-	failures int      // replicas that failed (task error, crash, timeout)
-	lost     []string // why each lost attempt was lost ("peer: error")
-	quorum   int      // matching votes needed (1 when adaptive trust skips replication)
+	need     int32 // replicas still to start
+	running  int32
+	started  int32 // replicas started, failed ones included
+	failures int32 // replicas that failed (task error, crash, timeout)
+	quorum   int32 // matching votes needed (1 when adaptive trust skips replication)
 	disputed bool
 	settled  bool
-	fetching bool      // an accepted output is being fetched
-	accepted digest.ID // the accepted digest, once settled
-	votes    []vote
+	queued   bool // in Queue.pending (pending.go)
+	fetching bool // an accepted output is being fetched
 	// check: a trusted run is wanted or running, and decides the task;
 	// trusted: a trusted run decided it.
 	check, trusted bool
+}
+
+// taskMore is the state of a task beyond taskState: its votes, why its
+// lost attempts were lost, its accepted digest. A task has one from its
+// first vote or lost attempt; a decided task keeps it only where it is
+// read again (keepVotes: a verified or spot-checked job).
+type taskMore struct {
+	votes    []vote
+	lost     []string  // why each lost attempt was lost ("peer: error")
+	accepted digest.ID // the accepted digest, once settled
+}
+
+// m is task's taskMore, made on first use.
+func (q *Queue) m(task int) *taskMore {
+	m := q.more[task]
+	if m == nil {
+		m = &taskMore{}
+		q.more[task] = m
+	}
+	return m
+}
+
+// votesOf is task's votes (nil: none).
+func (q *Queue) votesOf(task int) []vote {
+	if m := q.more[task]; m != nil {
+		return m.votes
+	}
+	return nil
+}
+
+// accepted is task's accepted digest (zero if not kept).
+func (q *Queue) accepted(task int) digest.ID {
+	if m := q.more[task]; m != nil {
+		return m.accepted
+	}
+	return digest.ID{}
 }
 
 // Queue hands out leases, takes results, votes and decides retries.
@@ -271,6 +311,7 @@ type Queue struct {
 
 	repMu sync.Locker
 	rep   *report.Report
+	recs  Records
 
 	fetchCtx  context.Context
 	stopFetch context.CancelFunc
@@ -280,6 +321,7 @@ type Queue struct {
 	wake      chan struct{} // closed and replaced when something changes
 	pending   []int         // tasks with need > 0, in order
 	tasks     []taskState
+	more      map[int]*taskMore // by task (taskMore)
 	running   map[uint64]*Lease
 	trust     map[string]*peerTrust
 	workers   map[string]time.Time // peers that asked for work recently
@@ -301,6 +343,9 @@ type Queue struct {
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
 	open     chan struct{}
 	enrolled map[string]bool
+	// disputes are the tasks that became disputed (settled ones are
+	// dropped by Expire); Expire decides those no peer can vote on.
+	disputes []int
 	// checks are the tasks waiting for a trusted run; caught: a spot check
 	// caught a wrong result.
 	checks []int
@@ -352,6 +397,10 @@ func New(cfg Config) *Queue {
 	if cfg.MaxLost <= 0 {
 		cfg.MaxLost = DefaultMaxLost
 	}
+	recs := cfg.Records
+	if recs == nil {
+		recs = sliceRecords{cfg.Report}
+	}
 	h := fnv.New64a()
 	h.Write([]byte(cfg.JobID))
 	fctx, stop := context.WithCancel(context.Background())
@@ -371,11 +420,13 @@ func New(cfg Config) *Queue {
 		rnd:       rand.New(rand.NewPCG(h.Sum64(), 0x9e3779b97f4a7c15)),
 		repMu:     cfg.ReportLock,
 		rep:       cfg.Report,
+		recs:      recs,
 		fetchCtx:  fctx,
 		stopFetch: stop,
 		wake:      make(chan struct{}),
 		pending:   slices.Clone(cfg.Pending),
-		tasks:     make([]taskState, len(cfg.Report.Tasks)),
+		tasks:     make([]taskState, recs.Len()),
+		more:      map[int]*taskMore{},
 		running:   map[uint64]*Lease{},
 		trust:     map[string]*peerTrust{},
 		workers:   map[string]time.Time{},
@@ -395,7 +446,7 @@ func New(cfg Config) *Queue {
 		close(q.open)
 	}
 	for _, t := range cfg.Pending {
-		q.tasks[t] = taskState{need: v.Replicas, quorum: v.Quorum}
+		q.tasks[t] = taskState{need: int32(v.Replicas), quorum: int32(v.Quorum), queued: true}
 	}
 	if v.Trust == spec.TrustAdaptive {
 		q.loadTrust()
@@ -404,6 +455,30 @@ func New(cfg Config) *Queue {
 }
 
 func (q *Queue) now() time.Time { return q.clock.Now() }
+
+// Records gives the queue the tasks' records in the report. A job of a
+// million tasks need not hold a million records in memory: the runner
+// keeps those of the tasks at work and reads a decided task's back from
+// its journal when the queue asks for it again (rare: a reopened vote).
+type Records interface {
+	// Len is the number of tasks.
+	Len() int
+	// ID is task's ID (any time).
+	ID(task int) string
+	// Task is task's record, to read and change with ReportLock held;
+	// it is valid until ReportLock is let go.
+	Task(task int) *report.Task
+}
+
+// sliceRecords are the records of Report.Tasks.
+type sliceRecords struct{ rep *report.Report }
+
+func (s sliceRecords) Len() int                   { return len(s.rep.Tasks) }
+func (s sliceRecords) ID(task int) string         { return s.rep.Tasks[task].ID }
+func (s sliceRecords) Task(task int) *report.Task { return &s.rep.Tasks[task] }
+
+// rec is task's record (ReportLock held).
+func (q *Queue) rec(task int) *report.Task { return q.recs.Task(task) }
 
 // Verifying reports whether results are verified (replicas, or the
 // plugin's own check).
@@ -516,18 +591,17 @@ func (q *Queue) takeTaskLocked(peer string) *Lease {
 		first := ts.started == 0
 		ts.need--
 		if ts.need <= 0 {
-			if i == 0 {
-				q.pending = q.pending[1:] // the usual case: no copy of the rest
-			} else {
-				q.pending = slices.Delete(q.pending, i, i+1)
-			}
+			q.unqueueAtLocked(i)
 		}
 		if first && q.verify.Trust == spec.TrustAdaptive && q.verify.Replicas > 1 {
 			// Adaptive replication (BOINC): a trusted peer's result is
 			// replicated only with probability 1/streak.
 			if tr := q.trustOf(peer); tr.streak >= TrustedStreak && q.rnd.Float64() >= 1/float64(tr.streak) {
 				ts.quorum = 1
-				q.unqueueLocked(t)
+				if ts.need > 0 {
+					ts.need = 0
+					q.unqueueLocked(t)
+				}
 			}
 		}
 		return q.leaseLocked(t, peer, !first && q.Verifying())
@@ -556,7 +630,7 @@ func (q *Queue) involvedLocked(peer string, task int) bool {
 		}
 	}
 	if q.Verifying() {
-		for _, v := range q.tasks[task].votes {
+		for _, v := range q.votesOf(task) {
 			if v.peer == peer {
 				return true
 			}
@@ -619,8 +693,8 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	q.nextID++
 	ts := &q.tasks[task]
 	q.repMu.Lock()
-	rt := &q.rep.Tasks[task]
-	attempt := len(rt.Attempts) + ts.running
+	rt := q.rec(task)
+	attempt := len(rt.Attempts) + int(ts.running)
 	rt.State = report.TaskRunning
 	id := rt.ID
 	q.env.Touched(task)
@@ -696,7 +770,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return false
 	}
 	q.recordLocked(l, res)
-	rt := &q.rep.Tasks[l.Task]
+	rt := q.rec(l.Task)
 	switch res.Outcome {
 	case report.OutcomeOK:
 		if q.trustOf(l.Peer).excluded {
@@ -705,7 +779,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 			return false
 		}
 		q.trustOf(l.Peer).losses = 0 // a valid result forgives lost attempts
-		ts.votes = append(ts.votes, vote{peer: l.Peer, digest: res.Digest, out: res.output(), fetch: res.Fetch})
+		q.m(l.Task).votes = append(q.votesOf(l.Task), vote{peer: l.Peer, digest: res.Digest, out: res.output(), fetch: res.Fetch})
 		kept = true
 		q.durations = append(q.durations, res.End.Sub(l.Start))
 		q.noteRunLocked(l, res)
@@ -718,7 +792,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		if tr.invalid >= ExcludeAfter && !tr.excluded {
 			q.excludeLocked(l.Peer, fmt.Sprintf("%d outputs rejected by the plugin's check", tr.invalid), true)
 		}
-		if ts.started >= q.verify.MaxReplicas+q.retries {
+		if int(ts.started) >= q.verify.MaxReplicas+q.retries {
 			if ts.running == 0 {
 				q.failLocked(l.Task, fmt.Errorf("every output was rejected by the plugin's check (%d tries)", ts.started))
 			}
@@ -733,7 +807,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return q.lostLocked(l, res)
 	default:
 		ts.failures++
-		if ts.failures <= q.retries {
+		if int(ts.failures) <= q.retries {
 			headline, _ := report.Excerpt(errText(res.Err))
 			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", headline)
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
@@ -743,7 +817,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		if ts.running > 0 || ts.need > 0 {
 			return false // other replicas may still decide it
 		}
-		if len(ts.votes) > 0 {
+		if len(q.votesOf(l.Task)) > 0 {
 			return q.tallyLocked(l.Task)
 		}
 		q.failLocked(l.Task, res.Err)
@@ -760,7 +834,8 @@ func (q *Queue) recordLocked(l *Lease, res Result) {
 	if l.Check {
 		att.Check = true
 	}
-	q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, att)
+	rt := q.rec(l.Task)
+	rt.Attempts = append(rt.Attempts, att)
 }
 
 // lostLocked settles a lost attempt: the peer is charged as res.Fault
@@ -773,18 +848,19 @@ func (q *Queue) lostLocked(l *Lease, res Result) bool {
 		return false
 	}
 	q.chargeLocked(l.Peer, res.Fault, res.Err)
-	ts.lost = append(ts.lost, l.Peer+": "+errText(res.Err))
-	if len(ts.lost) < q.maxLost {
-		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(ts.lost), "err", res.Err)
+	m := q.m(l.Task)
+	m.lost = append(m.lost, l.Peer+": "+errText(res.Err))
+	if len(m.lost) < q.maxLost {
+		q.log.Info("lease lost, task requeued", "task", l.TaskID, "peer", l.Peer, "lost", len(m.lost), "err", res.Err)
 		q.needFrontLocked(l.Task, 1)
 		return false
 	}
 	if ts.running > 0 {
 		return false // the replicas still running may decide it
 	}
-	err := fmt.Errorf("lost %d times: %s", len(ts.lost), strings.Join(ts.lost, "; "))
+	err := fmt.Errorf("lost %d times: %s", len(m.lost), strings.Join(m.lost, "; "))
 	q.failLocked(l.Task, err)
-	q.rep.Tasks[l.Task].Verdict = "failed: " + err.Error()
+	q.rec(l.Task).Verdict = "failed: " + err.Error()
 	return false
 }
 
@@ -809,16 +885,9 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 	if ts.settled {
 		return
 	}
-	queued := ts.need > 0 // pending holds exactly the tasks with need > 0
-	ts.need += n
-	if !queued && ts.need > 0 {
-		if front {
-			q.pending = slices.Insert(q.pending, 0, task)
-		} else {
-			q.pending = append(q.pending, task)
-		}
-	}
-	q.rep.Tasks[task].State = report.TaskPending
+	ts.need += int32(n)
+	q.enqueueLocked(task, front)
+	q.rec(task).State = report.TaskPending
 	q.env.Touched(task)
 }
 
@@ -826,24 +895,13 @@ func (q *Queue) requeueLocked(task, n int, front bool) {
 func (q *Queue) settleLocked(task int) {
 	ts := &q.tasks[task]
 	ts.settled = true
+	ts.need = 0
 	q.unqueueLocked(task)
 	q.remaining--
 }
 
-// unqueueLocked takes task out of the pending list: it needs no more
-// replicas. The list holds exactly the tasks with need > 0, so for a task
-// whose last replica was leased (the usual case) there is nothing to
-// look for: a job of many tasks does not scan its whole list per result.
-func (q *Queue) unqueueLocked(task int) {
-	if q.tasks[task].need > 0 {
-		q.pending = slices.DeleteFunc(q.pending, func(x int) bool { return x == task })
-	}
-	q.tasks[task].need = 0
-}
-
 func (q *Queue) failLocked(task int, err error) {
-	ts := &q.tasks[task]
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	q.settleLocked(task)
 	q.failed++
 	rt.State = report.TaskFailed
@@ -851,7 +909,7 @@ func (q *Queue) failLocked(task int, err error) {
 	if err != nil {
 		rt.Error = err.Error()
 	}
-	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(task))
 	if q.Verifying() {
 		rt.Verdict = "failed: " + err.Error()
 	}
@@ -865,12 +923,15 @@ func (q *Queue) failLocked(task int, err error) {
 	q.env.TaskDone(rt.ID, false)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
+	if !q.keepVotes() {
+		delete(q.more, task)
+	}
 }
 
 // cleanVotes discards staged outputs that lost.
 func (q *Queue) cleanVotes(task int) {
-	for i := range q.tasks[task].votes {
-		v := &q.tasks[task].votes[i]
+	for i := range q.votesOf(task) {
+		v := &q.votesOf(task)[i]
 		if v.out.Stage != "" {
 			q.env.Discard(v.out.Stage)
 		}
@@ -888,7 +949,8 @@ func (q *Queue) revokeCopiesLocked(task int) {
 			delete(q.running, l.ID)
 			q.tasks[task].running--
 			l.settled = true
-			q.rep.Tasks[task].Attempts = append(q.rep.Tasks[task].Attempts, report.Attempt{
+			rt := q.rec(task)
+			rt.Attempts = append(rt.Attempts, report.Attempt{
 				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
 			})
 			q.env.Touched(task)
@@ -949,9 +1011,13 @@ func (q *Queue) Expire(limit time.Duration) {
 			ls = append(ls, l)
 		}
 	}
-	for t := range q.tasks {
+	// Only disputed tasks can be decided here: the list of them, not
+	// every task, is scanned (a sweep runs twice a second).
+	q.disputes = slices.DeleteFunc(q.disputes, func(t int) bool { return q.tasks[t].settled })
+	for _, t := range slices.Clone(q.disputes) {
 		ts := &q.tasks[t]
-		if ts.disputed && !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
+		if !ts.settled && ts.running == 0 && ts.need > 0 && !q.otherVoterLocked(t) {
+			ts.need = 0
 			q.unqueueLocked(t)
 			q.repMu.Lock()
 			q.tallyLocked(t)
@@ -970,6 +1036,16 @@ func (q *Queue) Expire(limit time.Duration) {
 		}
 		q.Finish(l, res)
 	}
+}
+
+// disputeLocked marks task disputed: two digests were seen, or a peer
+// that voted for it was excluded.
+func (q *Queue) disputeLocked(task int) {
+	ts := &q.tasks[task]
+	if !ts.disputed || !slices.Contains(q.disputes, task) {
+		q.disputes = append(q.disputes, task)
+	}
+	ts.disputed = true
 }
 
 // Enrol notes a remote peer's enrolment and opens the queue once MinPeers
@@ -1002,7 +1078,7 @@ func (q *Queue) Close() {
 	for _, l := range q.running {
 		revoke(l)
 	}
-	for t := range q.tasks {
+	for t := range q.more {
 		q.cleanVotes(t)
 	}
 	q.signal()
@@ -1023,13 +1099,15 @@ func (q *Queue) Done() (bool, int) {
 func (q *Queue) Running() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
-	for i := range q.tasks {
-		if ts := &q.tasks[i]; ts.running > 0 && !ts.settled {
-			n++
+	// The running leases, not every task, are scanned: this is asked
+	// five times a second.
+	seen := make(map[int]bool, len(q.running))
+	for _, l := range q.running {
+		if ts := &q.tasks[l.Task]; ts.running > 0 && !ts.settled && !seen[l.Task] {
+			seen[l.Task] = true
 		}
 	}
-	return n
+	return len(seen)
 }
 
 // Changed returns a channel closed at the next change.

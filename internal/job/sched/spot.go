@@ -40,7 +40,7 @@ func (q *Queue) spotPickLocked(task int) bool {
 	if q.spot <= 0 || q.self == "" {
 		return false
 	}
-	for _, v := range q.tasks[task].votes {
+	for _, v := range q.votesOf(task) {
 		if v.peer == q.self {
 			return false // the submitter ran it itself
 		}
@@ -56,6 +56,7 @@ func (q *Queue) wantCheckLocked(task int) {
 		return
 	}
 	ts.check = true
+	ts.need = 0
 	q.unqueueLocked(task)
 	q.checks = append(q.checks, task)
 	q.signal()
@@ -80,8 +81,9 @@ func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
 		if q.involvedLocked(q.self, t) || q.otherVoterLocked(t) {
 			continue
 		}
-		q.log.Warn("no peer in good standing can complete the vote; the submitter runs the task itself", "task", q.rep.Tasks[t].ID)
+		q.log.Warn("no peer in good standing can complete the vote; the submitter runs the task itself", "task", q.recs.ID(t))
 		q.tasks[t].check = true
+		q.tasks[t].need = 0
 		q.unqueueLocked(t)
 		l := q.leaseLocked(t, q.self, false)
 		l.Check = true
@@ -93,7 +95,7 @@ func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
 // checkedLocked settles a trusted run: its digest decides the task.
 func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	ts := &q.tasks[l.Task]
-	rt := &q.rep.Tasks[l.Task]
+	rt := q.rec(l.Task)
 	if !ts.check {
 		return false, false // decided otherwise meanwhile
 	}
@@ -106,7 +108,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 			return false, false
 		}
 		ts.failures++
-		if ts.failures <= q.retries {
+		if int(ts.failures) <= q.retries {
 			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
 			q.wantCheckLocked(l.Task)
 			return false, false
@@ -116,7 +118,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	}
 	ts.check, ts.trusted = false, true
 	q.spotStatsLocked().Checked++
-	if ts.settled && res.Digest == ts.accepted {
+	if ts.settled && res.Digest == q.accepted(l.Task) {
 		rt.Verdict = appendVerdict(rt.Verdict, "spot check agrees")
 		q.doneLocked(l.Task)
 		return false, false
@@ -129,17 +131,17 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 		return false, false
 	}
 	var liars []string
-	for _, v := range ts.votes {
+	for _, v := range q.votesOf(l.Task) {
 		if v.digest != res.Digest && v.peer != q.self && !slices.Contains(liars, v.peer) {
 			liars = append(liars, v.peer)
 		}
 	}
-	wrong := ts.accepted
+	wrong := q.accepted(l.Task)
 	was := ts.settled
-	ts.settled, ts.accepted = true, res.Digest
-	ts.votes = append(ts.votes, vote{peer: q.self, digest: res.Digest})
+	ts.settled, q.m(l.Task).accepted = true, res.Digest
+	q.m(l.Task).votes = append(q.votesOf(l.Task), vote{peer: q.self, digest: res.Digest})
 	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskRunning, l.Peer, res.Digest.String(), report.TaskFiles(rt.ID, res.Files)
-	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
+	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(l.Task))
 	if was {
 		rt.Verdict = fmt.Sprintf("spot check: the submitter's own run gave %.12s, not the accepted %.12s; voters excluded", res.Digest.String(), wrong.String())
 		q.log.Error("spot check caught a wrong result", "task", rt.ID, "accepted", wrong.String()[:12], "trusted", res.Digest.String()[:12], "voters", liars)
@@ -157,7 +159,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 				q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == p })
 				tr.excluded = false
 			}
-			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(ts.votes, p).String(), res.Digest.String()), true)
+			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(q.votesOf(l.Task), p).String(), res.Digest.String()), true)
 		}
 	}
 	if len(liars) > 0 {
@@ -170,7 +172,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 // doneLocked counts a checked task done.
 func (q *Queue) doneLocked(task int) {
 	q.env.Touched(task)
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	q.settleLocked(task)
 	rt.State = report.TaskDone
 	q.rep.Summary.Done++

@@ -3,6 +3,7 @@ package sched
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,12 +65,12 @@ func (q *Queue) trustOf(peer string) *peerTrust {
 // digest, and excludes peers that lost too many votes.
 func (q *Queue) judgeLocked(task int, d digest.ID) {
 	var winners []string
-	for _, v := range q.tasks[task].votes {
+	for _, v := range q.votesOf(task) {
 		if v.digest == d {
 			winners = append(winners, v.peer)
 		}
 	}
-	for _, v := range q.tasks[task].votes {
+	for _, v := range q.votesOf(task) {
 		tr := q.trustOf(v.peer)
 		if v.digest == d {
 			tr.valid++
@@ -130,7 +131,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		l.settled = true
 		delete(q.running, l.ID)
 		q.tasks[l.Task].running--
-		q.rep.Tasks[l.Task].Attempts = append(q.rep.Tasks[l.Task].Attempts, report.Attempt{
+		q.rec(l.Task).Attempts = append(q.rec(l.Task).Attempts, report.Attempt{
 			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
 		})
 		q.env.Touched(l.Task)
@@ -139,23 +140,26 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 	if !distrust {
 		return
 	}
-	for t := range q.tasks {
+	// Only tasks with votes can hold one of peer's: those in more, in
+	// task order (the order they are reopened in).
+	voted := slices.Sorted(maps.Keys(q.more))
+	for _, t := range voted {
 		ts := &q.tasks[t]
-		keep := ts.votes[:0]
+		keep := q.votesOf(t)[:0]
 		hit := false
-		for _, v := range ts.votes {
+		for _, v := range q.votesOf(t) {
 			if v.peer == peer {
 				hit = true
 				continue
 			}
 			keep = append(keep, v)
 		}
-		ts.votes = keep
+		q.m(t).votes = keep
 		if !hit || !ts.settled || ts.check || ts.trusted {
 			continue // not decided, or a trusted run decides or decided it
 		}
-		rt := &q.rep.Tasks[t]
-		if countOf(ts.votes, ts.accepted) >= ts.quorum && q.verify.Replicas > 1 && ts.quorum > 1 {
+		rt := q.rec(t)
+		if countOf(q.votesOf(t), q.accepted(t)) >= int(ts.quorum) && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}
 		if q.spot > 0 && q.self != "" {
@@ -170,14 +174,15 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		}
 		// Reopen: run replicas on other peers until a quorum forms again.
 		q.log.Warn("re-verifying a task an excluded peer voted for", "task", rt.ID, "peer", peer)
-		ts.settled, ts.disputed = false, true
-		ts.quorum = max(q.verify.Quorum, 1)
+		ts.settled = false
+		q.disputeLocked(t)
+		ts.quorum = int32(max(q.verify.Quorum, 1))
 		q.remaining++
 		q.rep.Summary.Done--
 		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
 		q.env.Touched(t)
 		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
-		q.needLocked(t, max(ts.quorum-countOf(ts.votes, ts.accepted), 1))
+		q.needLocked(t, max(int(ts.quorum)-countOf(q.votesOf(t), q.accepted(t)), 1))
 	}
 }
 

@@ -97,20 +97,20 @@ func (q *Queue) tallyLocked(task int) bool {
 		return false // a trusted run decides it
 	}
 	b := ballot{
-		quorum: ts.quorum, disputed: ts.disputed, started: ts.started, running: ts.running, need: ts.need,
+		quorum: int(ts.quorum), disputed: ts.disputed, started: int(ts.started), running: int(ts.running), need: int(ts.need),
 		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
 	}
-	for _, v := range ts.votes {
+	for _, v := range q.votesOf(task) {
 		b.digests = append(b.digests, v.digest)
 	}
 	v := tally(b)
 	if v.disputed && !ts.disputed {
-		ts.disputed = true
+		q.disputeLocked(task)
 		msg := "replicas disagree"
 		if v.action == more {
 			msg += "; running more"
 		}
-		q.log.Warn(msg, "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+		q.log.Warn(msg, "task", q.recs.ID(task), "votes", q.voteList(task))
 	}
 	switch v.action {
 	case accept:
@@ -121,11 +121,11 @@ func (q *Queue) tallyLocked(task int) bool {
 		if q.spot > 0 && q.self != "" {
 			// With spot checks the submitter is the arbiter: its own run
 			// decides a task the peers cannot.
-			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.rep.Tasks[task].ID, "votes", q.voteList(task))
+			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.recs.ID(task), "votes", q.voteList(task))
 			q.wantCheckLocked(task)
 			return false
 		}
-		q.failLocked(task, fmt.Errorf("no quorum (%d matching votes and a majority needed, %d votes): %s", ts.quorum, len(ts.votes), q.voteList(task)))
+		q.failLocked(task, fmt.Errorf("no quorum (%d matching votes and a majority needed, %d votes): %s", ts.quorum, len(q.votesOf(task)), q.voteList(task)))
 	}
 	return false
 }
@@ -150,7 +150,7 @@ func (q *Queue) otherVoterLocked(task int) bool {
 // from pc". Peers are named without their node IDs (the report's votes
 // keep them).
 func (q *Queue) voteList(task int) string {
-	return describeVotes(q.tasks[task].votes)
+	return describeVotes(q.votesOf(task))
 }
 
 func describeVotes(votes []vote) string {
@@ -175,10 +175,10 @@ func describeVotes(votes []vote) string {
 // updates the voters' trust, revokes other replicas.
 func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
-	rt := &q.rep.Tasks[task]
+	rt := q.rec(task)
 	var winner *vote
-	for i := range ts.votes {
-		if v := &ts.votes[i]; v.digest == d && v.out.held() {
+	for i := range q.votesOf(task) {
+		if v := &q.votesOf(task)[i]; v.digest == d && v.out.held() {
 			winner = v
 			break
 		}
@@ -198,13 +198,17 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	}
 	files := winner.out.Files
 	winner.out = Output{}
-	ts.settled, ts.accepted = true, d
+	ts.settled = true
+	if q.keepVotes() {
+		q.m(task).accepted = d
+	}
+	ts.need = 0
 	q.unqueueLocked(task)
 	q.remaining--
-	rt.Votes = reportVotes(rt.Votes[:0], ts.votes)
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digestString(rt.Votes, ts.votes, d), report.TaskFiles(rt.ID, files)
+	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(task))
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digestString(rt.Votes, q.votesOf(task), d), report.TaskFiles(rt.ID, files)
 	if q.Verifying() {
-		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(ts.votes, d), len(ts.votes))
+		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(q.votesOf(task), d), len(q.votesOf(task)))
 		if ts.quorum == 1 && q.verify.Replicas > 1 {
 			rt.Verdict += " (trusted peer, not replicated)"
 		}
@@ -224,8 +228,8 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
-	if !q.Verifying() && q.spot == 0 {
-		ts.votes = nil // nothing reads them again: a million tasks' worth of memory
+	if !q.keepVotes() {
+		delete(q.more, task) // nothing reads it again: a million tasks' worth of memory
 	}
 	q.env.TaskDone(rt.ID, true)
 	return true
@@ -236,13 +240,13 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 // returns false if no voter can provide it.
 func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
-	for i := range ts.votes {
-		v := ts.votes[i]
+	for i := range q.votesOf(task) {
+		v := q.votesOf(task)[i]
 		if v.digest != d || v.fetch == nil {
 			continue
 		}
 		ts.fetching = true
-		id := q.rep.Tasks[task].ID
+		id := q.recs.ID(task)
 		q.fetches.Add(1)
 		go func() {
 			defer q.fetches.Done()
@@ -253,8 +257,8 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 			defer q.repMu.Unlock()
 			ts.fetching = false
 			gone := err != nil || ts.settled || q.closed
-			for j := range ts.votes {
-				w := &ts.votes[j]
+			for j := range q.votesOf(task) {
+				w := &q.votesOf(task)[j]
 				if w.peer != v.peer {
 					continue
 				}
@@ -281,6 +285,10 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 	}
 	return false
 }
+
+// keepVotes: a decided task's votes and accepted digest are read again
+// (a verified job's trust, spot checks); otherwise they are dropped.
+func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot > 0 }
 
 func countOf(vs []vote, d digest.ID) int {
 	n := 0

@@ -29,7 +29,7 @@ var ErrRevoked = errors.New("lease revoked")
 // State is the shared state of a job's tasks.
 type State struct {
 	mu      sync.Mutex
-	ids     []string        // valid task IDs
+	ids     func() []string // valid task IDs (isTaskLocked)
 	tasks   map[string]bool // ids as a set, made at the first message
 	globals map[string]sdk.Global
 	mail    map[string]*mailbox
@@ -97,6 +97,13 @@ type opRecord struct {
 // checkpoint durably (as blocks) before it counts and names where (a
 // block ID); log may be nil.
 func New(taskIDs []string, store func(ctx context.Context, data []byte) (string, error), log *slog.Logger) *State {
+	return NewLazy(func() []string { return taskIDs }, store, log)
+}
+
+// NewLazy is New with the task IDs listed by taskIDs, called at the
+// first message only: most jobs send none, and a job of a million tasks
+// then holds no list of their IDs.
+func NewLazy(taskIDs func() []string, store func(ctx context.Context, data []byte) (string, error), log *slog.Logger) *State {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -180,8 +187,9 @@ func (v *State) Send(c *Cursor, to string, data []byte) error {
 // every task ID costs a million-task job's worth of memory.
 func (v *State) isTaskLocked(id string) bool {
 	if v.tasks == nil {
-		v.tasks = make(map[string]bool, len(v.ids))
-		for _, id := range v.ids {
+		ids := v.ids()
+		v.tasks = make(map[string]bool, len(ids))
+		for _, id := range ids {
 			v.tasks[id] = true
 		}
 	}

@@ -1,0 +1,273 @@
+package jobdb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// A task's rows, read back: the queries (each ends where a WHERE or an
+// ORDER BY may follow) and their scanners, shared by Load, LoadTask and
+// EachTask.
+const (
+	qReadTasks    = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints FROM tasks`
+	qReadAttempts = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over FROM attempts`
+	// qReadAttemptsV2: schema 2 and older (read-only) lack handed_over.
+	qReadAttemptsV2 = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, 0 FROM attempts`
+	qReadVotes      = `SELECT task, peer, peer_id, digest FROM votes`
+	qReadPartials   = `SELECT task, time, peer, peer_id, text, bytes, truncated FROM partials`
+)
+
+// filesError: a task's files column is not a JSON list.
+type filesError struct{ err error }
+
+func (e filesError) Error() string { return "files: " + e.err.Error() }
+func (e filesError) Unwrap() error { return e.err }
+
+// taskErr wraps an error of reading task id's row.
+func (db *DB) taskErr(id string, err error) error {
+	var fe filesError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("job database %s: task %s: %w", db.path, id, fe)
+	}
+	return db.wrap("read tasks", err)
+}
+
+// scanTask reads a row of qReadTasks into t (its Attempts empty, not nil)
+// and returns the task's index.
+func scanTask(rows *sql.Rows, t *report.Task) (int, error) {
+	var i int
+	var params string
+	var files sql.NullString
+	if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Error, &t.Verdict, &t.Checkpoints); err != nil {
+		return 0, err
+	}
+	t.Params = json.RawMessage(params)
+	if files.Valid {
+		if err := json.Unmarshal([]byte(files.String), &t.Files); err != nil {
+			return i, filesError{err}
+		}
+	}
+	t.Attempts = []report.Attempt{}
+	return i, nil
+}
+
+// scanAttempt reads a row of qReadAttempts and returns its task's index.
+func scanAttempt(rows *sql.Rows, a *report.Attempt) (int, error) {
+	var i int
+	var start, end string
+	if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed, &a.Check, &a.HandedOver); err != nil {
+		return 0, err
+	}
+	a.Start, a.End = parseTime(start), parseTime(end)
+	return i, nil
+}
+
+// scanVote reads a row of qReadVotes and returns its task's index.
+func scanVote(rows *sql.Rows, v *report.Vote) (int, error) {
+	var i int
+	err := rows.Scan(&i, &v.Peer, &v.PeerID, &v.Digest)
+	return i, err
+}
+
+// scanPartial reads a row of qReadPartials and returns its task's index.
+func scanPartial(rows *sql.Rows, p *report.Partial) (int, error) {
+	var i int
+	var tm string
+	var text sql.NullString
+	if err := rows.Scan(&i, &tm, &p.Peer, &p.PeerID, &text, &p.Bytes, &p.Truncated); err != nil {
+		return 0, err
+	}
+	p.Time, p.Text = parseTime(tm), text.String
+	return i, nil
+}
+
+// LoadTask reads task idx back as its record, with its attempts, votes
+// and partial results (found false: the task has no row). It reads what
+// is committed: Flush first to read one's own latest changes.
+func (db *DB) LoadTask(ctx context.Context, idx int) (t *report.Task, found bool, err error) {
+	t = &report.Task{}
+	rows, err := db.sql.QueryContext(ctx, qReadTasks+` WHERE idx = ?`, idx)
+	if err != nil {
+		return nil, false, db.wrap("read task", err)
+	}
+	if rows.Next() {
+		found = true
+		if _, err := scanTask(rows, t); err != nil {
+			rows.Close()
+			return nil, false, db.taskErr(t.ID, err)
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, false, db.wrap("read task", err)
+	}
+	if !found {
+		return nil, false, nil
+	}
+	if err := db.each(ctx, db.qAttempts+` WHERE task = ? ORDER BY n`, func(rows *sql.Rows) error {
+		var a report.Attempt
+		_, err := scanAttempt(rows, &a)
+		t.Attempts = append(t.Attempts, a)
+		return err
+	}, idx); err != nil {
+		return nil, false, err
+	}
+	if err := db.each(ctx, qReadVotes+` WHERE task = ? ORDER BY n`, func(rows *sql.Rows) error {
+		var v report.Vote
+		_, err := scanVote(rows, &v)
+		t.Votes = append(t.Votes, v)
+		return err
+	}, idx); err != nil {
+		return nil, false, err
+	}
+	if err := db.each(ctx, qReadPartials+` WHERE task = ? ORDER BY n`, func(rows *sql.Rows) error {
+		var p report.Partial
+		_, err := scanPartial(rows, &p)
+		t.Partials = append(t.Partials, p)
+		return err
+	}, idx); err != nil {
+		return nil, false, err
+	}
+	return t, true, nil
+}
+
+// cursor walks one of a task's tables in task order, a row ahead.
+type cursor struct {
+	rows *sql.Rows
+	task int // the task of the row read ahead; -1 at the end
+	scan func(rows *sql.Rows) (int, error)
+}
+
+func (c *cursor) next() error {
+	if !c.rows.Next() {
+		c.task = -1
+		return c.rows.Err()
+	}
+	var err error
+	c.task, err = c.scan(c.rows)
+	return err
+}
+
+// EachTask calls fn with every task's record, in task order, as Load
+// reads it, holding one task in memory at a time (report.json of a
+// million tasks is written from it). The record is fn's only until fn
+// returns. It keeps four queries open at once: it needs a database
+// opened by OpenReadOnly (a writer's has one connection).
+func (db *DB) EachTask(ctx context.Context, fn func(idx int, t *report.Task) error) error {
+	if v, err := db.Version(ctx); err != nil || v == 0 {
+		return err // made, but killed before its first commit: no task
+	}
+	var t report.Task
+	var a report.Attempt
+	var v report.Vote
+	var p report.Partial
+	curs := []*cursor{
+		{scan: func(rows *sql.Rows) (int, error) { return scanAttempt(rows, &a) }},
+		{scan: func(rows *sql.Rows) (int, error) { return scanVote(rows, &v) }},
+		{scan: func(rows *sql.Rows) (int, error) { return scanPartial(rows, &p) }},
+	}
+	for i, q := range []string{db.qAttempts, qReadVotes, qReadPartials} {
+		rows, err := db.sql.QueryContext(ctx, q+` ORDER BY task, n`)
+		if err != nil {
+			return db.wrap("read tasks", err)
+		}
+		defer rows.Close()
+		curs[i].rows = rows
+		if err := curs[i].next(); err != nil {
+			return db.wrap("read tasks", err)
+		}
+	}
+	rows, err := db.sql.QueryContext(ctx, qReadTasks+` ORDER BY idx`)
+	if err != nil {
+		return db.wrap("read tasks", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t = report.Task{}
+		idx, err := scanTask(rows, &t)
+		if err != nil {
+			return db.taskErr(t.ID, err)
+		}
+		// Rows of tasks that have no task row (none are written so) are
+		// skipped, as Load skips them.
+		for c, add := range []func(){
+			func() { t.Attempts = append(t.Attempts, a) },
+			func() { t.Votes = append(t.Votes, v) },
+			func() { t.Partials = append(t.Partials, p) },
+		} {
+			cur := curs[c]
+			for cur.task != -1 && cur.task <= idx {
+				if cur.task == idx {
+					add()
+				}
+				if err := cur.next(); err != nil {
+					return db.wrap("read tasks", err)
+				}
+			}
+		}
+		if err := fn(idx, &t); err != nil {
+			return err
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return db.wrap("read tasks", err)
+	}
+	return nil
+}
+
+// Shares counts the tasks each peer produced the accepted result of, by
+// peer name (report.json's tasks[].peer).
+func (db *DB) Shares(ctx context.Context) (map[string]int, error) {
+	count := map[string]int{}
+	err := db.each(ctx, `SELECT peer, count(*) FROM tasks WHERE peer != '' GROUP BY peer`, func(rows *sql.Rows) error {
+		var p string
+		var n int
+		if err := rows.Scan(&p, &n); err != nil {
+			return err
+		}
+		count[p] += n
+		return nil
+	})
+	return count, err
+}
+
+// Failed reads the first n failed tasks' records, in task order.
+func (db *DB) Failed(ctx context.Context, n int) ([]*report.Task, error) {
+	var idx []int
+	if err := db.each(ctx, `SELECT idx FROM tasks WHERE state = ? ORDER BY idx LIMIT ?`, func(rows *sql.Rows) error {
+		var i int
+		err := rows.Scan(&i)
+		idx = append(idx, i)
+		return err
+	}, report.TaskFailed, n); err != nil {
+		return nil, err
+	}
+	var out []*report.Task
+	for _, i := range idx {
+		t, found, err := db.LoadTask(ctx, i)
+		if err != nil {
+			return out, err
+		}
+		if found {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Done calls fn with the index and digest of every task the database
+// holds as done with a digest, in task order (what a rerun may reuse).
+func (db *DB) Done(ctx context.Context, fn func(idx int, digest string) error) error {
+	return db.each(ctx, `SELECT idx, digest FROM tasks WHERE state = ? AND digest != '' ORDER BY idx`, func(rows *sql.Rows) error {
+		var i int
+		var d string
+		if err := rows.Scan(&i, &d); err != nil {
+			return err
+		}
+		return fn(i, d)
+	}, report.TaskDone)
+}

@@ -1,0 +1,105 @@
+package jobdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// TestEachTaskAndLoadTask: streaming the tasks (EachTask) and reading
+// one (LoadTask) give what Load gives, and report.json written from the
+// stream is the one written from the loaded report, byte for byte.
+func TestEachTaskAndLoadTask(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	db := open(t, path)
+	want := sampleReport()
+	// A task with a second attempt, after one whose rows are few.
+	want.Tasks = append(want.Tasks, report.Task{ID: "d", Params: json.RawMessage(`{"n":4}`), State: report.TaskDone, Peer: "p2", Digest: "ee",
+		Attempts: []report.Attempt{{Peer: "p1", Start: t0, End: t0, Outcome: report.OutcomeLost, Error: "gone"}, {Peer: "p2", Start: t0, End: t0, Outcome: report.OutcomeOK}},
+		Votes:    []report.Vote{{Peer: "p2", Digest: "ee"}}})
+	if err := db.PutJob(want); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.Tasks {
+		if err := db.PutTask(i, &want.Tasks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.Tasks {
+		got, found, err := db.LoadTask(ctx, i)
+		if err != nil || !found {
+			t.Fatalf("LoadTask(%d): found %v, %v", i, found, err)
+		}
+		if !reflect.DeepEqual(*got, want.Tasks[i]) {
+			t.Errorf("LoadTask(%d) = %+v, want %+v", i, *got, want.Tasks[i])
+		}
+	}
+	if _, found, err := db.LoadTask(ctx, len(want.Tasks)); found || err != nil {
+		t.Errorf("LoadTask of a task never written: found %v, %v", found, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ro, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	loaded, err := ro.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []report.Task
+	if err := ro.EachTask(ctx, func(idx int, task *report.Task) error {
+		if idx != len(got) {
+			t.Errorf("task %d came as %d", len(got), idx)
+		}
+		got = append(got, *task)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, loaded.Tasks) {
+		t.Fatalf("EachTask gave %+v\nLoad gave %+v", got, loaded.Tasks)
+	}
+	shares, err := ro.Shares(ctx)
+	if err != nil || !reflect.DeepEqual(shares, map[string]int{"p1": 1, "p2": 1}) {
+		t.Errorf("Shares = %v, %v", shares, err)
+	}
+	failed, err := ro.Failed(ctx, 5)
+	if err != nil || len(failed) != 1 || !reflect.DeepEqual(*failed[0], loaded.Tasks[1]) {
+		t.Errorf("Failed = %+v, %v", failed, err)
+	}
+	var done []string
+	if err := ro.Done(ctx, func(idx int, d string) error {
+		done = append(done, strconv.Itoa(idx)+" "+d)
+		return nil
+	}); err != nil || !reflect.DeepEqual(done, []string{"0 dd", "3 ee"}) {
+		t.Errorf("Done gave %v, %v", done, err)
+	}
+	var whole, streamed bytes.Buffer
+	if err := report.Encode(&whole, loaded); err != nil {
+		t.Fatal(err)
+	}
+	head := *loaded
+	head.Tasks = nil
+	if err := report.EncodeEach(&streamed, &head, func(yield func(*report.Task) error) error {
+		return ro.EachTask(ctx, func(_ int, task *report.Task) error { return yield(task) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(whole.Bytes(), streamed.Bytes()) {
+		t.Fatalf("streamed report differs:\n%s\nwant\n%s", streamed.Bytes(), whole.Bytes())
+	}
+}

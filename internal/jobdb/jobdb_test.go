@@ -483,4 +483,45 @@ func TestManyRows(t *testing.T) {
 			t.Fatalf("output %d: %q %v %v", i, data, found, err)
 		}
 	}
+	// Updates of rows this writer wrote (upserts, many to a statement):
+	// the state changes, id and params stay, no row is added.
+	for i := range n {
+		task := rep.Tasks[i]
+		task.State, task.Digest, task.Error = report.TaskFailed, "", "e"+strconv.Itoa(i)
+		task.Params = json.RawMessage(`"ignored"`)
+		if err := db.PutTask(i, &task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = db.Load(ctx)
+	if err != nil || len(rep.Tasks) != n {
+		t.Fatalf("%d tasks, %v", len(rep.Tasks), err)
+	}
+	for i, task := range rep.Tasks {
+		id := strconv.Itoa(i)
+		if task.ID != id || string(task.Params) != `{"i":`+id+`}` || task.State != report.TaskFailed || task.Digest != "" ||
+			task.Error != "e"+id || len(task.Attempts) != 2 || len(task.Votes) != 1 {
+			t.Fatalf("updated task %d: %+v", i, task)
+		}
+	}
+}
+
+func TestMultiRowQuery(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		rows  int
+		want  string
+	}{
+		{"INSERT INTO t(a, b) VALUES (?, ?)", 1, "INSERT INTO t(a, b) VALUES (?, ?)"},
+		{"INSERT INTO t(a, b) VALUES (?, ?)", 3, "INSERT INTO t(a, b) VALUES (?, ?), (?, ?), (?, ?)"},
+		{"INSERT INTO t(a, b) VALUES (?, ?) ON CONFLICT(a) DO UPDATE SET b = excluded.b", 2,
+			"INSERT INTO t(a, b) VALUES (?, ?), (?, ?) ON CONFLICT(a) DO UPDATE SET b = excluded.b"},
+	} {
+		if got := multiRowQuery(c.query, c.rows); got != c.want {
+			t.Errorf("multiRowQuery(%q, %d) = %q, want %q", c.query, c.rows, got, c.want)
+		}
+	}
 }

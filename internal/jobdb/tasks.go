@@ -19,8 +19,13 @@ const (
 	qPutOutput    = "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)"
 	qDeleteOutput = "DELETE FROM outputs WHERE task = ?"
 	qTask         = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qTaskUpdate   = `UPDATE tasks SET state = ?, peer = ?, peer_id = ?, digest = ?, files = ?, error = ?, verdict = ?, checkpoints = ?, updated = ? WHERE idx = ?`
-	qAttempt      = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// qTaskUpdate updates a row this writer wrote: an upsert, so that a
+	// batch's updates go many rows to a statement (batch.insert); id and
+	// params, set when the row was written, stay.
+	qTaskUpdate = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
+		` ON CONFLICT(idx) DO UPDATE SET state = excluded.state, peer = excluded.peer, peer_id = excluded.peer_id, digest = excluded.digest, files = excluded.files,` +
+		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated`
+	qAttempt = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qAttemptV2: schema 2 and older lack handed_over (a writer meets one
 	// only in tests that make a database of an older schema).
 	qAttemptV2      = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -33,7 +38,7 @@ const (
 
 // multiRowQueries are the inserts that a batch gathers into statements of
 // many rows (batch.insert).
-var multiRowQueries = []string{qPutOutput, qTask, qAttempt, qVote}
+var multiRowQueries = []string{qPutOutput, qTask, qTaskUpdate, qAttempt, qVote}
 
 var writeQueries = []string{qJob, qPutOutput, qDeleteOutput, qTask, qTaskUpdate, qAttempt, qVote, qPartial, qDeleteAttempts, qDeleteVotes, qDeletePartials}
 
@@ -180,20 +185,17 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	}
 	rows := tx.w.rowsOf(idx)
 	peer, peerID := split(t.Peer, t.PeerID)
+	params := string(t.Params)
+	if params == "" {
+		params = "null"
+	}
+	q := qTask
 	if rows.row {
-		if err := tx.exec(qTaskUpdate,
-			t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now(), idx); err != nil {
-			return err
-		}
-	} else {
-		params := string(t.Params)
-		if params == "" {
-			params = "null"
-		}
-		if err := tx.insert(qTask,
-			idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
-			return err
-		}
+		q = qTaskUpdate
+	}
+	if err := tx.insert(q,
+		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
+		return err
 	}
 	rows.row = true
 	from := int(rows.attempts)

@@ -39,6 +39,8 @@ type writer struct {
 	closed bool
 
 	stmts map[string]*sql.Stmt // prepared once, used by the loop only
+	// multis holds the multi-row forms of multiRowQueries (multi).
+	multis map[multiKey]string
 	// qAttempt is the attempts insert of the database's schema.
 	qAttempt string
 
@@ -96,30 +98,34 @@ type batch struct {
 // batch ends (flush). A batch holds one change per task, so no statement
 // of the batch depends on a row still queued.
 func (b *batch) insert(query string, args ...any) error {
-	n := strings.Count(query, "?")
 	q, ok := b.rows[query]
 	if !ok {
 		b.order = append(b.order, query)
 	}
 	q = append(q, args...)
+	n := len(args)
 	if len(q) < multiRows*n {
 		b.rows[query] = q
 		return nil
 	}
 	b.rows[query] = q[:0]
-	return b.exec(multiRowQuery(query, multiRows), q...)
+	return b.exec(b.w.multi(query, multiRows), q...)
 }
 
-// flush executes the queued rows.
+// flush executes the queued rows, in statements of a power of two rows
+// each (all prepared): the rest of r rows costs popcount(r) statements.
 func (b *batch) flush() error {
 	for _, query := range b.order {
 		q := b.rows[query]
 		n := strings.Count(query, "?")
-		for len(q) > 0 {
-			if err := b.exec(query, q[:n]...); err != nil {
+		for rows := multiRows / 2; rows >= 1 && len(q) > 0; rows /= 2 {
+			if len(q) < rows*n {
+				continue
+			}
+			if err := b.exec(b.w.multi(query, rows), q[:rows*n]...); err != nil {
 				return err
 			}
-			q = q[n:]
+			q = q[rows*n:]
 		}
 		b.rows[query] = q
 	}
@@ -129,11 +135,32 @@ func (b *batch) flush() error {
 // multiRows rows of an insert go in one statement.
 const multiRows = 32
 
-// multiRowQuery is query (INSERT ... VALUES (?, ...)) for rows rows.
+// multiRowQuery is query (INSERT ... VALUES (?, ...) [ON CONFLICT ...])
+// for rows rows.
 func multiRowQuery(query string, rows int) string {
-	i := strings.LastIndex(query, "VALUES ")
-	tuple := query[i+len("VALUES "):]
-	return query[:i] + "VALUES " + strings.Repeat(tuple+", ", rows-1) + tuple
+	if rows == 1 {
+		return query
+	}
+	i := strings.LastIndex(query, "VALUES ") + len("VALUES ")
+	j := i + strings.IndexByte(query[i:], ')') + 1
+	tuple := query[i:j]
+	return query[:i] + strings.Repeat(tuple+", ", rows-1) + tuple + query[j:]
+}
+
+// multi returns multiRowQuery(query, rows), made once.
+func (w *writer) multi(query string, rows int) string {
+	k := multiKey{query, rows}
+	q, ok := w.multis[k]
+	if !ok {
+		q = multiRowQuery(query, rows)
+		w.multis[k] = q
+	}
+	return q
+}
+
+type multiKey struct {
+	query string
+	rows  int
 }
 
 func (b *batch) exec(query string, args ...any) error {
@@ -154,7 +181,8 @@ func (b *batch) exec(query string, args ...any) error {
 
 func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
-		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{},
+		multis: map[multiKey]string{}}
 	var n int
 	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM tasks LIMIT 1)").Scan(&n); err != nil {
 		return nil, db.wrap("read tasks", err)
@@ -177,7 +205,9 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 		queries = append(queries, attempts(q))
 	}
 	for _, q := range multiRowQueries {
-		queries = append(queries, multiRowQuery(attempts(q), multiRows))
+		for rows := multiRows; rows > 1; rows /= 2 {
+			queries = append(queries, w.multi(attempts(q), rows))
+		}
 	}
 	for _, q := range queries {
 		st, err := db.sql.PrepareContext(ctx, q)

@@ -194,7 +194,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 		q = qTaskUpdate
 	}
 	if err := tx.insert(q,
-		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, now()); err != nil {
+		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, tx.now); err != nil {
 		return err
 	}
 	rows.row = true

@@ -91,6 +91,9 @@ type batch struct {
 	// the queries in the order of their first row.
 	rows  map[string][]any
 	order []string
+	// now is the time the batch's rows are written (one transaction,
+	// one time: formatted once, not per row).
+	now string
 }
 
 // insert queues a row of query, one of multiRowQueries: rows go into the
@@ -347,7 +350,7 @@ func (w *writer) apply(changes []change) error {
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: map[string][]any{}}
+	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: map[string][]any{}, now: now()}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue

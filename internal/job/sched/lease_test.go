@@ -416,3 +416,29 @@ func TestBackupCopyOfBatchedLeases(t *testing.T) {
 		t.Fatalf("backup %+v, want one of a's batch once a is silent", l)
 	}
 }
+
+// The backup scan waits until a lease may be taken; a task whose copies
+// drop to one is a candidate at once, without time passing.
+func TestBackupAfterACopyEnds(t *testing.T) {
+	f := newFixture(t, 2, Config{Verify: verify(1, 1, 1)})
+	f.take(t, "a")
+	f.take(t, "b")
+	f.finish("b", "t1", report.OutcomeOK, "d1") // a median of a second
+	f.clock.advance(3 * time.Second)
+	backup := f.take(t, "c")
+	if backup.TaskID != "t0" {
+		t.Fatalf("backup lease %+v, want t0", backup)
+	}
+	if l := f.q.TryNext("d"); l != nil {
+		t.Fatal("a third copy of t0")
+	}
+	// c's copy ends without deciding t0 or requeueing it (no outcome
+	// does both in this queue; the rule is the scan's cache).
+	f.q.mu.Lock()
+	delete(f.q.running, backup.ID)
+	f.q.dropCopyLocked(backup.Task)
+	f.q.mu.Unlock()
+	if l := f.q.TryNext("d"); l == nil || l.TaskID != "t0" {
+		t.Fatalf("backup %+v, want t0 once its copy ended", l)
+	}
+}

@@ -333,7 +333,7 @@ type Queue struct {
 	medianOf  int
 	// heard is when each worker last reported a result (not a lost one).
 	heard map[string]time.Time
-	// backupAt: no running lease is old enough for a backup copy under
+	// backupAt: no running lease can be taken for a backup copy under
 	// backupThreshold before this time (backupCandidateLocked).
 	backupAt        time.Time
 	backupThreshold time.Duration
@@ -659,34 +659,62 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	}
 	threshold := max(2*q.median, time.Second)
 	now := q.now()
-	// Idle workers ask at every result near the end: no lease can be
-	// old enough before backupAt (a lease is never older than when the
-	// last scan saw the oldest, and a new one is younger), so the scan
-	// over every running lease waits for it.
+	// Idle workers ask at every result near the end: before backupAt no
+	// lease can be taken (see below), so the scan over every running
+	// lease waits for it.
 	if threshold == q.backupThreshold && now.Before(q.backupAt) {
 		return 0, false
 	}
+	// next is the earliest time a lease skipped now may be taken. Time
+	// alone changes the answer: a new lease is younger, a worker heard
+	// again only waits longer; the one event that does (a task's copies
+	// drop to one) clears backupAt (dropCopyLocked).
 	var best *Lease
-	oldest := now
+	next := now.Add(threshold)
 	for _, l := range q.running {
-		if l.leased.Before(oldest) {
-			oldest = l.leased
-		}
-		if q.tasks[l.Task].running != 1 || l.Peer == peer || now.Sub(l.leased) < threshold {
+		if q.tasks[l.Task].running != 1 {
 			continue
 		}
-		if l.batched && now.Sub(q.heard[l.Peer]) < threshold {
-			continue // its worker is busy with its queue
+		at := l.leased.Add(threshold)
+		if l.batched {
+			// Its worker is busy with its queue until it has been
+			// silent for as long.
+			if h := q.heard[l.Peer].Add(threshold); h.After(at) {
+				at = h
+			}
+		}
+		if now.Before(at) {
+			if at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		if l.Peer == peer {
+			next = now // another worker may take it: ask again
+			continue
 		}
 		if best == nil || l.leased.Before(best.leased) {
 			best = l
 		}
 	}
-	q.backupAt, q.backupThreshold = oldest.Add(threshold), threshold
+	if best != nil {
+		next = now // the others taken by then stay candidates
+	}
+	q.backupAt, q.backupThreshold = next, threshold
 	if best == nil {
 		return 0, false
 	}
 	return best.Task, true
+}
+
+// dropCopyLocked counts one running copy of task less. A task left with
+// one copy may be backed up now: backupCandidateLocked looks again.
+func (q *Queue) dropCopyLocked(task int) {
+	ts := &q.tasks[task]
+	ts.running--
+	if ts.running == 1 {
+		q.backupAt = time.Time{}
+	}
 }
 
 func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
@@ -742,7 +770,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		q.heard[l.Peer] = q.moved
 	}
 	ts := &q.tasks[l.Task]
-	ts.running--
+	q.dropCopyLocked(l.Task)
 	defer q.signal()
 	if res.End.IsZero() {
 		res.End = q.now().UTC()
@@ -947,7 +975,7 @@ func (q *Queue) revokeCopiesLocked(task int) {
 		if l.Task == task {
 			revoke(l)
 			delete(q.running, l.ID)
-			q.tasks[task].running--
+			q.dropCopyLocked(task)
 			l.settled = true
 			rt := q.rec(task)
 			rt.Attempts = append(rt.Attempts, report.Attempt{

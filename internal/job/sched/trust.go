@@ -130,7 +130,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		revoke(l)
 		l.settled = true
 		delete(q.running, l.ID)
-		q.tasks[l.Task].running--
+		q.dropCopyLocked(l.Task)
 		q.rec(l.Task).Attempts = append(q.rec(l.Task).Attempts, report.Attempt{
 			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
 		})

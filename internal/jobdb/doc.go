@@ -5,9 +5,11 @@
 // goroutine that batches them into one transaction every few
 // milliseconds (group commit): many changes to one task inside a batch
 // cost one write. The writer remembers what it wrote of each task, so a
-// task that finished writes its row (an UPDATE) and its new attempt, and
-// nothing else: attempts are appended, never rewritten. Inserts of a
-// batch go in statements of many rows. The database is in
+// task that finished writes its row (an upsert that changes its state
+// columns) and its new attempt, and nothing else: attempts are appended,
+// never rewritten. Inserts and upserts of a batch go in prepared
+// statements of many rows (32, the rest in powers of two), and the
+// batch's rows carry one write time. The database is in
 // WAL mode with synchronous=NORMAL: a committed batch survives the
 // coordinator's SIGKILL (not necessarily a power cut), and readers such as
 // `p2pc status` read it while the run writes.

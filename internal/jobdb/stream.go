@@ -219,6 +219,37 @@ func (db *DB) EachTask(ctx context.Context, fn func(idx int, t *report.Task) err
 	return nil
 }
 
+// Head reads the job-level fields and the summary's counts, as Load
+// gives them, without the tasks (Tasks is empty): the head of report.json,
+// whose tasks EachTask streams. The counts are by SQL, so that a job of a
+// million tasks costs no more memory than one of ten.
+func (db *DB) Head(ctx context.Context) (*report.Report, error) {
+	r, err := db.LoadJob(ctx)
+	if err != nil || r.JobID == "" {
+		return r, err
+	}
+	rows := 0
+	if err := db.each(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`, func(rs *sql.Rows) error {
+		var state string
+		var n int
+		if err := rs.Scan(&state, &n); err != nil {
+			return err
+		}
+		rows += n
+		switch state {
+		case report.TaskDone:
+			r.Summary.Done = n
+		case report.TaskFailed:
+			r.Summary.Failed = n
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	r.Summary.Total = max(r.Summary.Total, rows)
+	return r, nil
+}
+
 // Shares counts the tasks each peer produced the accepted result of, by
 // peer name (report.json's tasks[].peer).
 func (db *DB) Shares(ctx context.Context) (map[string]int, error) {

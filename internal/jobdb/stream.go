@@ -228,24 +228,11 @@ func (db *DB) Head(ctx context.Context) (*report.Report, error) {
 	if err != nil || r.JobID == "" {
 		return r, err
 	}
-	rows := 0
-	if err := db.each(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`, func(rs *sql.Rows) error {
-		var state string
-		var n int
-		if err := rs.Scan(&state, &n); err != nil {
-			return err
-		}
-		rows += n
-		switch state {
-		case report.TaskDone:
-			r.Summary.Done = n
-		case report.TaskFailed:
-			r.Summary.Failed = n
-		}
-		return nil
-	}); err != nil {
+	by, rows, err := db.stateCounts(ctx)
+	if err != nil {
 		return r, err
 	}
+	r.Summary.Done, r.Summary.Failed = by[report.TaskDone], by[report.TaskFailed]
 	r.Summary.Total = max(r.Summary.Total, rows)
 	return r, nil
 }

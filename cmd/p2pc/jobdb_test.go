@@ -88,8 +88,21 @@ tasks:
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
 		t.Fatal("the damaged database was changed")
 	}
+	before, err := os.ReadFile(filepath.Join(out, report.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r := p2pc(t, "report", out); r.code != exitBadInput || !strings.Contains(r.stderr, "--salvage") {
 		t.Fatalf("report of a damaged database: exit %d\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(out, report.FileName)); !bytes.Equal(after, before) {
+		t.Fatal("p2pc report of a damaged database changed report.json")
+	}
+	r = p2pc(t, "report", out, "--salvage")
+	var salvaged report.Report
+	if err := json.Unmarshal([]byte(r.stdout), &salvaged); r.code != 0 || err != nil ||
+		!slices.ContainsFunc(salvaged.Warnings, func(w string) bool { return strings.Contains(w, "salvaged") }) {
+		t.Fatalf("report --salvage: exit %d (%v)\n%s", r.code, err, r.stderr)
 	}
 	r = p2pc(t, "run", spec, "--out", out, "--force")
 	if r.code != 0 {

@@ -18,22 +18,52 @@ type ReportCmd struct {
 }
 
 // Run reads the job database (read-only: a run may be writing it) and
-// writes its report.
+// writes its report, a task at a time (a job of a million tasks is
+// reported in bounded memory). A damaged database leaves report.json as
+// it was (with --stdout, the report printed may stop short of the
+// damage; the exit code says so). --salvage reads the job whole, as far
+// as it is readable.
 func (c *ReportCmd) Run(g *Globals) error {
-	rep, err := jobdb.ReadReport(g.Ctx, c.Out)
+	if c.Salvage {
+		return c.salvage(g)
+	}
+	err := jobdb.StreamReport(g.Ctx, c.Out, func(head *report.Report, each func(yield func(*report.Task) error) error) error {
+		if c.Stdout {
+			return report.EncodeEach(os.Stdout, head, each)
+		}
+		return report.WriteEach(c.Out, head, each)
+	})
+	return reportErr(c.Out, err)
+}
+
+// reportErr is the exit of `p2pc report out` whose reading failed with err.
+func reportErr(out string, err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		return withCode(exitBadInput, fmt.Errorf("%s holds no p2pc job: %w", c.Out, err))
-	case err != nil && errors.Is(err, jobdb.ErrCorrupt) && c.Salvage && rep != nil:
+		return withCode(exitBadInput, fmt.Errorf("%s holds no p2pc job: %w", out, err))
+	case errors.Is(err, jobdb.ErrCorrupt):
+		return withCode(exitBadInput, fmt.Errorf("%w (p2pc report --salvage %s prints what is readable)", err, out))
+	case errors.Is(err, jobdb.ErrNewer):
+		return withCode(exitBadInput, err)
+	default:
+		return withCode(exitInternal, err)
+	}
+}
+
+// salvage is `p2pc report --salvage`: it reads the job whole, into
+// memory. Of a damaged database it prints what is readable on stdout,
+// with a warning that says what could not be read; of a sound one it
+// writes the report as Run does.
+func (c *ReportCmd) salvage(g *Globals) error {
+	rep, err := jobdb.ReadReport(g.Ctx, c.Out)
+	if err != nil && errors.Is(err, jobdb.ErrCorrupt) && rep != nil {
 		rep.Warnings = append(rep.Warnings, "salvaged from a damaged job database: "+err.Error())
 		fmt.Fprintf(os.Stderr, "p2pc: %v\np2pc: the report holds the %d tasks that were readable\n", err, len(rep.Tasks))
 		c.Stdout = true
-	case errors.Is(err, jobdb.ErrCorrupt):
-		return withCode(exitBadInput, fmt.Errorf("%w (p2pc report --salvage %s prints what is readable)", err, c.Out))
-	case errors.Is(err, jobdb.ErrNewer):
-		return withCode(exitBadInput, err)
-	case err != nil:
-		return withCode(exitInternal, err)
+	} else if err != nil {
+		return reportErr(c.Out, err)
 	}
 	if c.Stdout {
 		if err := report.Encode(os.Stdout, rep); err != nil {

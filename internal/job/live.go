@@ -65,12 +65,15 @@ func (l *Live) ReadJob(fn func(*report.Report)) bool {
 	return true
 }
 
-// ReadReport calls fn with a copy of the job's live report, its tasks
-// and all: those in memory copied under the coordinator's lock, the
-// others read from the job database after it (a watcher of a large job
-// pays for reading it; the run is held only for the copy). Before the
-// job starts it does not call fn and reports false.
-func (l *Live) ReadReport(fn func(*report.Report)) bool {
+// EachTask calls head with a copy of the job's fields, then task with
+// every task's record in task order, one at a time: those in memory
+// copied under the coordinator's lock, the others read from the job
+// database after it (a watcher of a large job pays for reading it, not
+// for holding it; the run is held only for the copy). A record is task's
+// only during the call. Before the job starts it calls neither and
+// reports false; it reports false also when reading the database failed
+// part way.
+func (l *Live) EachTask(head func(*report.Report), task func(*report.Task)) bool {
 	r := l.runner()
 	if r == nil {
 		return false
@@ -89,9 +92,9 @@ func (l *Live) ReadReport(fn func(*report.Report)) bool {
 	if err == nil {
 		var ro *jobdb.DB
 		if ro, err = jobdb.OpenReadOnly(ctx, path); err == nil {
-			rep.Tasks = make([]report.Task, 0, len(kind))
+			head(rep)
 			err = eachRecord(ctx, ro, kind, hot, r.recs.fresh, func(_ int, t *report.Task) error {
-				rep.Tasks = append(rep.Tasks, *t)
+				task(t)
 				return nil
 			})
 			ro.Close()
@@ -101,7 +104,6 @@ func (l *Live) ReadReport(fn func(*report.Report)) bool {
 		r.log.Warn("read the job database for a watcher", "err", err)
 		return false
 	}
-	fn(rep)
 	return true
 }
 

@@ -19,7 +19,9 @@
 // report.json of a million tasks is written from it without holding
 // them), LoadTask reads one (the coordinator's records of decided tasks
 // live here, not in its memory), Shares and Failed what a run's summary
-// says.
+// says, Head the job's fields and counts (by SQL) that head report.json;
+// StreamReport hands a head and its stream of tasks to an encoder
+// (`p2pc report`).
 //
 // The schema is a documented interface (docs/report.md). Its version
 // lives in the table schema_version; Open migrates an older database and

@@ -36,6 +36,47 @@ func ReadReport(ctx context.Context, dir string) (*report.Report, error) {
 	return rep, nil
 }
 
+// StreamReport reads the job in the output folder dir as ReadReport
+// does, but a task at a time: it calls encode with the report's head (its
+// job-level fields and summary; Tasks empty) and each, which yields its
+// tasks in order, one in memory at a time (report.EncodeEach and
+// report.WriteEach take them). A job of a million tasks is so reported
+// in bounded memory. An error of the database comes from StreamReport,
+// through encode when each meets it; a damaged database may thus be found
+// after encode has begun to write (WriteEach then leaves no file).
+func StreamReport(ctx context.Context, dir string, encode func(head *report.Report, each func(yield func(*report.Task) error) error) error) error {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		rep, err := report.Read(dir)
+		if err != nil {
+			return err
+		}
+		return encode(rep, func(yield func(*report.Task) error) error {
+			for i := range rep.Tasks {
+				if err := yield(&rep.Tasks[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	db, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	head, err := db.Head(ctx)
+	if err != nil {
+		return err
+	}
+	if head.JobID == "" {
+		return fmt.Errorf("job database %s holds no job yet: %w", path, fs.ErrNotExist)
+	}
+	return encode(head, func(yield func(*report.Task) error) error {
+		return db.EachTask(ctx, func(_ int, t *report.Task) error { return yield(t) })
+	})
+}
+
 // WriteOutput writes an inline output where its task's folder would be:
 // dir/tasks/<id>/<name>.
 func WriteOutput(dir string, o Output) error {

@@ -219,6 +219,24 @@ func (db *DB) EachTask(ctx context.Context, fn func(idx int, t *report.Task) err
 	return nil
 }
 
+// Head reads the job-level fields and the summary's counts, as Load
+// gives them, without the tasks (Tasks is empty): the head of report.json,
+// whose tasks EachTask streams. The counts are by SQL, so that a job of a
+// million tasks costs no more memory than one of ten.
+func (db *DB) Head(ctx context.Context) (*report.Report, error) {
+	r, err := db.LoadJob(ctx)
+	if err != nil || r.JobID == "" {
+		return r, err
+	}
+	by, rows, err := db.stateCounts(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Summary.Done, r.Summary.Failed = by[report.TaskDone], by[report.TaskFailed]
+	r.Summary.Total = max(r.Summary.Total, rows)
+	return r, nil
+}
+
 // Shares counts the tasks each peer produced the accepted result of, by
 // peer name (report.json's tasks[].peer).
 func (db *DB) Shares(ctx context.Context) (map[string]int, error) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -92,14 +94,71 @@ func TestEachTaskAndLoadTask(t *testing.T) {
 	if err := report.Encode(&whole, loaded); err != nil {
 		t.Fatal(err)
 	}
-	head := *loaded
-	head.Tasks = nil
-	if err := report.EncodeEach(&streamed, &head, func(yield func(*report.Task) error) error {
+	head, err := ro.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHead := *loaded
+	wantHead.Tasks = []report.Task{}
+	if !reflect.DeepEqual(*head, wantHead) {
+		t.Fatalf("Head = %+v\nLoad gave %+v", *head, wantHead)
+	}
+	if err := report.EncodeEach(&streamed, head, func(yield func(*report.Task) error) error {
 		return ro.EachTask(ctx, func(_ int, task *report.Task) error { return yield(task) })
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(whole.Bytes(), streamed.Bytes()) {
 		t.Fatalf("streamed report differs:\n%s\nwant\n%s", streamed.Bytes(), whole.Bytes())
+	}
+}
+
+// TestStreamReport: StreamReport gives the report ReadReport reads, from
+// a job database or, without one, from report.json; of a folder that
+// holds neither, an error wrapping fs.ErrNotExist.
+func TestStreamReport(t *testing.T) {
+	ctx := context.Background()
+	encoded := func(dir string) ([]byte, error) {
+		var b bytes.Buffer
+		err := StreamReport(ctx, dir, func(head *report.Report, each func(yield func(*report.Task) error) error) error {
+			return report.EncodeEach(&b, head, each)
+		})
+		return b.Bytes(), err
+	}
+	withDB := t.TempDir()
+	db := open(t, filepath.Join(withDB, FileName))
+	rep := sampleReport()
+	rep.Summary.Total = 1 // fewer than the tasks written: the rows count
+	if err := db.PutJob(rep); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rep.Tasks {
+		if err := db.PutTask(i, &rep.Tasks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	onlyJSON := t.TempDir()
+	if err := report.Write(onlyJSON, sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{withDB, onlyJSON} {
+		want, err := ReadReport(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var whole bytes.Buffer
+		if err := report.Encode(&whole, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := encoded(dir)
+		if err != nil || !bytes.Equal(got, whole.Bytes()) {
+			t.Errorf("%s: StreamReport gave (%v)\n%s\nwant\n%s", dir, err, got, whole.Bytes())
+		}
+	}
+	if _, err := encoded(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("StreamReport of an empty folder: %v", err)
 	}
 }

@@ -504,6 +504,22 @@ type Failure struct {
 	Error   string    `json:"error,omitempty"`
 }
 
+// stateCounts counts the tasks the database holds by state, and in all.
+func (db *DB) stateCounts(ctx context.Context) (by map[string]int, all int, err error) {
+	by = map[string]int{}
+	err = db.each(ctx, "SELECT state, count(*) FROM tasks GROUP BY state", func(rows *sql.Rows) error {
+		var st string
+		var c int
+		if err := rows.Scan(&st, &c); err != nil {
+			return err
+		}
+		by[st] += c
+		all += c
+		return nil
+	})
+	return by, all, err
+}
+
 // Status reads the job's state at now: counts, the rate of successful
 // attempts over the last window, and the last failures (at most n).
 func (db *DB) Status(ctx context.Context, now time.Time, window time.Duration, n int) (*Status, error) {
@@ -516,28 +532,12 @@ func (db *DB) Status(ctx context.Context, now time.Time, window time.Duration, n
 	}
 	s := &Status{JobID: job.JobID, Name: job.Name, State: job.State, Error: job.Error, Started: job.Started,
 		Finished: job.Finished, Total: job.Summary.Total, Window: window}
-	counted := 0
-	if err := db.each(ctx, "SELECT state, count(*) FROM tasks GROUP BY state", func(rows *sql.Rows) error {
-		var st string
-		var c int
-		if err := rows.Scan(&st, &c); err != nil {
-			return err
-		}
-		counted += c
-		switch st {
-		case report.TaskDone:
-			s.Done = c
-		case report.TaskFailed:
-			s.Failed = c
-		case report.TaskRunning:
-			s.Running = c
-		default:
-			s.Queued += c
-		}
-		return nil
-	}); err != nil {
+	by, counted, err := db.stateCounts(ctx)
+	if err != nil {
 		return nil, err
 	}
+	s.Done, s.Failed, s.Running = by[report.TaskDone], by[report.TaskFailed], by[report.TaskRunning]
+	s.Queued = counted - s.Done - s.Failed - s.Running
 	if s.Total < counted {
 		s.Total = counted
 	}

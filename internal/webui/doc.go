@@ -4,12 +4,14 @@
 // fetched from elsewhere), fed by server-sent events.
 //
 // The view reads, it does not drive: the coordinator and the node give it
-// two small read-only interfaces, Job (the live report under the
-// coordinator's lock) and Swarm (the peers as this node sees them). A hub
-// builds a snapshot from them at most every Config.Every, and no more
-// often than it takes to keep the coordinator's lock held for less than
-// 1 % of the time (a snapshot of a 100,000-task job scans every task), and
-// only while a page is connected. Each snapshot is cut into sections
+// two small read-only interfaces, Job (the job's fields under the
+// coordinator's lock, and its tasks streamed one at a time: EachTask) and
+// Swarm (the peers as this node sees them). A hub builds a snapshot from
+// them at most every Config.Every, and no more often than it takes to
+// keep the time a snapshot takes under 1 % of the time (a snapshot scans
+// every task; it holds one at a time, never the whole job, so a job of a
+// million tasks costs its reading, not its memory), and only while a page
+// is connected. The task table and the PNG endpoint scan the same way. Each snapshot is cut into sections
 // (job, series, peers, failures, partials); a client is sent only the
 // sections that changed since it was last sent anything, so a slow client
 // gets fewer, newer updates, never a backlog.

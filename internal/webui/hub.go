@@ -92,8 +92,9 @@ func (h *hub) build(now time.Time) map[string]any {
 	var sc *scan
 	if h.cfg.Job != nil {
 		start := time.Now()
-		var s scan
-		if h.cfg.Job.ReadReport(func(r *report.Report) { s = scanReport(r, now) }) {
+		var scn *scanner
+		if h.cfg.Job.EachTask(func(head *report.Report) { scn = newScanner(head, now) }, func(t *report.Task) { scn.add(t) }) {
+			s := scn.result()
 			sc = &s
 		}
 		took := time.Since(start)

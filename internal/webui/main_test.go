@@ -24,10 +24,15 @@ type fakeJob struct {
 	rep *report.Report
 }
 
-func (f *fakeJob) ReadReport(fn func(*report.Report)) bool {
+func (f *fakeJob) EachTask(head func(*report.Report), task func(*report.Task)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fn(f.rep)
+	h := *f.rep
+	h.Tasks = nil
+	head(&h)
+	for i := range f.rep.Tasks {
+		task(&f.rep.Tasks[i])
+	}
 	return true
 }
 

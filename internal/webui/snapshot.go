@@ -93,55 +93,78 @@ func peerKey(peer, id string) (name, key string) {
 	return peer, peer
 }
 
-// scanReport reads rep (under the coordinator's lock: it copies only what
-// the snapshot shows).
+// scanReport gathers what the snapshot shows of rep.
 func scanReport(rep *report.Report, now time.Time) scan {
-	s := scan{done: map[string]int{}, recent: map[string]int{}}
-	j := &s.job
-	j.ID, j.Name, j.State, j.Error, j.Started = rep.JobID, rep.Name, rep.State, rep.Error, rep.Started
-	j.Total, j.Done, j.Failed = rep.Summary.Total, rep.Summary.Done, rep.Summary.Failed
-	since := now.Add(-RateWindow)
-	var lastPartialTime time.Time
+	sc := newScanner(rep, now)
 	for i := range rep.Tasks {
-		t := &rep.Tasks[i]
-		switch t.State {
-		case report.TaskRunning:
-			j.Running++
-		case report.TaskDone:
-			_, k := peerKey(t.Peer, t.PeerID)
-			s.done[k]++
-		}
-		for a := range t.Attempts {
-			at := &t.Attempts[a]
-			switch at.Outcome {
-			case report.OutcomeOK:
-				if at.End.After(since) {
-					_, k := peerKey(at.Peer, at.PeerID)
-					s.recent[k]++
-				}
-				continue
-			case report.OutcomeLost, report.OutcomeCanceled:
-				continue
-			}
-			if len(s.failures) == maxFailures && !at.End.After(s.failures[maxFailures-1].Time) {
-				continue
-			}
-			name, _ := peerKey(at.Peer, at.PeerID)
-			f := Failure{Task: t.ID, Peer: name, Outcome: at.Outcome, Error: tail(at.Error, errorTail), Time: at.End,
-				Final: t.State == report.TaskFailed && a == len(t.Attempts)-1}
-			s.failures = insertByTime(s.failures, f, maxFailures, func(f Failure) time.Time { return f.Time })
-		}
-		if n := len(t.Partials); n > 0 {
-			p := &t.Partials[n-1]
-			if len(s.partials) == maxPartials && !p.Time.After(lastPartialTime) {
-				continue
-			}
-			s.partials = insertByTime(s.partials, partialView(t.ID, p), maxPartials, func(p PartialView) time.Time { return p.Time })
-			lastPartialTime = s.partials[len(s.partials)-1].Time
-		}
+		sc.add(&rep.Tasks[i])
 	}
+	return sc.result()
+}
+
+// scanner gathers what the snapshot shows a task at a time: it copies
+// only what the snapshot shows, so that a job of a million tasks is never
+// held (the job streams them: Job.EachTask).
+type scanner struct {
+	s               scan
+	since           time.Time
+	lastPartialTime time.Time
+}
+
+// newScanner starts a scan of the job whose fields are head's.
+func newScanner(head *report.Report, now time.Time) *scanner {
+	sc := &scanner{s: scan{done: map[string]int{}, recent: map[string]int{}}, since: now.Add(-RateWindow)}
+	j := &sc.s.job
+	j.ID, j.Name, j.State, j.Error, j.Started = head.JobID, head.Name, head.State, head.Error, head.Started
+	j.Total, j.Done, j.Failed = head.Summary.Total, head.Summary.Done, head.Summary.Failed
+	return sc
+}
+
+// add counts task t; it keeps no reference into t.
+func (sc *scanner) add(t *report.Task) {
+	s := &sc.s
+	switch t.State {
+	case report.TaskRunning:
+		s.job.Running++
+	case report.TaskDone:
+		_, k := peerKey(t.Peer, t.PeerID)
+		s.done[k]++
+	}
+	for a := range t.Attempts {
+		at := &t.Attempts[a]
+		switch at.Outcome {
+		case report.OutcomeOK:
+			if at.End.After(sc.since) {
+				_, k := peerKey(at.Peer, at.PeerID)
+				s.recent[k]++
+			}
+			continue
+		case report.OutcomeLost, report.OutcomeCanceled:
+			continue
+		}
+		if len(s.failures) == maxFailures && !at.End.After(s.failures[maxFailures-1].Time) {
+			continue
+		}
+		name, _ := peerKey(at.Peer, at.PeerID)
+		f := Failure{Task: t.ID, Peer: name, Outcome: at.Outcome, Error: tail(at.Error, errorTail), Time: at.End,
+			Final: t.State == report.TaskFailed && a == len(t.Attempts)-1}
+		s.failures = insertByTime(s.failures, f, maxFailures, func(f Failure) time.Time { return f.Time })
+	}
+	if n := len(t.Partials); n > 0 {
+		p := &t.Partials[n-1]
+		if len(s.partials) == maxPartials && !p.Time.After(sc.lastPartialTime) {
+			return
+		}
+		s.partials = insertByTime(s.partials, partialView(t.ID, p), maxPartials, func(p PartialView) time.Time { return p.Time })
+		sc.lastPartialTime = s.partials[len(s.partials)-1].Time
+	}
+}
+
+// result ends the scan.
+func (sc *scanner) result() scan {
+	j := &sc.s.job
 	j.Queued = max(j.Total-j.Done-j.Failed-j.Running, 0)
-	return s
+	return sc.s
 }
 
 // insertByTime keeps xs newest first and at most n long.

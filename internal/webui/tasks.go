@@ -40,36 +40,52 @@ type TaskPage struct {
 }
 
 // pageOf copies one page of the tasks in state ("" or "all": every task)
-// from rep. It runs under the coordinator's lock: one pass, and only the
-// page's rows are copied.
+// from rep.
 func pageOf(rep *report.Report, state string, offset, limit int) TaskPage {
-	pg := TaskPage{Offset: offset, Rows: []TaskRow{}}
+	pg := newPager(state, offset, limit)
 	for i := range rep.Tasks {
-		t := &rep.Tasks[i]
-		if state != "" && t.State != state {
-			continue
-		}
-		pg.Total++
-		if pg.Total <= offset || len(pg.Rows) >= limit {
-			continue
-		}
-		row := TaskRow{ID: t.ID, State: t.State, Attempts: len(t.Attempts), Digest: t.Digest, Votes: len(t.Votes), Verdict: t.Verdict}
-		row.Peer, _ = peerKey(t.Peer, t.PeerID)
-		if n := len(t.Attempts); n > 0 {
-			a := t.Attempts[n-1]
-			row.Duration = a.End.Sub(a.Start).Round(time.Millisecond).Seconds()
-			if a.Outcome != report.OutcomeOK {
-				row.Error = tail(a.Error, 300)
-			}
-		}
-		for _, f := range t.Files {
-			if strings.HasSuffix(strings.ToLower(f), ".png") {
-				row.PNGs = append(row.PNGs, path.Base(f))
-			}
-		}
-		pg.Rows = append(pg.Rows, row)
+		pg.add(&rep.Tasks[i])
 	}
-	return pg
+	return pg.page
+}
+
+// pager makes one page of the task table a task at a time (the job
+// streams them: Job.EachTask); only the page's rows are copied.
+type pager struct {
+	page          TaskPage
+	state         string
+	offset, limit int
+}
+
+func newPager(state string, offset, limit int) *pager {
+	return &pager{page: TaskPage{Offset: offset, Rows: []TaskRow{}}, state: state, offset: offset, limit: limit}
+}
+
+// add counts task t and copies its row when it is on the page.
+func (p *pager) add(t *report.Task) {
+	pg := &p.page
+	if p.state != "" && t.State != p.state {
+		return
+	}
+	pg.Total++
+	if pg.Total <= p.offset || len(pg.Rows) >= p.limit {
+		return
+	}
+	row := TaskRow{ID: t.ID, State: t.State, Attempts: len(t.Attempts), Digest: t.Digest, Votes: len(t.Votes), Verdict: t.Verdict}
+	row.Peer, _ = peerKey(t.Peer, t.PeerID)
+	if n := len(t.Attempts); n > 0 {
+		a := t.Attempts[n-1]
+		row.Duration = a.End.Sub(a.Start).Round(time.Millisecond).Seconds()
+		if a.Outcome != report.OutcomeOK {
+			row.Error = tail(a.Error, 300)
+		}
+	}
+	for _, f := range t.Files {
+		if strings.HasSuffix(strings.ToLower(f), ".png") {
+			row.PNGs = append(row.PNGs, path.Base(f))
+		}
+	}
+	pg.Rows = append(pg.Rows, row)
 }
 
 var taskStates = map[string]bool{"": true, report.TaskPending: true, report.TaskRunning: true, report.TaskDone: true, report.TaskFailed: true}
@@ -96,11 +112,12 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, maxPageRows)
-	var pg TaskPage
-	if !s.cfg.Job.ReadReport(func(rep *report.Report) { pg = pageOf(rep, state, offset, limit) }) {
-		pg.Rows = []TaskRow{}
+	pg := newPager(state, offset, limit)
+	if !s.cfg.Job.EachTask(func(*report.Report) {}, pg.add) {
+		pg = newPager(state, offset, limit)
+		pg.page.Offset = 0
 	}
-	writeJSON(w, pg)
+	writeJSON(w, pg.page)
 }
 
 func intParam(v string, def int) (int, error) {
@@ -123,20 +140,18 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rel string
-	s.cfg.Job.ReadReport(func(rep *report.Report) {
-		for i := range rep.Tasks {
-			t := &rep.Tasks[i]
-			if t.ID != task || t.State != report.TaskDone {
-				continue
-			}
-			for _, f := range t.Files {
-				if path.Base(f) == name && path.Dir(f) == path.Join("tasks", task) {
-					rel = f
-				}
-			}
+	if !s.cfg.Job.EachTask(func(*report.Report) {}, func(t *report.Task) {
+		if rel != "" || t.ID != task || t.State != report.TaskDone {
 			return
 		}
-	})
+		for _, f := range t.Files {
+			if path.Base(f) == name && path.Dir(f) == path.Join("tasks", task) {
+				rel = f
+			}
+		}
+	}) {
+		rel = ""
+	}
 	if rel == "" {
 		http.NotFound(w, r)
 		return

@@ -27,13 +27,16 @@ const (
 
 // Job is a running job as the view reads it. ReadJob calls fn with the
 // job's fields only (no tasks: cheap, under the coordinator's lock; fn is
-// quick and keeps no reference); ReadReport calls fn with the whole live
-// report, tasks and all (a copy: a large job's costs reading its job
-// database). Both report false, without calling fn, before the job
-// starts.
+// quick and keeps no reference). EachTask calls head with the job's
+// fields, then task with every task's record in task order, one at a
+// time (a large job's costs reading its job database, not holding it);
+// neither keeps a reference into what it is given. Both report false
+// before the job starts, ReadJob without calling fn; EachTask reports
+// false also when it could not read every task (what it gave is then to
+// be dropped).
 type Job interface {
 	ReadJob(fn func(*report.Report)) bool
-	ReadReport(fn func(*report.Report)) bool
+	EachTask(head func(*report.Report), task func(*report.Task)) bool
 }
 
 // Swarm lists the peers as this node sees them.

@@ -167,6 +167,12 @@ tasks:
 	if rep.Summary.Done != 6 {
 		t.Fatalf("done %d, want 6", rep.Summary.Done)
 	}
+	// The run's reads after its writer closed leave no SQLite side files.
+	for _, f := range []string{"job.db-wal", "job.db-shm"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			t.Errorf("%s left in the output folder after the run", f)
+		}
+	}
 	data := taskData(t, out, rep.Tasks[5].ID)
 	var params map[string]any
 	if err := json.Unmarshal(data, &params); err != nil || params["x"] != 3.0 || params["y"] != "b" || params["greeting"] != "hi" {

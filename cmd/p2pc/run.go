@@ -183,7 +183,7 @@ func classifyJobErr(ctxErr, err error) error {
 // job database holds them.
 func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) error) error {
 	return func(yield func(*report.Task) error) error {
-		db, err := jobdb.OpenReadOnly(context.WithoutCancel(ctx), filepath.Join(out, jobdb.FileName))
+		db, err := jobdb.OpenClosed(context.WithoutCancel(ctx), filepath.Join(out, jobdb.FileName))
 		if err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) erro
 // output folder out: the accepted results by peer, the first failed tasks.
 func summaryTasks(ctx context.Context, out string) (map[string]int, []*report.Task, error) {
 	ctx = context.WithoutCancel(ctx)
-	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(out, jobdb.FileName))
+	db, err := jobdb.OpenClosed(ctx, filepath.Join(out, jobdb.FileName))
 	if err != nil {
 		return nil, nil, err
 	}

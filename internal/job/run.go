@@ -626,7 +626,7 @@ func (r *runner) end(stopJournal func()) error {
 // r.rep, the tasks a record at a time, those no longer in memory from the
 // job database.
 func (r *runner) writeReport(ctx context.Context) error {
-	ro, err := jobdb.OpenReadOnly(ctx, r.db.Path())
+	ro, err := jobdb.OpenClosed(ctx, r.db.Path())
 	if err != nil {
 		return err
 	}

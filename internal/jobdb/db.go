@@ -234,6 +234,23 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // while a run writes it. It migrates nothing: an older schema is read as
 // it is, a newer one gives ErrNewer.
 func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
+	return openReadOnly(ctx, path, false)
+}
+
+// OpenClosed opens for reading a job database whose writer this process
+// closed (the run's end, which still holds the output folder's lock):
+// read as immutable, so that SQLite leaves no -wal and -shm files behind
+// (a read-only connection makes them and cannot remove them). A
+// write-ahead log left with content (a writer that failed) is read as
+// OpenReadOnly does.
+func OpenClosed(ctx context.Context, path string) (*DB, error) {
+	if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+		return openReadOnly(ctx, path, false)
+	}
+	return openReadOnly(ctx, path, true)
+}
+
+func openReadOnly(ctx context.Context, path string, immutable bool) (*DB, error) {
 	existed, err := checkHeader(path)
 	if err != nil {
 		return nil, err
@@ -243,6 +260,9 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
 	q.Add("_pragma", "busy_timeout(5000)")
 	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {

@@ -136,8 +136,12 @@ func swarm(b *testing.B, bin string, peers, slots int) []string {
 	b.Cleanup(func() {
 		peerPIDs = nil
 		var wg sync.WaitGroup
+		grace := 2 * time.Second
+		if os.Getenv("P2PC_BENCH_CPUPROFILE") != "" {
+			grace = 20 * time.Second // a killed peer writes no profile
+		}
 		for _, p := range procs {
-			wg.Go(func() { p.Stop(2 * time.Second) })
+			wg.Go(func() { p.Stop(grace) })
 		}
 		wg.Wait()
 		for _, p := range procs {

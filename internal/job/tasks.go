@@ -284,8 +284,10 @@ func (r *runner) runLocal(ctx context.Context, sw *slotWork, workRoot string, ba
 	}
 	// The slot's folder, emptied before each plugin call; tasks of a
 	// batch that leave it empty share it.
-	next := func() (string, error) {
-		sw.clear()
+	next := func(clean bool) (string, error) {
+		if !clean {
+			sw.clear()
+		}
 		if !sw.made {
 			if err := r.makeWork(sw.dir); err != nil {
 				return "", r.outputFault(err)
@@ -294,8 +296,13 @@ func (r *runner) runLocal(ctx context.Context, sw *slotWork, workRoot string, ba
 		}
 		return sw.dir, nil
 	}
-	defer sw.clear()
-	taskrun.RunBatch(ctx, r.pool, items, next, func(i int, out taskrun.Output) {
+	clean := false
+	defer func() {
+		if !clean {
+			sw.clear()
+		}
+	}()
+	clean = taskrun.RunBatch(ctx, r.pool, items, next, func(i int, out taskrun.Output) {
 		l, actx := batch[i], items[i].Ctx
 		if out.Outcome == report.OutcomeLost { // no work folder
 			out.Outcome = pluginhost.Classify(actx, out.Err)

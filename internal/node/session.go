@@ -578,11 +578,20 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 	}
 	// Not the lease's context: it may be canceled already, and the result
 	// must still go out. The sender drains the outbox while the session
-	// lives; give up after a while if it does not.
+	// lives; give up after a while if it does not (the timer only then:
+	// a result mostly finds room at once).
+	m := &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}
 	select {
-	case s.outbox <- &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}:
+	case s.outbox <- m:
+		return
+	default:
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case s.outbox <- m:
 	case <-s.gone:
-	case <-time.After(5 * time.Second):
+	case <-t.C:
 	}
 }
 
@@ -739,8 +748,8 @@ func (s *session) exec(batch []*queued, slot int) {
 		items[i] = taskrun.Item{Ctx: it.ctx, Attempt: a}
 	}
 	var work string
-	next := func() (string, error) {
-		if work != "" {
+	next := func(clean bool) (string, error) {
+		if work != "" && !clean {
 			s.n.clearSlotDir(slot, work, false)
 		}
 		var err error
@@ -749,7 +758,7 @@ func (s *session) exec(batch []*queued, slot int) {
 	}
 	// The session's base (tasks may outlive a broken session, keep.go): a
 	// lease revoked stops its own task only.
-	taskrun.RunBatch(s.base, s.pool, items, next, func(i int, out taskrun.Output) {
+	clean := taskrun.RunBatch(s.base, s.pool, items, next, func(i int, out taskrun.Output) {
 		it := batch[i]
 		res := &peerpb.Result{LeaseId: it.lease.LeaseId, StartedUnixNano: out.Start.UnixNano(), EndedUnixNano: out.End.UnixNano()}
 		if out.Start.IsZero() {
@@ -785,7 +794,7 @@ func (s *session) exec(batch []*queued, slot int) {
 		}
 		s.finish(it, res)
 	})
-	if work != "" {
+	if work != "" && !clean {
 		s.n.clearSlotDir(slot, work, false)
 	}
 }

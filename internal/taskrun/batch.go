@@ -2,6 +2,7 @@ package taskrun
 
 import (
 	"context"
+	"errors"
 
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/report"
@@ -22,11 +23,14 @@ type Item struct {
 // the slot's empty work folder; it is called before every plugin call,
 // and a new call follows a task that left files there (the plugin runs
 // the next task of a batch in the same folder only while it stays empty)
-// or whose process was lost. Unless the items name a Stage each, done
+// or whose process was lost. clean tells work that the folder is known
+// empty (the last task run there was seen to leave it so, and its call
+// ended): it need not look. RunBatch returns the same for the folder as
+// the last call left it. Unless the items name a Stage each, done
 // must be finished with the output's Stage (remove it) before it
 // returns: the next output is staged there.
 // ctx ending (the session over) cancels the items not yet run.
-func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work func() (string, error), done func(i int, out Output)) {
+func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work func(clean bool) (string, error), done func(i int, out Output)) (clean bool) {
 	off := 0
 	alone := false // run the next item alone (pluginhost.Pool.RunBatch)
 	for off < len(items) {
@@ -34,7 +38,7 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 			for i := off; i < len(items); i++ {
 				done(i, Output{Outcome: report.OutcomeCanceled, Err: err})
 			}
-			return
+			return clean
 		}
 		// Items whose lease ended before they started are not sent.
 		for off < len(items) && items[off].Ctx.Err() != nil {
@@ -43,17 +47,18 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 		}
 		rest := items[off:]
 		if len(rest) == 0 {
-			return
+			return clean
 		}
 		if alone {
 			rest = rest[:1]
 		}
-		dir, err := work()
+		dir, err := work(clean)
+		clean = false // until a task is seen to leave it empty
 		if err != nil {
 			for i := off; i < len(items); i++ {
 				done(i, Output{Outcome: report.OutcomeLost, Err: err})
 			}
-			return
+			return false
 		}
 		tasks := make([]pluginhost.BatchTask, len(rest))
 		for i, it := range rest {
@@ -68,7 +73,15 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 		n, alone = pool.RunBatch(ctx, tasks, rest[0].Timeout, func(i int, r pluginhost.BatchResult) {
 			it := rest[i]
 			err := r.Err
-			if r.Clean {
+			// The plugin looked at the folder after the task (a batch);
+			// else the folder of a task that returned no files and whose
+			// process lives on is looked at here: one directory read (not
+			// a walk for the disk limit), and the next call's work need
+			// not look again.
+			var te *sdk.TaskError
+			warm := r.Err == nil || errors.As(r.Err, &te)
+			clean = r.Clean || warm && (r.Res == nil || len(r.Res.Files) == 0) && EmptyDir(dir)
+			if clean {
 				err = checkDiskClean(it.Disk, err) // nothing left behind to measure
 			} else {
 				err = checkDisk(dir, it.Disk, err)
@@ -87,5 +100,9 @@ func RunBatch(ctx context.Context, pool *pluginhost.Pool, items []Item, work fun
 			done(base+i, out)
 		})
 		off += n
+		if alone {
+			clean = false // the process was lost during a task not reported
+		}
 	}
+	return clean
 }

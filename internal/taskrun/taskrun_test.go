@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -247,6 +248,72 @@ func TestCollect(t *testing.T) {
 			}
 			if d, _, err := outputs.Digest(out.Stage); err != nil || d != out.Digest {
 				t.Errorf("digest %s, stage hashes to %s (%v)", out.Digest, d, err)
+			}
+		})
+	}
+}
+
+// TestRunBatchClean: RunBatch tells work, and its caller, when the slot's
+// folder is known empty (the last task there was seen to leave it so),
+// whether the plugin looked (a batch) or the host did (a single call), so
+// neither looks again; after a task that left files it is not.
+func TestRunBatchClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts plugin processes")
+	}
+	pool, works := testPool(t)
+	dir := filepath.Join(works, "slot")
+	items := func(modes ...string) []Item {
+		var out []Item
+		for i, m := range modes {
+			out = append(out, Item{Ctx: context.Background(), Attempt: Attempt{
+				JobID: "j", TaskID: fmt.Sprintf("t%d", i), Params: []byte(`{"mode":"` + m + `"}`),
+				Timeout: 10 * time.Second, InlineMax: 1024, Disk: 1 << 20,
+				Stage: filepath.Join(works, fmt.Sprintf("t%d.out", i)),
+			}})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		modes []string
+		works []bool // the clean each work call got
+		clean bool
+	}{
+		{"batch of clean tasks", []string{"data", "data", "fail"}, []bool{false}, true},
+		{"a task that leaves files", []string{"data", "file", "data"}, []bool{false, false}, true},
+		{"last task leaves files", []string{"data", "file"}, []bool{false}, false},
+		{"single call", []string{"data"}, []bool{false}, true},
+		{"single call with files", []string{"file"}, []bool{false}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []bool
+			work := func(clean bool) (string, error) {
+				got = append(got, clean)
+				if !clean {
+					os.RemoveAll(dir)
+					if err := os.Mkdir(dir, 0o755); err != nil {
+						return "", err
+					}
+				}
+				return dir, nil
+			}
+			its := items(c.modes...)
+			clean := RunBatch(context.Background(), pool, its, work, func(i int, out Output) {
+				want := report.OutcomeOK
+				if c.modes[i] == "fail" {
+					want = report.OutcomeTaskError
+				}
+				if out.Outcome != want {
+					t.Errorf("task %d: %s (%v), want %s", i, out.Outcome, out.Err, want)
+				}
+				os.RemoveAll(its[i].Stage)
+			})
+			if fmt.Sprint(got) != fmt.Sprint(c.works) || clean != c.clean {
+				t.Errorf("work got %v, returned clean %v; want %v, %v", got, clean, c.works, c.clean)
+			}
+			if ents, _ := os.ReadDir(dir); clean && len(ents) > 0 {
+				t.Errorf("clean, but the folder holds %d entries", len(ents))
 			}
 		})
 	}

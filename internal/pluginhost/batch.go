@@ -19,6 +19,28 @@ import (
 // the process stays warm); one that ignores it is killed.
 const batchGrace = 200 * time.Millisecond
 
+// Result holding (SDK protocol 4): the plugin may send up to
+// batchHoldResults results in one message, each held at most
+// batchHoldFor while the tasks after it run, so that tasks of
+// microseconds cost a message (a write, a read and the wake-ups on both
+// ends) per many tasks. Results held when a process dies are lost with
+// it and their tasks run again: after a crash in a batch the pool sends
+// each result alone for batchHoldOff, so the next crash is pinned to its
+// task as before.
+const (
+	batchHoldResults = 64
+	batchHoldFor     = time.Millisecond
+	batchHoldOff     = 30 * time.Second
+)
+
+// hold is the result holding the pool's next batch asks for.
+func (pl *Pool) hold() pluginproto.Hold {
+	if time.Now().UnixNano() < pl.noHoldUntil.Load() {
+		return pluginproto.Hold{}
+	}
+	return pluginproto.Hold{MaxResults: batchHoldResults, For: batchHoldFor}
+}
+
 // BatchTask is one task of RunBatch.
 type BatchTask struct {
 	// Ctx is the task's own (its lease): when it ends while the task
@@ -143,7 +165,7 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	}
 	disarm := arm(0)
 	started := time.Now()
-	err = p.task.RunBatch(callCtx, calls, func(r pluginproto.BatchResult) {
+	err = p.task.RunBatch(callCtx, calls, pl.hold(), func(r pluginproto.BatchResult) {
 		disarm()
 		mu.Lock()
 		if why != nil { // killed as the result came: the process is lost
@@ -228,6 +250,7 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	}
 	<-pl.slots
 	if crashed {
+		pl.noHoldUntil.Store(time.Now().Add(batchHoldOff).UnixNano())
 		pl.hostLog.Debug("plugin lost in a batch; the first task not reported runs again, alone", "task", e.Task, "err", e)
 		return n, true
 	}

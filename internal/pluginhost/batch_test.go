@@ -163,6 +163,38 @@ func TestBatchPluginKilled(t *testing.T) {
 	if pidOf(t, res[3]) != pidOf(t, res[4]) {
 		t.Error("want the tasks after the crash in one fresh process")
 	}
+	// Results held in the plugin died with it: for a while the pool's
+	// batches send each result alone, so the next crash is pinned.
+	if h := pl.hold(); h.MaxResults != 0 {
+		t.Errorf("hold %+v right after a crash, want none", h)
+	}
+}
+
+// Many tiny tasks run in one call, their results sent several to a
+// message (SDK protocol 4) and reported one by one, in order, each with
+// its own times.
+func TestBatchManyHeld(t *testing.T) {
+	pl := newBatchPool(t, "task")
+	if h := pl.hold(); h.MaxResults < 2 {
+		t.Fatalf("hold %+v, want results held", h)
+	}
+	ps := make([]params, 300)
+	for i := range ps {
+		ps[i] = params{Op: "pid"}
+	}
+	res, calls := batchRun(t, pl, 10*time.Second, ps...)
+	if calls != 1 {
+		t.Errorf("%d calls, want 1", calls)
+	}
+	pid := pidOf(t, res[0])
+	for i, r := range res {
+		if r.Err != nil || pidOf(t, r) != pid || !r.Clean {
+			t.Fatalf("task %d: %v (clean %v)", i, r.Err, r.Clean)
+		}
+		if i > 0 && r.Start.Before(res[i-1].End) {
+			t.Fatalf("task %d started at %v, before task %d ended (%v)", i, r.Start, i-1, res[i-1].End)
+		}
+	}
 }
 
 // A task's own ctx ending while it runs kills the process (as Run) and

@@ -57,9 +57,13 @@
 // reporting each as it ends, with the outcome Run would give it. The SDK
 // ends a task's ctx at its timeout (a timeout, the process stays warm);
 // the host kills a process whose task overruns it by batchGrace, or whose
-// task's own ctx ends. A crash mid-batch blames no task: results sent
+// task's own ctx ends. The plugin may send up to batchHoldResults
+// results in one message, holding each at most batchHoldFor (SDK
+// protocol 4). A crash mid-batch blames no task: results held or sent
 // just before it may have died with the process, so the caller runs the
-// tasks not reported again, the first alone.
+// tasks not reported again, the first alone, and the pool's batches send
+// each result alone for batchHoldOff after it (the next crash is then
+// pinned to its task).
 //
 // Close kills every process, busy or idle, waits until each is reaped and
 // every goroutine the pool or go-plugin started for it has ended (gRPC's

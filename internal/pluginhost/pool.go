@@ -61,6 +61,10 @@ type Pool struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// noHoldUntil: batches send each result alone until then (unix
+	// nanoseconds; set by a crash in a batch, see batchHoldOff).
+	noHoldUntil atomic.Int64
+
 	stats struct {
 		starts, startFailures, calls, reuses, taskErrors,
 		crashes, timeouts, canceled atomic.Int64

@@ -32,6 +32,14 @@ type BatchResult struct {
 	Clean bool
 }
 
+// Hold lets a plugin send several results in one message (SDK protocol
+// 4): up to MaxResults, each held at most For. The zero Hold sends each
+// result alone.
+type Hold struct {
+	MaxResults int
+	For        time.Duration
+}
+
 // RunBatch runs tasks one after another in the plugin (SDK protocol 3,
 // pluginpb.BatchProtocol) and calls each, from this goroutine, with
 // every task's result as it arrives, in order. It returns nil when the
@@ -39,9 +47,14 @@ type BatchResult struct {
 // that left files in a work dir a later task names (the caller collects
 // them and sends the rest again). Any other error means the plugin
 // process or its connection failed; the task after the last one reported
-// was running or about to.
-func (c *Client) RunBatch(ctx context.Context, tasks []BatchTask, each func(BatchResult)) error {
+// was running or about to (or, with hold, one of the few after it: their
+// results may have been held in the plugin).
+func (c *Client) RunBatch(ctx context.Context, tasks []BatchTask, hold Hold, each func(BatchResult)) error {
 	req := &pluginpb.RunBatchRequest{Tasks: make([]*pluginpb.RunRequest, len(tasks))}
+	if hold.MaxResults > 1 && hold.For > 0 {
+		req.MaxResults = uint32(hold.MaxResults)
+		req.HoldUs = uint32(max(hold.For.Microseconds(), 1))
+	}
 	dones := make([]func(), len(tasks))
 	defer func() {
 		for _, done := range dones {
@@ -72,24 +85,36 @@ func (c *Client) RunBatch(ctx context.Context, tasks []BatchTask, each func(Batc
 	if err != nil {
 		return fmt.Errorf("call plugin: %w", err)
 	}
-	for want := 0; ; want++ {
-		r, err := stream.Recv()
+	want := 0
+	for {
+		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("call plugin: %w", err)
 		}
-		if want >= len(tasks) || int(r.Index) != want || r.Response == nil {
-			return fmt.Errorf("call plugin: batch result %d out of order (want %d of %d)", r.Index, want, len(tasks))
+		more := m.More
+		if len(more) > 0 && (req.MaxResults < 2 || len(more) >= int(req.MaxResults)) {
+			return fmt.Errorf("call plugin: %d results in one message, %d asked for", len(more)+1, max(req.MaxResults, 1))
 		}
-		dones[want]()
-		dones[want] = nil
-		res, terr := resultFromPB(tasks[want].Req.TaskID, r.Response, nil)
-		each(BatchResult{
-			Index: want, Res: res, Err: terr,
-			Start: time.Unix(0, r.StartedUnixNano), End: time.Unix(0, r.EndedUnixNano),
-			TimedOut: r.TimedOut, Clean: r.Clean,
-		})
+		for k := -1; k < len(more); k++ {
+			r := m
+			if k >= 0 {
+				r = more[k]
+			}
+			if want >= len(tasks) || int(r.Index) != want || r.Response == nil || k >= 0 && len(r.More) > 0 {
+				return fmt.Errorf("call plugin: batch result %d out of order (want %d of %d)", r.Index, want, len(tasks))
+			}
+			dones[want]()
+			dones[want] = nil
+			res, terr := resultFromPB(tasks[want].Req.TaskID, r.Response, nil)
+			each(BatchResult{
+				Index: want, Res: res, Err: terr,
+				Start: time.Unix(0, r.StartedUnixNano), End: time.Unix(0, r.EndedUnixNano),
+				TimedOut: r.TimedOut, Clean: r.Clean,
+			})
+			want++
+		}
 	}
 }

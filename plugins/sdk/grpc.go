@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
@@ -123,21 +121,26 @@ func (s *taskServer) Run(ctx context.Context, req *pluginpb.RunRequest) (*plugin
 // result as soon as its task ends. A task that returned files or left its
 // work dir not empty ends the stream if a later task names the same
 // folder: the host collects the files and sends the rest again.
+//
+// With max_results > 1 it sends up to that many results in one message,
+// holding each at most hold_us (results.go).
 func (s *taskServer) RunBatch(req *pluginpb.RunBatchRequest, stream grpc.ServerStreamingServer[pluginpb.RunBatchResult]) error {
+	out := newResultSender(stream, req.MaxResults, req.HoldUs)
+	defer out.close()
 	for i, t := range req.Tasks {
 		if err := stream.Context().Err(); err != nil {
 			return err
 		}
 		res := s.runOne(stream.Context(), t)
 		res.Index = uint32(i)
-		if err := stream.Send(res); err != nil {
+		if err := out.send(res, i == len(req.Tasks)-1); err != nil {
 			return err
 		}
 		if !res.Clean && sharesWorkDir(req.Tasks[i+1:], t.WorkDir) {
-			return nil
+			return out.close()
 		}
 	}
-	return nil
+	return out.close()
 }
 
 // runOne runs one task of a batch.
@@ -174,18 +177,6 @@ func sharesWorkDir(rest []*pluginpb.RunRequest, dir string) bool {
 		}
 	}
 	return false
-}
-
-// emptyDir reports whether dir is an existing, empty folder (one
-// directory read).
-func emptyDir(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 func (s *taskServer) Reduce(ctx context.Context, req *pluginpb.ReduceRequest) (*pluginpb.RunResponse, error) {

@@ -390,8 +390,17 @@ func (x *RunRequest) GetTimeoutMs() uint64 {
 }
 
 type RunBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*RunRequest          `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*RunRequest          `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// max_results > 1 lets the plugin send up to that many results in one
+	// RunBatchResult (itself and `more`), holding a finished task's result
+	// for at most hold_us microseconds while the tasks after it run: tiny
+	// tasks then cost one message per few tasks, not one each (SDK
+	// protocol 4; a plugin of revision 3 sends each result alone). A host
+	// asks for it only while no batch of the plugin crashed lately: results
+	// held when a process dies are lost with it, and the tasks run again.
+	MaxResults    uint32 `protobuf:"varint,2,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
+	HoldUs        uint32 `protobuf:"varint,3,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,8 +442,23 @@ func (x *RunBatchRequest) GetTasks() []*RunRequest {
 	return nil
 }
 
+func (x *RunBatchRequest) GetMaxResults() uint32 {
+	if x != nil {
+		return x.MaxResults
+	}
+	return 0
+}
+
+func (x *RunBatchRequest) GetHoldUs() uint32 {
+	if x != nil {
+		return x.HoldUs
+	}
+	return 0
+}
+
 // RunBatchResult is one task's result in a RunBatch stream, sent as soon
-// as the task ends, in the order of the request.
+// as the task ends (or held, see RunBatchRequest.max_results), in the
+// order of the request.
 type RunBatchResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task's position in RunBatchRequest.tasks.
@@ -447,7 +471,10 @@ type RunBatchResult struct {
 	TimedOut bool `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	// The task returned no files and left its work_dir empty (checked):
 	// the next task may run there.
-	Clean         bool `protobuf:"varint,6,opt,name=clean,proto3" json:"clean,omitempty"`
+	Clean bool `protobuf:"varint,6,opt,name=clean,proto3" json:"clean,omitempty"`
+	// The results of the tasks right after this one, in order, sent with
+	// it (RunBatchRequest.max_results); their own `more` is empty.
+	More          []*RunBatchResult `protobuf:"bytes,7,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +549,13 @@ func (x *RunBatchResult) GetClean() bool {
 		return x.Clean
 	}
 	return false
+}
+
+func (x *RunBatchResult) GetMore() []*RunBatchResult {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 type RunResponse struct {
@@ -1641,16 +1675,20 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06inputs\x18\x06 \x03(\v2\x14.p2pc.plugin.v1.FileR\x06inputs\x12\x19\n" +
 	"\bwork_dir\x18\a \x01(\tR\aworkDir\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\b \x01(\x04R\ttimeoutMs\"C\n" +
+	"timeout_ms\x18\b \x01(\x04R\ttimeoutMs\"}\n" +
 	"\x0fRunBatchRequest\x120\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x1a.p2pc.plugin.v1.RunRequestR\x05tasks\"\xe6\x01\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1a.p2pc.plugin.v1.RunRequestR\x05tasks\x12\x1f\n" +
+	"\vmax_results\x18\x02 \x01(\rR\n" +
+	"maxResults\x12\x17\n" +
+	"\ahold_us\x18\x03 \x01(\rR\x06holdUs\"\x9a\x02\n" +
 	"\x0eRunBatchResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x127\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1b.p2pc.plugin.v1.RunResponseR\bresponse\x12*\n" +
 	"\x11started_unix_nano\x18\x03 \x01(\x03R\x0fstartedUnixNano\x12&\n" +
 	"\x0fended_unix_nano\x18\x04 \x01(\x03R\rendedUnixNano\x12\x1b\n" +
 	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\x12\x14\n" +
-	"\x05clean\x18\x06 \x01(\bR\x05clean\"M\n" +
+	"\x05clean\x18\x06 \x01(\bR\x05clean\x122\n" +
+	"\x04more\x18\a \x03(\v2\x1e.p2pc.plugin.v1.RunBatchResultR\x04more\"M\n" +
 	"\vRunResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05files\x18\x02 \x03(\tR\x05files\x12\x14\n" +
@@ -1786,46 +1824,47 @@ var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: p2pc.plugin.v1.RunRequest.inputs:type_name -> p2pc.plugin.v1.File
 	5,  // 1: p2pc.plugin.v1.RunBatchRequest.tasks:type_name -> p2pc.plugin.v1.RunRequest
 	8,  // 2: p2pc.plugin.v1.RunBatchResult.response:type_name -> p2pc.plugin.v1.RunResponse
-	4,  // 3: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
-	9,  // 4: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
-	4,  // 5: p2pc.plugin.v1.VerifyRequest.inputs:type_name -> p2pc.plugin.v1.File
-	4,  // 6: p2pc.plugin.v1.VerifyRequest.output:type_name -> p2pc.plugin.v1.File
-	20, // 7: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
-	0,  // 8: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
-	2,  // 9: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
-	5,  // 10: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
-	6,  // 11: p2pc.plugin.v1.Task.RunBatch:input_type -> p2pc.plugin.v1.RunBatchRequest
-	10, // 12: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
-	11, // 13: p2pc.plugin.v1.Task.Verify:input_type -> p2pc.plugin.v1.VerifyRequest
-	13, // 14: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
-	14, // 15: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
-	16, // 16: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
-	17, // 17: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
-	19, // 18: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
-	21, // 19: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
-	22, // 20: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
-	24, // 21: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
-	25, // 22: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
-	1,  // 23: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
-	3,  // 24: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
-	8,  // 25: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
-	7,  // 26: p2pc.plugin.v1.Task.RunBatch:output_type -> p2pc.plugin.v1.RunBatchResult
-	8,  // 27: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
-	12, // 28: p2pc.plugin.v1.Task.Verify:output_type -> p2pc.plugin.v1.VerifyResponse
-	15, // 29: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
-	15, // 30: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
-	15, // 31: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
-	18, // 32: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
-	20, // 33: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
-	20, // 34: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
-	23, // 35: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
-	15, // 36: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
-	26, // 37: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
-	23, // [23:38] is the sub-list for method output_type
-	8,  // [8:23] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	7,  // 3: p2pc.plugin.v1.RunBatchResult.more:type_name -> p2pc.plugin.v1.RunBatchResult
+	4,  // 4: p2pc.plugin.v1.TaskOutput.files:type_name -> p2pc.plugin.v1.File
+	9,  // 5: p2pc.plugin.v1.ReduceRequest.tasks:type_name -> p2pc.plugin.v1.TaskOutput
+	4,  // 6: p2pc.plugin.v1.VerifyRequest.inputs:type_name -> p2pc.plugin.v1.File
+	4,  // 7: p2pc.plugin.v1.VerifyRequest.output:type_name -> p2pc.plugin.v1.File
+	20, // 8: p2pc.plugin.v1.SwapResult.current:type_name -> p2pc.plugin.v1.Global
+	0,  // 9: p2pc.plugin.v1.Task.Describe:input_type -> p2pc.plugin.v1.DescribeRequest
+	2,  // 10: p2pc.plugin.v1.Task.Attach:input_type -> p2pc.plugin.v1.AttachRequest
+	5,  // 11: p2pc.plugin.v1.Task.Run:input_type -> p2pc.plugin.v1.RunRequest
+	6,  // 12: p2pc.plugin.v1.Task.RunBatch:input_type -> p2pc.plugin.v1.RunBatchRequest
+	10, // 13: p2pc.plugin.v1.Task.Reduce:input_type -> p2pc.plugin.v1.ReduceRequest
+	11, // 14: p2pc.plugin.v1.Task.Verify:input_type -> p2pc.plugin.v1.VerifyRequest
+	13, // 15: p2pc.plugin.v1.Host.Progress:input_type -> p2pc.plugin.v1.ProgressRequest
+	14, // 16: p2pc.plugin.v1.Host.Partial:input_type -> p2pc.plugin.v1.PartialRequest
+	16, // 17: p2pc.plugin.v1.Host.Send:input_type -> p2pc.plugin.v1.SendRequest
+	17, // 18: p2pc.plugin.v1.Host.Recv:input_type -> p2pc.plugin.v1.RecvRequest
+	19, // 19: p2pc.plugin.v1.Host.Load:input_type -> p2pc.plugin.v1.LoadRequest
+	21, // 20: p2pc.plugin.v1.Host.Store:input_type -> p2pc.plugin.v1.StoreRequest
+	22, // 21: p2pc.plugin.v1.Host.CompareAndSwap:input_type -> p2pc.plugin.v1.CompareAndSwapRequest
+	24, // 22: p2pc.plugin.v1.Host.Checkpoint:input_type -> p2pc.plugin.v1.CheckpointRequest
+	25, // 23: p2pc.plugin.v1.Host.Resume:input_type -> p2pc.plugin.v1.ResumeRequest
+	1,  // 24: p2pc.plugin.v1.Task.Describe:output_type -> p2pc.plugin.v1.DescribeResponse
+	3,  // 25: p2pc.plugin.v1.Task.Attach:output_type -> p2pc.plugin.v1.AttachResponse
+	8,  // 26: p2pc.plugin.v1.Task.Run:output_type -> p2pc.plugin.v1.RunResponse
+	7,  // 27: p2pc.plugin.v1.Task.RunBatch:output_type -> p2pc.plugin.v1.RunBatchResult
+	8,  // 28: p2pc.plugin.v1.Task.Reduce:output_type -> p2pc.plugin.v1.RunResponse
+	12, // 29: p2pc.plugin.v1.Task.Verify:output_type -> p2pc.plugin.v1.VerifyResponse
+	15, // 30: p2pc.plugin.v1.Host.Progress:output_type -> p2pc.plugin.v1.Ack
+	15, // 31: p2pc.plugin.v1.Host.Partial:output_type -> p2pc.plugin.v1.Ack
+	15, // 32: p2pc.plugin.v1.Host.Send:output_type -> p2pc.plugin.v1.Ack
+	18, // 33: p2pc.plugin.v1.Host.Recv:output_type -> p2pc.plugin.v1.Message
+	20, // 34: p2pc.plugin.v1.Host.Load:output_type -> p2pc.plugin.v1.Global
+	20, // 35: p2pc.plugin.v1.Host.Store:output_type -> p2pc.plugin.v1.Global
+	23, // 36: p2pc.plugin.v1.Host.CompareAndSwap:output_type -> p2pc.plugin.v1.SwapResult
+	15, // 37: p2pc.plugin.v1.Host.Checkpoint:output_type -> p2pc.plugin.v1.Ack
+	26, // 38: p2pc.plugin.v1.Host.Resume:output_type -> p2pc.plugin.v1.ResumeResponse
+	24, // [24:39] is the sub-list for method output_type
+	9,  // [9:24] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }

@@ -14,8 +14,12 @@ const ProtocolVersion = 1
 // ProtocolVersion; it grows when RPCs or fields are added. Revision 2
 // added Verify and the Host calls Send, Recv, Load, Store,
 // CompareAndSwap, Checkpoint and Resume; revision 3 added RunBatch (a
-// host sends a plugin of revision 2 or less single Run calls).
-const SDKProtocol = 3
+// host sends a plugin of revision 2 or less single Run calls); revision
+// 4 added RunBatchRequest.max_results and hold_us and
+// RunBatchResult.more (results sent several to a message; a plugin of
+// revision 3 ignores the request's fields and sends each alone, which a
+// host reads as before).
+const SDKProtocol = 4
 
 // BatchProtocol is the first revision that serves RunBatch.
 const BatchProtocol = 3

@@ -85,7 +85,12 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	if len(tasks) == 0 {
 		return 0, false
 	}
-	if len(tasks) == 1 || !pl.batches(ctx) {
+	// One task alone goes through the stream too where the plugin serves
+	// it: its start and end are then the plugin's own (a single Run's
+	// are the host's, round trip and wake-up included: on a busy machine
+	// milliseconds, which the coordinator took for the task's run time
+	// and so shrank its batches), and the plugin checks its work dir.
+	if !pl.batches(ctx) {
 		t := tasks[0]
 		var start time.Time // once it has a process: a start is not run time
 		res, err := pl.call(t.Ctx, "run", t.Req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
@@ -210,13 +215,19 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	if err == nil {
 		err = errors.New("killed")
 	}
+	if n == len(tasks) { // every task reported, then the stream broke
+		p.shutdown()
+		<-pl.slots
+		return n, false
+	}
 	// The process is lost during task n: it is killed, that task gets
 	// the error Run would give it, the rest did not run. A crash (or a
 	// kill by a limit of its cgroup) is not blamed on task n: results
 	// sent before it may have been lost with the process, and the culprit
 	// a later task; n runs again, alone (see above).
 	limit := p.limitHit()
-	crashed := !pl.isClosed() && ctx.Err() == nil && why == nil
+	// Only the last task unreported: it is the one that was running.
+	crashed := !pl.isClosed() && ctx.Err() == nil && why == nil && n < len(tasks)-1
 	e := &Error{Op: "run", Plugin: pl.cfg.Path, Task: tasks[n].Req.TaskID, PID: p.pidValue(), Err: err}
 	switch {
 	case pl.isClosed():

@@ -298,3 +298,21 @@ func TestBatchCallbacks(t *testing.T) {
 		}
 	}
 }
+
+// One task alone goes through the stream too: its times are the
+// plugin's and the plugin checked its work dir (Clean), as in a batch.
+func TestBatchOfOne(t *testing.T) {
+	pl := newBatchPool(t, "task")
+	before := time.Now()
+	res, calls := batchRun(t, pl, 10*time.Second, params{Op: "pid", MS: 20})
+	if calls != 1 || res[0].Err != nil {
+		t.Fatalf("%d calls, %v", calls, res[0].Err)
+	}
+	r := res[0]
+	if !r.Clean {
+		t.Error("not clean: the plugin did not check its folder (a single Run)")
+	}
+	if d := r.End.Sub(r.Start); d < 20*time.Millisecond || r.Start.Before(before) {
+		t.Errorf("ran from %v to %v (%v)", r.Start, r.End, d)
+	}
+}

@@ -196,10 +196,24 @@ var (
 // treeCPU sums the CPU time (user + system, from /proc) of the processes
 // pids (the peers) and, separately, of their children (plugin processes).
 func treeCPU(pids []int) (peers, children time.Duration) {
+	t := tree(pids)
+	return t.peerCPU, t.childCPU
+}
+
+// treeStats are the peers' and their children's CPU time and context
+// switches (all threads, voluntary and not), and the children's pids.
+type treeStats struct {
+	peerCPU, childCPU time.Duration
+	peerCS, childCS   int64
+	children          map[int]bool
+}
+
+func tree(pids []int) treeStats {
 	want := map[int]bool{}
 	for _, p := range pids {
 		want[p] = true
 	}
+	t := treeStats{children: map[int]bool{}}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -210,12 +224,32 @@ func treeCPU(pids []int) (peers, children time.Duration) {
 		switch {
 		case err != nil:
 		case want[pid]:
-			peers += cpu
+			t.peerCPU += cpu
+			t.peerCS += ctxSwitches(pid)
 		case want[ppid]:
-			children += cpu
+			t.childCPU += cpu
+			t.childCS += ctxSwitches(pid)
+			t.children[pid] = true
 		}
 	}
-	return peers, children
+	return t
+}
+
+// ctxSwitches sums the context switches of every thread of pid.
+func ctxSwitches(pid int) (n int64) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	threads, _ := os.ReadDir(dir)
+	for _, th := range threads {
+		b, _ := os.ReadFile(filepath.Join(dir, th.Name(), "status"))
+		for _, l := range strings.Split(string(b), "\n") {
+			// voluntary_ctxt_switches and nonvoluntary_ctxt_switches
+			if _, v, ok := strings.Cut(l, "ctxt_switches:"); ok {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 // submit runs the job on the swarm and returns its report and wall time.
@@ -379,17 +413,25 @@ func BenchmarkTinyTaskThroughput(b *testing.B) {
 	submit(b, bin, spec, addrs, data)
 	submit(b, bin, spec, addrs, data)
 	var span, wall, coord, peer, plugin time.Duration
+	var peerCS, pluginCS, starts int64
 	b.ResetTimer()
 	for b.Loop() {
-		p0, c0 := treeCPU(peerPIDs)
+		t0 := tree(peerPIDs)
 		rep, w := submit(b, bin, spec, addrs, data)
-		p1, c1 := treeCPU(peerPIDs)
+		t1 := tree(peerPIDs)
 		_, first, last := latencies(rep)
 		span += last.Sub(first)
 		wall += w
 		coord += lastCPU
-		peer += p1 - p0
-		plugin += c1 - c0
+		peer += t1.peerCPU - t0.peerCPU
+		plugin += t1.childCPU - t0.childCPU
+		peerCS += t1.peerCS - t0.peerCS
+		pluginCS += t1.childCS - t0.childCS
+		for pid := range t1.children {
+			if !t0.children[pid] {
+				starts++ // a plugin process started during the run (and alive after it)
+			}
+		}
 	}
 	n := float64(tasks * b.N)
 	b.ReportMetric(n/span.Seconds(), "tasks/s")
@@ -399,4 +441,9 @@ func BenchmarkTinyTaskThroughput(b *testing.B) {
 	b.ReportMetric(float64(coord.Microseconds())/n, "coord-cpu-us/task")
 	b.ReportMetric(float64(peer.Microseconds())/n, "peer-cpu-us/task")
 	b.ReportMetric(float64(plugin.Microseconds())/n, "plugin-cpu-us/task")
+	// Context switches per task, and plugin processes started per warm
+	// run (0 when every slot's process stays warm from run to run).
+	b.ReportMetric(float64(peerCS)/n, "peer-cs/task")
+	b.ReportMetric(float64(pluginCS)/n, "plugin-cs/task")
+	b.ReportMetric(float64(starts)/float64(b.N), "plugin-starts/run")
 }

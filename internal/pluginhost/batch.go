@@ -85,20 +85,26 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	if len(tasks) == 0 {
 		return 0, false
 	}
-	// One task alone goes through the stream too where the plugin serves
-	// it: its start and end are then the plugin's own (a single Run's
-	// are the host's, round trip and wake-up included: on a busy machine
-	// milliseconds, which the coordinator took for the task's run time
-	// and so shrank its batches), and the plugin checks its work dir.
-	if !pl.batches(ctx) {
+	if len(tasks) == 1 || !pl.batches(ctx) {
 		t := tasks[0]
-		var start time.Time // once it has a process: a start is not run time
+		// The task's start and end are the plugin's own (SDK protocol 4),
+		// else from when it had a process (a start is not run time) to
+		// its answer: the host's round trip and the process's wake-up
+		// included, on a busy machine milliseconds, which the coordinator
+		// took for the run time of a task of microseconds and so shrank
+		// its batches to single tasks.
+		var start, pstart, pend time.Time
 		res, err := pl.call(t.Ctx, "run", t.Req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 			start = time.Now()
-			return c.Run(ctx, t.Req, t.Host)
+			res, s, e, err := c.RunTimed(ctx, t.Req, t.Host)
+			pstart, pend = s, e
+			return res, err
 		})
 		end := time.Now()
-		if start.IsZero() {
+		switch {
+		case !pstart.IsZero():
+			start, end = pstart, pend
+		case start.IsZero():
 			start = end
 		}
 		each(0, BatchResult{Res: res, Err: err, Start: start, End: end})

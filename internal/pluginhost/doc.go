@@ -55,10 +55,10 @@
 // RunBatch (batch.go) runs several tasks in one process through one
 // streamed call (SDK protocol 3; one Run per task for older plugins),
 // reporting each as it ends, with the outcome Run would give it; a task
-// alone goes through the stream too, so that its start and end are the
-// plugin's (those of a Run call are the host's, the round trip and the
-// process's wake-up included, which the coordinator would take for the
-// task's run time when it sizes batches). The SDK
+// alone is a single Run, whose start and end are the plugin's too (SDK
+// protocol 4; for an older plugin the host's, round trip and wake-up
+// included, which the coordinator would take for the task's run time
+// when it sizes batches). The SDK
 // ends a task's ctx at its timeout (a timeout, the process stays warm);
 // the host kills a process whose task overruns it by batchGrace, or whose
 // task's own ctx ends. The plugin may send up to batchHoldResults

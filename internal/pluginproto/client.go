@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -120,6 +121,13 @@ func (c *Client) hostOf(id uint64) sdk.Host {
 
 // Run runs one task in the plugin.
 func (c *Client) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Result, error) {
+	res, _, _, err := c.RunTimed(ctx, req, host)
+	return res, err
+}
+
+// RunTimed is Run that also returns when the task started and ended in
+// the plugin (SDK protocol 4; zero times from an older plugin).
+func (c *Client) RunTimed(ctx context.Context, req *sdk.Request, host sdk.Host) (res *sdk.Result, start, end time.Time, err error) {
 	id, done := c.register(host)
 	defer done()
 	resp, err := c.rpc.Run(ctx, &pluginpb.RunRequest{
@@ -131,7 +139,11 @@ func (c *Client) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk
 		Inputs:  filesToPB(req.Inputs),
 		WorkDir: req.WorkDir,
 	})
-	return resultFromPB(req.TaskID, resp, err)
+	if err == nil && resp.StartedUnixNano > 0 && resp.EndedUnixNano >= resp.StartedUnixNano {
+		start, end = time.Unix(0, resp.StartedUnixNano), time.Unix(0, resp.EndedUnixNano)
+	}
+	res, err = resultFromPB(req.TaskID, resp, err)
+	return res, start, end, err
 }
 
 // Verify asks the plugin to check an output. It returns nil if the plugin

@@ -112,8 +112,11 @@ func (s *taskServer) Run(ctx context.Context, req *pluginpb.RunRequest) (*plugin
 		Inputs:  filesFromPB(req.Inputs),
 		WorkDir: req.WorkDir,
 	}
+	start := time.Now()
 	res, err := safeCall(func() (*Result, error) { return s.impl.Run(ctx, r, s.hostFor(req.CallId)) })
-	return resultToPB(res, err), nil
+	out := resultToPB(res, err)
+	out.StartedUnixNano, out.EndedUnixNano = start.UnixNano(), time.Now().UnixNano()
+	return out, nil
 }
 
 // RunBatch runs the request's tasks one after another, each with its own

@@ -566,9 +566,14 @@ type RunResponse struct {
 	Files []string `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// A task error (counts against the task's retries). Transport errors
 	// travel as gRPC status instead.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// When Run called the task and when it returned, in the plugin (SDK
+	// protocol 4; 0 from older plugins): a host takes these for the task's
+	// run time, not its own round trip.
+	StartedUnixNano int64 `protobuf:"varint,4,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	EndedUnixNano   int64 `protobuf:"varint,5,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunResponse) Reset() {
@@ -620,6 +625,20 @@ func (x *RunResponse) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RunResponse) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *RunResponse) GetEndedUnixNano() int64 {
+	if x != nil {
+		return x.EndedUnixNano
+	}
+	return 0
 }
 
 type TaskOutput struct {
@@ -1688,11 +1707,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fended_unix_nano\x18\x04 \x01(\x03R\rendedUnixNano\x12\x1b\n" +
 	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\x12\x14\n" +
 	"\x05clean\x18\x06 \x01(\bR\x05clean\x122\n" +
-	"\x04more\x18\a \x03(\v2\x1e.p2pc.plugin.v1.RunBatchResultR\x04more\"M\n" +
+	"\x04more\x18\a \x03(\v2\x1e.p2pc.plugin.v1.RunBatchResultR\x04more\"\xa1\x01\n" +
 	"\vRunResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05files\x18\x02 \x03(\tR\x05files\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"i\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12*\n" +
+	"\x11started_unix_nano\x18\x04 \x01(\x03R\x0fstartedUnixNano\x12&\n" +
+	"\x0fended_unix_nano\x18\x05 \x01(\x03R\rendedUnixNano\"i\n" +
 	"\n" +
 	"TaskOutput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +

@@ -18,7 +18,8 @@ const ProtocolVersion = 1
 // 4 added RunBatchRequest.max_results and hold_us and
 // RunBatchResult.more (results sent several to a message; a plugin of
 // revision 3 ignores the request's fields and sends each alone, which a
-// host reads as before).
+// host reads as before), and RunResponse.started_unix_nano and
+// ended_unix_nano (the task's own times in a single Run).
 const SDKProtocol = 4
 
 // BatchProtocol is the first revision that serves RunBatch.

@@ -11,8 +11,8 @@
 // it takes whichever comes first: a process another call releases, or a
 // started one. It starts one itself (at most Config.MaxStarting starts in
 // flight per pool, default the machine's CPUs) when the pool has no
-// process at all, when no start has been timed yet, or once it has waited
-// as long as a start takes (a moving mean of the measured starts): a
+// process at all, or once it has waited as long as a start takes (a moving
+// mean of the measured starts; until one is timed it waits for the first): a
 // burst of tiny tasks is served by the warm processes instead of one new
 // process per task, while a long task waits at most a start's time for
 // its own. A start:

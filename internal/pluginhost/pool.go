@@ -351,20 +351,21 @@ func expired(ctx context.Context) bool {
 // process another call releases, or a started one (its own or another
 // caller's). It starts one itself (at most one of its own at a time, at
 // most Config.MaxStarting in the pool at once, at most size processes in
-// all) when nothing else can serve it (no process at all), when the
-// pool has not yet timed a start, or once it has waited as long as a
-// start takes (startCost, measured): waiting longer than that for a busy
-// process would cost more than a start, waiting less costs less (the
-// ski-rental rule: at most twice the better choice). So a tiny task never
-// waits for a start while a warm process frees in a fraction of a
-// millisecond, and a burst of tiny tasks on a pool smaller than the
-// burst no longer starts a process per task: a start costs milliseconds
-// of CPU (exec, the Go runtime, confinement, the handshake), and a whole
-// slot count of them at once on a machine with fewer cores held every
-// waiting task up until the last was done (the tracker benchmark's slow
-// "warm" runs, issue 16). A long task waits at most startCost before its
-// process starts. A process started for a caller that took another goes
-// to the idle list, warm for the next.
+// all) when nothing else can serve it (no process at all), or once it
+// has waited as long as a start takes (startCost, measured; while the
+// pool's first starts are in flight it waits for them). Waiting longer
+// than that for a busy process would cost more than a start, waiting
+// less costs less (the ski-rental rule: at most twice the better
+// choice). So a tiny task never waits for a start while a warm process
+// frees in a fraction of a millisecond, and a burst of tiny tasks on a
+// pool smaller than the burst no longer starts a process per task: a
+// start costs milliseconds of CPU (exec, the Go runtime, confinement, the
+// handshake), and a whole slot count of them at once on a machine with
+// fewer cores held every waiting task up until the last was done (the
+// tracker benchmark's slow "warm" runs, issue 16). A long task waits at
+// most about one start's time before its own process starts. A process
+// started for a caller that took another goes to the idle list, warm for
+// the next.
 func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 	closedErr := func() error {
 		return &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: ErrClosed}
@@ -408,16 +409,8 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 		}
 		var patient <-chan time.Time // when this caller may start one
 		if mineDone == nil && pl.starting < pl.maxStarting && len(pl.all) < pl.size {
-			wait := pl.startCost - time.Since(arrived)
-			if len(pl.all) > 0 && pl.startCost > 0 && wait > 0 {
-				if patience == nil {
-					patience = time.NewTimer(wait)
-					defer patience.Stop()
-				} else {
-					patience.Reset(wait)
-				}
-				patient = patience.C
-			} else {
+			switch wait := pl.startDelayLocked(time.Since(arrived)); {
+			case wait == 0:
 				p, err := pl.newProcLocked()
 				if err != nil {
 					pl.mu.Unlock()
@@ -428,6 +421,14 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 				mine, mineDone = p, make(chan error, 1)
 				pl.spawns.Add(1)
 				go pl.spawn(ctx, p, mineDone)
+			case wait > 0:
+				if patience == nil {
+					patience = time.NewTimer(wait)
+					defer patience.Stop()
+				} else {
+					patience.Reset(wait)
+				}
+				patient = patience.C
 			}
 		}
 		changed := pl.changed
@@ -476,6 +477,20 @@ func (pl *Pool) Warm() {
 	pl.starting++
 	pl.spawns.Add(1)
 	go pl.spawn(context.Background(), p, make(chan error, 1))
+}
+
+// startDelayLocked says when a caller that has waited for a process
+// for waited may start one: 0 now, > 0 after that much more, < 0 not until
+// something changes (the pool's first starts are in flight: no start has
+// been timed, and the first process up serves it or times one).
+func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
+	switch {
+	case len(pl.all) == 0: // nothing else can serve it
+		return 0
+	case pl.startCost == 0:
+		return -1
+	}
+	return max(pl.startCost-waited, 0)
 }
 
 // notifyLocked wakes the callers waiting in acquire: a process went idle,

@@ -47,6 +47,10 @@ type Pool struct {
 	starting    int
 	maxStarting int
 	changed     chan struct{}
+	// failed is the last start's error, at failedAt: the callers that
+	// waited for it get it (acquire).
+	failed   error
+	failedAt time.Time
 	// startCost is what a start takes (a moving mean of the measured
 	// ones; 0: none yet): how long a caller waits for a busy process
 	// before it starts one.
@@ -407,6 +411,15 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 			}
 			return p, nil
 		}
+		if mineDone == nil && len(pl.all) == 0 && pl.failedAt.After(arrived) {
+			// The start it waited for failed, and nothing else runs:
+			// that start's error is its answer (another start would
+			// most likely fail alike, after as long).
+			err := pl.failed
+			pl.mu.Unlock()
+			<-pl.slots
+			return nil, errorForTask(err, taskID)
+		}
 		var patient <-chan time.Time // when this caller may start one
 		if mineDone == nil && pl.starting < pl.maxStarting && len(pl.all) < pl.size {
 			switch wait := pl.startDelayLocked(time.Since(arrived)); {
@@ -440,11 +453,7 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 			mineDone = nil
 			if err != nil {
 				<-pl.slots
-				var e *Error
-				if errors.As(err, &e) {
-					e.Task = taskID
-				}
-				return nil, err
+				return nil, errorForTask(err, taskID)
 			}
 		case <-ctx.Done():
 			<-pl.slots
@@ -491,6 +500,17 @@ func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
 		return -1
 	}
 	return max(pl.startCost-waited, 0)
+}
+
+// errorForTask is a start's error as the call of taskID returns it: a
+// copy naming the task (the error may be every waiting caller's).
+func errorForTask(err error, taskID string) error {
+	if e, ok := err.(*Error); ok {
+		c := *e
+		c.Task = taskID
+		return &c
+	}
+	return err
 }
 
 // notifyLocked wakes the callers waiting in acquire: a process went idle,
@@ -550,6 +570,9 @@ func (pl *Pool) spawn(ctx context.Context, p *proc, done chan<- error) {
 	err := pl.start(sctx, p)
 	pl.mu.Lock()
 	pl.starting--
+	if err != nil {
+		pl.failed, pl.failedAt = err, time.Now()
+	}
 	if err == nil && pl.closed {
 		err = &Error{Op: "start", Plugin: pl.cfg.Path, Kind: ErrClosed} // Close kills it
 	} else if err == nil {

@@ -907,3 +907,28 @@ func TestWarm(t *testing.T) {
 		t.Fatalf("stats %+v: want the warmed process reused, no other start", s)
 	}
 }
+
+// A call that waited for a start that failed (here Warm's) gets that
+// start's error: it does not start again and wait as long a second time.
+func TestWaitedForFailedStart(t *testing.T) {
+	cfg, _ := testConfig(t, "silent")
+	cfg.StartTimeout = 2 * time.Second
+	pl := NewPool(cfg, 2)
+	defer pl.Close()
+	pl.Warm()
+	t0 := time.Now()
+	_, err := pl.Run(context.Background(), req("t", params{Op: "pid"}), nil, 0)
+	if !errors.Is(err, ErrNotPlugin) {
+		t.Fatalf("err %v, want ErrNotPlugin", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Task != "t" {
+		t.Fatalf("err %#v: want the task named", err)
+	}
+	if took := time.Since(t0); took > 3500*time.Millisecond {
+		t.Fatalf("took %v: the call started again after the warm start failed", took)
+	}
+	if s := pl.Stats(); s.StartFailures != 1 {
+		t.Fatalf("stats %+v: want one failed start", s)
+	}
+}

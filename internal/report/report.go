@@ -252,6 +252,7 @@ func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) er
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
+	var b []byte
 	err = each(func(t *Task) error {
 		if n == 0 {
 			bw.Write(data[:len(data)-len(empty)])
@@ -260,12 +261,10 @@ func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) er
 			bw.WriteString(",\n")
 		}
 		n++
-		t.splitPeerIDs()
-		b, err := json.MarshalIndent(t, "    ", "  ")
-		if err != nil {
-			return fmt.Errorf("encode report: task %s: %w", t.ID, err)
+		var err error
+		if b, err = AppendTask(append(b[:0], taskPrefix...), t); err != nil {
+			return err
 		}
-		bw.WriteString("    ")
 		_, err = bw.Write(b)
 		return err
 	})

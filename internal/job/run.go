@@ -602,22 +602,55 @@ func (r *runner) journalFresh(fail context.CancelCauseFunc) {
 const journalPace = 50 * time.Millisecond
 
 // end stops the journal, journals the last changes, closes the database
-// and writes report.json.
+// and writes report.json. When the records that left memory are all in
+// the spool, report.json is written from memory while the database
+// commits its last changes and closes, and goes in place once they are
+// on disk: report.json never says more than job.db holds.
 func (r *runner) end(stopJournal func()) error {
 	stopJournal()
 	r.mu.Lock()
 	err := r.journalLocked()
-	r.mu.Unlock()
-	if cerr := r.db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err != nil || !r.recs.spool.covers(r.recs) {
+		r.mu.Unlock()
+		if cerr := r.db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		r.opts.Phase("journal closed")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		err = r.writeReport(context.Background())
+		r.opts.Phase("report written (read back from the job database)")
 		return err
 	}
+	type prepared struct {
+		p   *report.Pending
+		err error
+	}
+	done := make(chan prepared, 1)
+	go func() {
+		// r.mu is held until the report is written: nothing changes the
+		// records under it.
+		defer r.mu.Unlock()
+		p, err := report.PrepareRaw(r.p.OutDir, r.rep, r.recs.spool.each(r.recs))
+		done <- prepared{p, err}
+	}()
+	err = r.db.Close()
 	r.opts.Phase("journal closed")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	err = r.writeReport(context.Background())
+	rp := <-done
+	r.opts.Phase("report prepared")
+	switch {
+	case err != nil:
+		if rp.p != nil {
+			rp.p.Abort()
+		}
+		return err
+	case rp.err != nil:
+		return rp.err
+	}
+	err = rp.p.Commit()
 	r.opts.Phase("report written")
 	return err
 }

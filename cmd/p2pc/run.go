@@ -65,11 +65,11 @@ func (c *RunCmd) Run(g *Globals) error {
 	if slots < 0 {
 		slots = runtime.NumCPU()
 	}
-	if slots > 0 {
-		// The sandbox's first start (probes, a network namespace, the
-		// cgroup tree) overlaps preparing the job and starting the swarm.
-		defer sandbox.Warm()()
-	}
+	// The sandbox's first start (probes, a network namespace, the cgroup
+	// tree) overlaps preparing the job and starting the swarm: the plugin
+	// starts confined on this machine even with no local slots, to
+	// describe itself before the job starts.
+	defer sandbox.Warm()()
 	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
 		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
 	}
@@ -118,6 +118,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		TaskUser:   taskUser,
 		Events:     traceEvents(prog, tr),
 		Phase:      tr.fn(),
+		Ending:     sw.leave,
 		Logger:     g.Logger,
 		Remote:     sw.remote,
 		MinPeers:   c.MinPeers,

@@ -99,6 +99,12 @@ type RunOptions struct {
 	// Phase, if set, is told when each phase of the run ends (p2pc run
 	// --trace-phases: where the whole command's time goes).
 	Phase func(what string)
+	// Ending, if set, is called once the run no longer needs the swarm
+	// and its results are on disk: its tasks and reduce step are over,
+	// the peers were told, the job database is closed and report.json
+	// written (or failed to be). The caller may stop its node while the
+	// run closes its plugin processes and returns. It must not block.
+	Ending func()
 }
 
 // errNoReduce: the spec asks for a reduce step the plugin lacks.
@@ -124,6 +130,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Phase == nil {
 		opts.Phase = func(string) {}
+	}
+	if opts.Ending == nil {
+		opts.Ending = func() {}
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 30 * time.Second
@@ -607,6 +616,7 @@ const journalPace = 50 * time.Millisecond
 // commits its last changes and closes, and goes in place once they are
 // on disk: report.json never says more than job.db holds.
 func (r *runner) end(stopJournal func()) error {
+	defer r.opts.Ending()
 	stopJournal()
 	r.mu.Lock()
 	err := r.journalLocked()

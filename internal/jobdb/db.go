@@ -152,7 +152,8 @@ type Options struct {
 	// Version names this p2pc in schema_version and in errors.
 	Version string
 	// Delay bounds how long a change waits before its batch commits
-	// (default 5ms); MaxBatch bounds a batch (default 4096 changes).
+	// (default 5ms; a Flush commits at once); MaxBatch bounds a batch
+	// (default 4096 changes).
 	Delay    time.Duration
 	MaxBatch int
 	Logger   *slog.Logger

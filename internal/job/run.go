@@ -21,6 +21,7 @@ import (
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
@@ -236,7 +237,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	desc := make(chan described, 1)
 	go func() {
-		info, err := r.pool.Describe(ctx)
+		info, err := r.describe(ctx)
 		desc <- described{info, err}
 	}()
 	dbPath := filepath.Join(r.p.OutDir, jobdb.FileName)
@@ -370,6 +371,33 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	r.finish(report.StateComplete, "")
 	return r.rep, r.end(stopJournal)
+}
+
+// infoMemo names the form of the plugin's remembered Describe answer
+// (pluginproto.PluginInfo as JSON): a new form takes a new name.
+const infoMemo = "describe-v1"
+
+// describe asks the plugin what it is. A run that starts no plugin on
+// this machine (no local slots, no spot checks) takes the answer the
+// same executable gave before (the digest pins its bytes), so that the
+// plugin's start, confined, is not on the way to the first task; the
+// peers check the plugin as they start it. Any other run asks the
+// plugin, whose process then takes the first task, and remembers the
+// answer.
+func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
+	var info pluginproto.PluginInfo
+	d := r.p.Plugin.Digest
+	known := pluginbuild.RecallInfo(r.p.cacheDir, infoMemo, d, &info)
+	if known && r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck == 0 {
+		return info, nil
+	}
+	info, err := r.pool.Describe(ctx)
+	if err == nil && !known {
+		if err := pluginbuild.RememberInfo(r.p.cacheDir, infoMemo, d, info); err != nil {
+			r.log.Debug("plugin info not remembered", "err", err)
+		}
+	}
+	return info, err
 }
 
 // newRunID is the run's name (report.Report.Run): the earlier run's, if

@@ -135,3 +135,22 @@ func BenchmarkReport(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/task")
 	})
 }
+
+// BenchmarkOpen measures making a new job database and closing it (what
+// a run's start pays before its first task, beside the plugin's start).
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		db, err := Open(ctx, filepath.Join(dir, strconv.Itoa(i)+".db"), Options{Version: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		db.Close()
+		b.StartTimer()
+	}
+}

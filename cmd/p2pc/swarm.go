@@ -99,14 +99,17 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		adv = node.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
-		Name:      member,
-		Slots:     0,
-		DataDir:   dataDir,
-		Listen:    c.Listen,
-		Advertise: adv,
-		Version:   version,
-		Creds:     creds,
-		Logger:    g.Logger,
+		Name:    member,
+		Slots:   0,
+		DataDir: dataDir,
+		// The run's folder goes when it ends (or is swept when it died):
+		// the job's blocks published there need not be fsynced.
+		EphemeralStore: true,
+		Listen:         c.Listen,
+		Advertise:      adv,
+		Version:        version,
+		Creds:          creds,
+		Logger:         g.Logger,
 	})
 	if err != nil {
 		own.Remove()

@@ -23,12 +23,13 @@ type spool struct {
 type spoolRef struct{ off, n uint32 }
 
 const (
-	// spoolBudget bounds the spool's text (about 300 bytes per task of
-	// one attempt: some 200,000 tasks).
-	spoolBudget = 64 << 20
+	// spoolBudget bounds the spool's text (about 350 bytes per task of
+	// one attempt: some 90,000 tasks), below the live heap at which the
+	// collector runs at its default rate (cmd/p2pc's bigHeap, 48 MiB).
+	spoolBudget = 32 << 20
 	// spoolMaxTasks: a larger job keeps no spool (its index alone would
 	// be 8 bytes per task).
-	spoolMaxTasks = 1 << 18
+	spoolMaxTasks = 1 << 17
 )
 
 func newSpool(n int) *spool {

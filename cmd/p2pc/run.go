@@ -65,11 +65,11 @@ func (c *RunCmd) Run(g *Globals) error {
 	if slots < 0 {
 		slots = runtime.NumCPU()
 	}
-	// The sandbox's first start (probes, a network namespace, the cgroup
-	// tree) overlaps preparing the job and starting the swarm: the plugin
-	// starts confined on this machine even with no local slots, to
-	// describe itself before the job starts.
-	defer sandbox.Warm()()
+	if slots > 0 {
+		// The sandbox's first start (probes, a network namespace, the
+		// cgroup tree) overlaps preparing the job and starting the swarm.
+		defer sandbox.Warm()()
+	}
 	if c.MinPeers > 0 && c.NoMDNS && len(c.Join) == 0 {
 		return withCode(exitBadInput, fmt.Errorf("--min-peers %d: no way to find peers (--no-mdns and no --join)", c.MinPeers))
 	}
@@ -87,6 +87,12 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	defer p.Release()
 	tr.mark("prepared (output folder locked, plugin resolved, inputs hashed, earlier run read)")
+	if slots == 0 && p.StartsPlugin(slots) {
+		// With no local slots the plugin still starts here, confined, to
+		// describe itself (unless an earlier run remembered its answer)
+		// or for spot checks: its sandbox warms beside the swarm's start.
+		defer sandbox.Warm()()
+	}
 	sw, err := startSwarm(ctx, g, c, tr)
 	if err != nil {
 		return err

@@ -385,12 +385,11 @@ const infoMemo = "describe-v1"
 // plugin, whose process then takes the first task, and remembers the
 // answer.
 func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
-	var info pluginproto.PluginInfo
-	d := r.p.Plugin.Digest
-	known := pluginbuild.RecallInfo(r.p.cacheDir, infoMemo, d, &info)
-	if known && r.opts.Slots == 0 && r.p.Spec.Verify.SpotCheck == 0 {
+	info, known := r.p.recallInfo()
+	if known && !r.p.StartsPlugin(r.opts.Slots) {
 		return info, nil
 	}
+	d := r.p.Plugin.Digest
 	info, err := r.pool.Describe(ctx)
 	if err == nil && !known {
 		if err := pluginbuild.RememberInfo(r.p.cacheDir, infoMemo, d, info); err != nil {
@@ -398,6 +397,25 @@ func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
 		}
 	}
 	return info, err
+}
+
+// recallInfo is the plugin's Describe answer an earlier run remembered
+// (known false: none).
+func (p *Prepared) recallInfo() (info pluginproto.PluginInfo, known bool) {
+	known = pluginbuild.RecallInfo(p.cacheDir, infoMemo, p.Plugin.Digest, &info)
+	return info, known
+}
+
+// StartsPlugin says whether a run with slots local slots starts the
+// plugin on this machine: to run tasks, for spot checks, or, with no
+// local slots, only to ask it what it is when no earlier run remembered
+// its answer (describe).
+func (p *Prepared) StartsPlugin(slots int) bool {
+	if slots > 0 || p.Spec.Verify.SpotCheck > 0 {
+		return true
+	}
+	_, known := p.recallInfo()
+	return !known
 }
 
 // newRunID is the run's name (report.Report.Run): the earlier run's, if

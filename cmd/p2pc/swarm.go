@@ -125,7 +125,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		}
 	}()
 	addrs := static.Addrs()
-	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs})
+	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs, Timing: discovery.SubmitterTiming()})
 	if err != nil {
 		cancel()
 		wg.Wait()

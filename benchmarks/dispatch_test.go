@@ -34,7 +34,8 @@ import (
 // into DIR (run-<n>.pprof, and its report as run-<n>.report.json; read it with `go tool pprof -top BIN FILE`,
 // BIN being DIR/p2pc, kept there too), and each peer one (peerNN.pprof)
 // covering its whole life. P2PC_BENCH_JOIN_ARGS adds flags to every
-// peer's `p2pc join` (e.g. --no-idle).
+// peer's `p2pc join` (e.g. --no-idle). With P2PC_BENCH_PHASES=1 each
+// `p2pc run` is given --trace-phases and its phases are logged (-v).
 
 var (
 	buildOnce sync.Once
@@ -234,6 +235,11 @@ func submit(b *testing.B, bin, spec string, addrs []string, data string) (*repor
 	}
 	args = append(args, "run", spec, "--out", out, "--local-slots", "0", "--no-progress", "--no-mdns",
 		"--listen", "127.0.0.1:0", "--join", strings.Join(addrs, ","))
+	trace := os.Getenv("P2PC_BENCH_PHASES") != ""
+	if trace {
+		// Where the whole command's time goes (issue 16): logged below.
+		args = append(args, "--trace-phases")
+	}
 	start := time.Now()
 	p, err := harness.Start(bin, args, harness.Options{Name: "p2pc run"})
 	if err != nil {
@@ -244,6 +250,15 @@ func submit(b *testing.B, bin, spec string, addrs []string, data string) (*repor
 	lastCPU = p.CPUTime()
 	if err != nil || code != 0 {
 		b.Fatalf("p2pc run: exit %d, %v\n%s", code, err, p.Stderr())
+	}
+	if trace {
+		var phases []string
+		for _, l := range strings.Split(p.Stderr(), "\n") {
+			if strings.HasPrefix(l, "phase ") {
+				phases = append(phases, l)
+			}
+		}
+		b.Logf("p2pc run's phases (wall %s):\n%s", wall.Round(time.Millisecond), strings.Join(phases, "\n"))
 	}
 	rep, err := report.Read(out)
 	if err != nil {

@@ -10,8 +10,10 @@
 //
 //	OUT/job.db             the job's state, journaled as it changes (group commit,
 //	                       a few ms); the journal a rerun resumes from
-//	OUT/report.json        the run report, written from job.db when the run
-//	                       ends (and by `p2pc report OUT` at any time)
+//	OUT/report.json        the run report, written when the run ends from the
+//	                       text of the decided tasks kept as they were journaled
+//	                       (spool.go; job.db past its bound), the same bytes
+//	                       `p2pc report OUT` writes from job.db at any time
 //	OUT/tasks/<id>/...     each task's output files; a task whose output is only
 //	                       inline data (up to 1 MiB) gets no folder: its bytes
 //	                       are in job.db (table outputs), `p2pc export OUT`

@@ -47,6 +47,9 @@ type Prepared struct {
 
 	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
 	lock *dirlock.Lock
+	// cacheDir is PrepareOptions.CacheDir: the plugin's Describe answer
+	// is remembered there (describeInfo).
+	cacheDir string
 }
 
 // Release lets the output folder go: another run may use it. The caller
@@ -115,7 +118,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Prepared{Spec: job}
+	p := &Prepared{Spec: job, cacheDir: opts.CacheDir}
 	out := job.Output
 	if opts.OutDir != "" {
 		var err error

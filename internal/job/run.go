@@ -21,6 +21,7 @@ import (
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
@@ -99,6 +100,12 @@ type RunOptions struct {
 	// Phase, if set, is told when each phase of the run ends (p2pc run
 	// --trace-phases: where the whole command's time goes).
 	Phase func(what string)
+	// Ending, if set, is called once the run no longer needs the swarm
+	// and its results are on disk: its tasks and reduce step are over,
+	// the peers were told, the job database is closed and report.json
+	// written (or failed to be). The caller may stop its node while the
+	// run closes its plugin processes and returns. It must not block.
+	Ending func()
 }
 
 // errNoReduce: the spec asks for a reduce step the plugin lacks.
@@ -124,6 +131,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Phase == nil {
 		opts.Phase = func(string) {}
+	}
+	if opts.Ending == nil {
+		opts.Ending = func() {}
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 30 * time.Second
@@ -227,7 +237,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	desc := make(chan described, 1)
 	go func() {
-		info, err := r.pool.Describe(ctx)
+		info, err := r.describe(ctx)
 		desc <- described{info, err}
 	}()
 	dbPath := filepath.Join(r.p.OutDir, jobdb.FileName)
@@ -302,6 +312,13 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	failed, stall := r.runTasks(jctx, workRoot)
 	r.opts.Phase("tasks over")
+	if !job.Reduce {
+		// Nothing calls the plugin from here on: its processes end (and
+		// their cgroups, network namespace and folders go) while the
+		// journal closes and the report is written, not after them. The
+		// deferred Close waits for this one.
+		go r.pool.Close()
+	}
 	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
 		// The journal failed (a full disk): what reached the database
 		// stays; the rerun resumes from it.
@@ -361,6 +378,51 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	r.finish(report.StateComplete, "")
 	return r.rep, r.end(stopJournal)
+}
+
+// infoMemo names the form of the plugin's remembered Describe answer
+// (pluginproto.PluginInfo as JSON): a new form takes a new name.
+const infoMemo = "describe-v1"
+
+// describe asks the plugin what it is. A run that starts no plugin on
+// this machine (no local slots, no spot checks) takes the answer the
+// same executable gave before (the digest pins its bytes), so that the
+// plugin's start, confined, is not on the way to the first task; the
+// peers check the plugin as they start it. Any other run asks the
+// plugin, whose process then takes the first task, and remembers the
+// answer.
+func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
+	info, known := r.p.recallInfo()
+	if known && !r.p.StartsPlugin(r.opts.Slots) {
+		return info, nil
+	}
+	d := r.p.Plugin.Digest
+	info, err := r.pool.Describe(ctx)
+	if err == nil && !known {
+		if err := pluginbuild.RememberInfo(r.p.cacheDir, infoMemo, d, info); err != nil {
+			r.log.Debug("plugin info not remembered", "err", err)
+		}
+	}
+	return info, err
+}
+
+// recallInfo is the plugin's Describe answer an earlier run remembered
+// (known false: none).
+func (p *Prepared) recallInfo() (info pluginproto.PluginInfo, known bool) {
+	known = pluginbuild.RecallInfo(p.cacheDir, infoMemo, p.Plugin.Digest, &info)
+	return info, known
+}
+
+// StartsPlugin says whether a run with slots local slots starts the
+// plugin on this machine: to run tasks, for spot checks, or, with no
+// local slots, only to ask it what it is when no earlier run remembered
+// its answer (describe).
+func (p *Prepared) StartsPlugin(slots int) bool {
+	if slots > 0 || p.Spec.Verify.SpotCheck > 0 {
+		return true
+	}
+	_, known := p.recallInfo()
+	return !known
 }
 
 // newRunID is the run's name (report.Report.Run): the earlier run's, if
@@ -602,22 +664,56 @@ func (r *runner) journalFresh(fail context.CancelCauseFunc) {
 const journalPace = 50 * time.Millisecond
 
 // end stops the journal, journals the last changes, closes the database
-// and writes report.json.
+// and writes report.json. When the records that left memory are all in
+// the spool, report.json is written from memory while the database
+// commits its last changes and closes, and goes in place once they are
+// on disk: report.json never says more than job.db holds.
 func (r *runner) end(stopJournal func()) error {
+	defer r.opts.Ending()
 	stopJournal()
 	r.mu.Lock()
 	err := r.journalLocked()
-	r.mu.Unlock()
-	if cerr := r.db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err != nil || !r.recs.spool.covers(r.recs) {
+		r.mu.Unlock()
+		if cerr := r.db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		r.opts.Phase("journal closed")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		err = r.writeReport(context.Background())
+		r.opts.Phase("report written (read back from the job database)")
 		return err
 	}
+	type prepared struct {
+		p   *report.Pending
+		err error
+	}
+	done := make(chan prepared, 1)
+	go func() {
+		// r.mu is held until the report is written: nothing changes the
+		// records under it.
+		defer r.mu.Unlock()
+		p, err := report.PrepareRaw(r.p.OutDir, r.rep, r.recs.spool.each(r.recs))
+		done <- prepared{p, err}
+	}()
+	err = r.db.Close()
 	r.opts.Phase("journal closed")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	err = r.writeReport(context.Background())
+	rp := <-done
+	r.opts.Phase("report prepared")
+	switch {
+	case err != nil:
+		if rp.p != nil {
+			rp.p.Abort()
+		}
+		return err
+	case rp.err != nil:
+		return rp.err
+	}
+	err = rp.p.Commit()
 	r.opts.Phase("report written")
 	return err
 }

@@ -294,9 +294,10 @@ func (w *writer) loop() {
 		batch = addChange(batch[:0], keys, c)
 		timer := time.NewTimer(w.delay)
 	gather:
-		for len(batch) < w.maxBatch {
+		// A Flush ends the gathering: its caller waits for the commit.
+		for len(batch) < w.maxBatch && c.flushed == nil {
 			select {
-			case c, ok := <-w.in:
+			case c, ok = <-w.in:
 				if !ok {
 					break gather
 				}
@@ -372,7 +373,8 @@ func (w *writer) apply(changes []change) error {
 }
 
 // Flush waits until every change made before it is committed, and
-// returns the writer's error, if any.
+// returns the writer's error, if any. The batch it ends commits at once,
+// not after the writer's delay.
 func (db *DB) Flush(ctx context.Context) error { return db.w.flush(ctx) }
 
 // OnCommit calls fn once every change made before it is committed (err

@@ -52,8 +52,9 @@ type writer struct {
 	rows  []taskRows
 	fresh bool
 	// execs counts statements executed (benchmarks report it per task),
-	// commits the transactions; Close logs both.
-	execs, commits int
+	// commits the transactions, rows the rows written by multi-row
+	// inserts; Close logs them.
+	execs, commits, rowsOut int
 
 	// The batches' queued rows by query (batch.rows) and their order,
 	// and flush's
@@ -158,6 +159,7 @@ func (b *batch) flush() error {
 			if err := b.exec(b.w.multi(query, k), args...); err != nil {
 				return err
 			}
+			w.rowsOut += k
 			perm = perm[k:]
 		}
 		clear(q) // no data held past the batch
@@ -312,7 +314,7 @@ func (w *writer) close() error {
 	w.mu.Unlock()
 	close(w.in)
 	<-w.done
-	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits)
+	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits, "rows", w.rowsOut)
 	return w.failed()
 }
 

@@ -442,3 +442,26 @@ func TestBackupAfterACopyEnds(t *testing.T) {
 		t.Fatalf("backup %+v, want t0 once its copy ended", l)
 	}
 }
+
+// BenchmarkBackupAskOwn: near the end of a job, a worker whose own lease
+// ran long asks for work again and again (at every result; it may not
+// back up its own task) while 4096 leases run: before this worker's
+// second ask it knows the answer without a scan of every running lease.
+func BenchmarkBackupAskOwn(b *testing.B) {
+	const n = 4096
+	f := newFixture(b, n, Config{Verify: verify(1, 1, 1)})
+	for range n - 1 {
+		if f.q.TryNext("a") == nil {
+			b.Fatal("no lease")
+		}
+	}
+	l := f.q.TryNext("b")
+	f.leases["b/"+l.TaskID] = l
+	f.finish("b", l.TaskID, report.OutcomeOK, "d") // the median: a second
+	f.clock.advance(3 * time.Second)
+	for b.Loop() {
+		if f.q.TryNext("a") != nil {
+			b.Fatal("a got a backup of its own task")
+		}
+	}
+}

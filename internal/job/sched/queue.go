@@ -337,7 +337,10 @@ type Queue struct {
 	// backupThreshold before this time (backupCandidateLocked).
 	backupAt        time.Time
 	backupThreshold time.Duration
-	closed          bool
+	// backupOwn: the scan found leases to take, all of this worker, which
+	// may not take its own: until backupAt only it skips the scan.
+	backupOwn string
+	closed    bool
 	// moved is when a lease was last handed out or settled (Stalled).
 	moved time.Time
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
@@ -661,8 +664,9 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	now := q.now()
 	// Idle workers ask at every result near the end: before backupAt no
 	// lease can be taken (see below), so the scan over every running
-	// lease waits for it.
-	if threshold == q.backupThreshold && now.Before(q.backupAt) {
+	// lease waits for it; by backupOwn only, when the only leases that
+	// could be taken are its own.
+	if threshold == q.backupThreshold && now.Before(q.backupAt) && (q.backupOwn == "" || q.backupOwn == peer) {
 		return 0, false
 	}
 	// next is the earliest time a lease skipped now may be taken. Time
@@ -670,6 +674,7 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	// again only waits longer; the one event that does (a task's copies
 	// drop to one) clears backupAt (dropCopyLocked).
 	var best *Lease
+	own := false // peer holds a lease that could be taken
 	next := now.Add(threshold)
 	for _, l := range q.running {
 		if q.tasks[l.Task].running != 1 {
@@ -690,15 +695,19 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 			continue
 		}
 		if l.Peer == peer {
-			next = now // another worker may take it: ask again
+			own = true // another worker may take it
 			continue
 		}
 		if best == nil || l.leased.Before(best.leased) {
 			best = l
 		}
 	}
-	if best != nil {
+	q.backupOwn = ""
+	switch {
+	case best != nil:
 		next = now // the others taken by then stay candidates
+	case own:
+		q.backupOwn = peer // any other worker asks again at once
 	}
 	q.backupAt, q.backupThreshold = next, threshold
 	if best == nil {

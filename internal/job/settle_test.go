@@ -77,7 +77,7 @@ func testRunner(t *testing.T, n int) (r *runner, out string) {
 	out = t.TempDir()
 	tasks := make([]spec.Task, n)
 	for i := range tasks {
-		tasks[i] = spec.Task{ID: fmt.Sprintf("t%d", i), Params: map[string]any{}}
+		tasks[i] = spec.Task{ID: fmt.Sprintf("t%d", i), Params: map[string]any{"i": int64(i)}}
 	}
 	r = &runner{
 		p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: spec.TaskList(tasks)}},
@@ -123,6 +123,10 @@ func TestJournalHoldsRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 		ls = append(ls, l)
+		// The lease carries its record's params: no second encoding.
+		if got, want := string(r.params(l)), string(r.p.Spec.TaskParamsJSON(l.Task)); got != want || len(l.Params) == 0 {
+			t.Errorf("lease params %s (%q on the lease), want %s", got, l.Params, want)
+		}
 	}
 	pass := func(hold bool) {
 		t.Helper()

@@ -465,3 +465,32 @@ func BenchmarkBackupAskOwn(b *testing.B) {
 		}
 	}
 }
+
+// TestOnRevoke: a lease's OnRevoke function runs once, when the lease is
+// settled or taken back, or at once when it already was.
+func TestOnRevoke(t *testing.T) {
+	f := newFixture(t, 2, Config{Verify: verify(1, 1, 1)})
+	l := f.take(t, "a")
+	calls := 0
+	l.OnRevoke(func() { calls++ })
+	if calls != 0 {
+		t.Fatal("called before the lease was revoked")
+	}
+	f.finish("a", l.TaskID, report.OutcomeOK, "d")
+	f.q.Lose("a", errors.New("gone")) // no second call
+	if calls != 1 || !closed(l.Revoked()) {
+		t.Fatalf("%d calls after the lease was settled (revoked: %v), want 1", calls, closed(l.Revoked()))
+	}
+	l.OnRevoke(func() { calls++ })
+	if calls != 2 {
+		t.Fatal("not called at once for a settled lease")
+	}
+
+	l2 := f.take(t, "b")
+	taken := false
+	l2.OnRevoke(func() { taken = true })
+	f.q.Lose("b", errors.New("gone"))
+	if !taken {
+		t.Fatal("not called when the lease was taken back")
+	}
+}

@@ -157,6 +157,9 @@ type Lease struct {
 	Attempt int
 	Peer    string
 	Start   time.Time
+	// Params are the task's params as its record holds them (canonical
+	// JSON; empty if the record has none).
+	Params []byte
 	// DigestOnly: another replica uploads the output; this one reports
 	// its digest (the peer keeps the files, fetched only if needed).
 	DigestOnly bool
@@ -173,9 +176,13 @@ type Lease struct {
 	// decided, the lease timed out, or the run ends: the worker should
 	// stop the attempt) and when it is settled (so that nothing waits on
 	// a finished lease).
-	revoked    chan struct{}
-	revokeOnce sync.Once // revoked is closed by whoever comes first
-	settled    bool
+	revoked chan struct{}
+	// revokeMu guards isRevoked (revoked is closed by whoever comes
+	// first) and onRevoke.
+	revokeMu  sync.Mutex
+	isRevoked bool
+	onRevoke  func()
+	settled   bool
 	// leased is when this queue handed the lease out: Start, except for
 	// a result handed over (Adopt), whose Start is the attempt's real,
 	// earlier one. Expiry and backup copies go by it.
@@ -186,6 +193,21 @@ type Lease struct {
 
 // Revoked is closed when the lease is taken back or settled.
 func (l *Lease) Revoked() <-chan struct{} { return l.revoked }
+
+// OnRevoke has fn called once, when the lease is taken back or settled
+// (at once if it was), in place of a goroutine per lease that waits on
+// Revoked. fn must not block nor call the queue: it may run with the
+// queue's locks held. A later OnRevoke replaces fn.
+func (l *Lease) OnRevoke(fn func()) {
+	l.revokeMu.Lock()
+	if l.isRevoked {
+		l.revokeMu.Unlock()
+		fn()
+		return
+	}
+	l.onRevoke = fn
+	l.revokeMu.Unlock()
+}
 
 // Result is what a worker reports for a lease.
 type Result struct {
@@ -733,7 +755,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	rt := q.rec(task)
 	attempt := len(rt.Attempts) + int(ts.running)
 	rt.State = report.TaskRunning
-	id := rt.ID
+	id, params := rt.ID, rt.Params
 	q.env.Touched(task)
 	q.repMu.Unlock()
 	l := &Lease{
@@ -742,6 +764,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 		TaskID:     id,
 		Attempt:    attempt,
 		Peer:       peer,
+		Params:     params,
 		Start:      q.now().UTC(),
 		DigestOnly: digestOnly,
 		revoked:    make(chan struct{}),
@@ -1034,7 +1057,21 @@ func (q *Queue) settlePeer(peer, outcome string, why error) int {
 // revoke closes l.revoked once, whoever calls it first: a peer's lost
 // session (without the queue's lock) and a replica's win that revokes
 // the task's other copies (with it) may both reach the same lease.
-func revoke(l *Lease) { l.revokeOnce.Do(func() { close(l.revoked) }) }
+func revoke(l *Lease) {
+	l.revokeMu.Lock()
+	if l.isRevoked {
+		l.revokeMu.Unlock()
+		return
+	}
+	l.isRevoked = true
+	close(l.revoked)
+	fn := l.onRevoke
+	l.onRevoke = nil
+	l.revokeMu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
 
 // Expire revokes leases that have run longer than limit (the backstop for
 // a peer that hangs without its connection breaking), and decides

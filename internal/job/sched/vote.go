@@ -100,6 +100,8 @@ func (q *Queue) tallyLocked(task int) bool {
 		quorum: int(ts.quorum), disputed: ts.disputed, started: int(ts.started), running: int(ts.running), need: int(ts.need),
 		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
 	}
+	var few [4]digest.ID // most tasks have a vote or a few: no allocation
+	b.digests = few[:0]
 	for _, v := range q.votesOf(task) {
 		b.digests = append(b.digests, v.digest)
 	}

@@ -3,7 +3,8 @@ package jobdb
 import (
 	"cmp"
 	"context"
-	"database/sql"
+	"database/sql/driver"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -39,9 +40,16 @@ type writer struct {
 	err    error // sticky: the first failed batch
 	closed bool
 
-	stmts map[string]*sql.Stmt // prepared once, used by the loop only
-	// multis holds the multi-row forms of multiRowQueries (multi).
-	multis map[multiKey]string
+	// stmts are prepared once on the driver's connection (stmtsConn),
+	// used by the loop only (rawConn).
+	stmts     map[string]driver.Stmt
+	stmtsConn any
+	// nv is exec's buffer of arguments.
+	nv []driver.NamedValue
+	// multis holds the multi-row forms of multiRowQueries (multi);
+	// queries are the statements prepared (writeQueries and those).
+	multis  map[multiKey]string
+	queries []string
 	// qAttempt is the attempts insert of the database's schema.
 	qAttempt string
 
@@ -95,10 +103,9 @@ func (w *writer) rowsOf(idx int) *taskRows {
 // batch is one transaction of the writer: changes execute statements
 // through it, each prepared once for the writer's life.
 type batch struct {
-	ctx   context.Context
-	tx    *sql.Tx
-	w     *writer
-	stmts map[string]*sql.Stmt // the writer's statements bound to tx
+	ctx  context.Context
+	conn any // the driver's connection (rawConn)
+	w    *writer
 	// rows of inserts (multiRowQueries) not executed yet, by query, and
 	// the queries in the order of their first row.
 	// (The writer's queued and order, kept from batch to batch with
@@ -207,26 +214,116 @@ type multiKey struct {
 	rows  int
 }
 
+// exec executes query with args in the batch's transaction: a statement
+// prepared once if query is one of the writer's, else as it comes.
+// Straight to the driver, not through database/sql: a statement of many
+// rows has hundreds of arguments, which database/sql would copy and
+// check one by one (its allocation per statement was the largest of a
+// run).
 func (b *batch) exec(query string, args ...any) error {
-	b.w.execs++
-	st := b.stmts[query]
-	if st == nil {
-		prep := b.w.stmts[query]
-		if prep == nil {
-			_, err := b.tx.ExecContext(b.ctx, query, args...)
-			return err
+	w := b.w
+	w.execs++
+	nv := w.nv[:0]
+	for i, a := range args {
+		v, err := driverValue(a)
+		if err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
 		}
-		st = b.tx.StmtContext(b.ctx, prep)
-		b.stmts[query] = st
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
-	_, err := st.ExecContext(b.ctx, args...)
+	w.nv = nv
+	defer clear(nv) // no data held past the statement
+	st, err := w.stmt(b.ctx, b.conn, query)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		ex, ok := b.conn.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("sqlite driver: no ExecerContext")
+		}
+		_, err := ex.ExecContext(b.ctx, query, nv)
+		return err
+	}
+	_, err = st.(driver.StmtExecContext).ExecContext(b.ctx, nv)
 	return err
+}
+
+// driverValue is a as a driver.Value: the common kinds at once, the rest
+// as database/sql would convert them.
+func driverValue(a any) (driver.Value, error) {
+	switch v := a.(type) {
+	case nil, string, []byte, int64, bool, float64, time.Time:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case int32:
+		return int64(v), nil
+	}
+	return driver.DefaultParameterConverter.ConvertValue(a)
+}
+
+// stmt is the writer's prepared statement of query on the driver's
+// connection conn, nil if query is not one of the writer's
+// (writer.queries). A connection other than the one they were prepared
+// on (database/sql opened another) gets them prepared anew.
+func (w *writer) stmt(ctx context.Context, conn any, query string) (driver.Stmt, error) {
+	if conn != w.stmtsConn {
+		if w.stmtsConn != nil {
+			w.log.Debug("job database: statements prepared again on a new connection")
+		}
+		w.stmts = map[string]driver.Stmt{} // the old connection's went with it
+		w.stmtsConn = conn
+		for _, q := range w.queries {
+			if err := w.prepare(ctx, conn, q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w.stmts[query], nil
+}
+
+func (w *writer) prepare(ctx context.Context, conn any, query string) error {
+	pc, ok := conn.(driver.ConnPrepareContext)
+	if !ok {
+		return fmt.Errorf("sqlite driver: no ConnPrepareContext")
+	}
+	st, err := pc.PrepareContext(ctx, query)
+	if err != nil {
+		return w.db.wrap("prepare", err)
+	}
+	if _, ok := st.(driver.StmtExecContext); !ok {
+		st.Close()
+		return fmt.Errorf("sqlite driver: no StmtExecContext")
+	}
+	w.stmts[query] = st
+	return nil
+}
+
+// closeStmts closes the prepared statements (on their connection, held).
+func (w *writer) closeStmts(conn any) {
+	if conn == w.stmtsConn {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}
+	w.stmts, w.stmtsConn = nil, nil
+}
+
+// rawConn runs fn with the database's one connection as the driver's,
+// held for fn alone.
+func (w *writer) rawConn(ctx context.Context, fn func(conn any) error) error {
+	c, err := w.db.sql.Conn(ctx)
+	if err != nil {
+		return w.db.wrap("connect", err)
+	}
+	defer c.Close()
+	return c.Raw(fn)
 }
 
 func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
-		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{},
-		multis: map[multiKey]string{}}
+		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), multis: map[multiKey]string{}}
 	var n int
 	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM tasks LIMIT 1)").Scan(&n); err != nil {
 		return nil, db.wrap("read tasks", err)
@@ -244,24 +341,22 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	}
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
-	var queries []string
 	for _, q := range writeQueries {
-		queries = append(queries, attempts(q))
+		w.queries = append(w.queries, attempts(q))
 	}
 	for _, q := range multiRowQueries {
 		for rows := multiRows; rows > 1; rows /= 2 {
-			queries = append(queries, w.multi(attempts(q), rows))
+			w.queries = append(w.queries, w.multi(attempts(q), rows))
 		}
 	}
-	for _, q := range queries {
-		st, err := db.sql.PrepareContext(ctx, q)
-		if err != nil {
-			for _, st := range w.stmts {
-				st.Close()
-			}
-			return nil, db.wrap("prepare", err)
+	if err := w.rawConn(ctx, func(conn any) error {
+		if _, err := w.stmt(ctx, conn, ""); err != nil {
+			w.closeStmts(conn)
+			return err
 		}
-		w.stmts[q] = st
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	go w.loop()
 	return w, nil
@@ -321,9 +416,10 @@ func (w *writer) close() error {
 func (w *writer) loop() {
 	defer close(w.done)
 	defer func() {
-		for _, st := range w.stmts {
-			st.Close()
-		}
+		_ = w.rawConn(context.Background(), func(conn any) error {
+			w.closeStmts(conn)
+			return nil
+		})
 	}()
 	var batch []change
 	keys := map[string]int{}
@@ -387,7 +483,16 @@ func (w *writer) commit(batch []change) {
 
 func (w *writer) apply(changes []change) error {
 	ctx := context.Background()
-	tx, err := w.db.sql.BeginTx(ctx, nil)
+	return w.rawConn(ctx, func(conn any) error { return w.applyOn(ctx, conn, changes) })
+}
+
+// applyOn writes changes in one transaction on the driver's connection.
+func (w *writer) applyOn(ctx context.Context, conn any, changes []change) error {
+	bc, ok := conn.(driver.ConnBeginTx)
+	if !ok {
+		return fmt.Errorf("sqlite driver: no ConnBeginTx")
+	}
+	tx, err := bc.BeginTx(ctx, driver.TxOptions{})
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
@@ -398,7 +503,7 @@ func (w *writer) apply(changes []change) error {
 		clear(q) // a failed batch's rows
 		w.queued[k] = q[:0]
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: w.queued, order: w.order[:0], now: now()}
+	b := &batch{ctx: ctx, conn: conn, w: w, rows: w.queued, order: w.order[:0], now: now()}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue

@@ -15,16 +15,35 @@ import (
 
 var errNoSpace = syscall.ENOSPC
 
-// change is one queued write. Changes with the same non-empty key
+// change is one queued write. Changes with the same non-zero key
 // replace each other within a batch: the last one is written.
 type change struct {
-	key   string
+	key   changeKey
 	apply func(tx *batch) error
 	// flushed, if set, receives the batch's result once it committed;
 	// committed, if set, is called with it (on the writer's goroutine).
 	flushed   chan error
 	committed func(error)
 }
+
+// changeKey names what a change writes whole (the zero key: nothing a
+// later change replaces): a task's row (keyTask), its inline output
+// (keyOutput), by index; the job's fields (keyJob), or one job value
+// (keyJobValue), by name. A struct, not a string: no allocation per
+// change.
+type changeKey struct {
+	kind uint8
+	idx  int
+	name string
+}
+
+const (
+	keyNone uint8 = iota
+	keyTask
+	keyOutput
+	keyJob
+	keyJobValue
+)
 
 // writer is the group-commit goroutine: it gathers changes for at most
 // delay (or maxBatch changes) and commits them in one transaction.
@@ -422,7 +441,7 @@ func (w *writer) loop() {
 		})
 	}()
 	var batch []change
-	keys := map[string]int{}
+	keys := map[changeKey]int{}
 	for {
 		c, ok := <-w.in
 		if !ok {
@@ -448,8 +467,8 @@ func (w *writer) loop() {
 	}
 }
 
-func addChange(batch []change, keys map[string]int, c change) []change {
-	if c.key != "" {
+func addChange(batch []change, keys map[changeKey]int, c change) []change {
+	if c.key.kind != keyNone {
 		if i, ok := keys[c.key]; ok {
 			batch[i].apply = c.apply
 			return batch

@@ -352,7 +352,9 @@ tasks:
 	defer run.Kill()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && rep.Tasks[0].State == report.TaskRunning {
+		// A task gets its row from a second into the run, or once it runs
+		// for a second (the journal holds short ones back).
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && len(rep.Tasks) > 0 && rep.Tasks[0].State == report.TaskRunning {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -255,6 +255,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
 	}
+	if errors.Is(dbErr, jobdb.ErrCorrupt) || errors.Is(dbErr, jobdb.ErrNewer) {
+		// Damage that reading the earlier run's state did not meet (an
+		// index): the database's check at opening found it.
+		return nil, damaged(r.p.OutDir, dbErr)
+	}
 	if dbErr != nil {
 		return nil, bad(dbErr)
 	}

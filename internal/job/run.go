@@ -308,6 +308,13 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	failed, stall := r.runTasks(jctx, workRoot)
 	r.opts.Phase("tasks over")
+	if !job.Reduce {
+		// Nothing calls the plugin from here on: its processes end (and
+		// their cgroups, network namespace and folders go) while the
+		// journal closes and the report is written, not after them. The
+		// deferred Close waits for this one.
+		go r.pool.Close()
+	}
 	if dbErr := r.db.Err(); dbErr != nil && r.fault.Load() == nil {
 		// The journal failed (a full disk): what reached the database
 		// stays; the rerun resumes from it.

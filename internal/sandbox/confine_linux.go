@@ -46,8 +46,13 @@ var probe struct {
 }
 
 // Probe says which confinements this machine gives (asked of the kernel
-// once per process).
+// once per process). While confinement is off it asks nothing and says
+// only that (the probe makes a network namespace: a P2PC_SANDBOX=off
+// run, the baseline of confinement's cost, must not pay for one).
 func Probe() Status {
+	if isDisabled() {
+		return Status{Disabled: true}
+	}
 	probe.once.Do(func() {
 		v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 		if errno == 0 {

@@ -82,7 +82,8 @@
 // Floor's rlimits only. See docs/sandbox.md.
 //
 // P2PC_SANDBOX=off switches everything off for one process, for the
-// figure of what confinement costs (p2pc prints a loud warning).
+// figure of what confinement costs (p2pc prints a loud warning); Probe
+// then asks the kernel nothing (it would make a network namespace).
 //
 // # Task user
 //

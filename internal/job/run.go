@@ -629,12 +629,6 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// The tasks of a short job are done before it starts: their
-		// rows are written once, done, not pending first.
-		select {
-		case <-done:
-		case <-time.After(freshAfter):
-		}
 		r.journalFresh(fail)
 	}()
 	return func() { close(done); wg.Wait() }
@@ -643,18 +637,14 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 // freshChunk is how many tasks journalFresh journals per hold of r.mu.
 const freshChunk = 256
 
-// freshAfter is how long into a run journalFresh starts (at once when
-// the run ends before).
-const freshAfter = time.Second
-
 // journalFresh journals every task not tried yet as pending, a chunk at
 // a time, beside the run rather than before it (a million rows take
-// seconds), from freshAfter into the run: the database then lists every
-// task of the job, `p2pc report` and `p2pc status` too. A task that is
-// at work or done by the time its chunk comes is journaled by the journal
-// instead, and an earlier run's task reused as done (cold) is journaled
-// as it is. It finishes its work even when the journal is stopped (the
-// run's end waits for it), unless the database fails.
+// seconds): the database then lists every task of the job, `p2pc report`
+// and `p2pc status` too. A task that is at work by the time its chunk
+// comes is journaled by the journal instead, and an earlier run's task
+// reused as done (cold) is journaled as it is. It finishes its work even
+// when the journal is stopped (the run's end waits for it), unless the
+// database fails.
 func (r *runner) journalFresh(fail context.CancelCauseFunc) {
 	for from := 0; from < r.recs.Len(); from += freshChunk {
 		r.mu.Lock()

@@ -124,7 +124,8 @@
 // who report the Leave at once; then it queues the leave message and
 // waits only until gossip has carried it one round (GossipNodes
 // packets, at most about GossipInterval), not for all its
-// retransmissions: a leaving `p2pc run` does not keep its user waiting.
+// retransmissions: a leaving `p2pc run` does not keep its user waiting
+// (it gossips every 10 ms, SubmitterTiming, so that round is short).
 // A member that missed the note learns the leave from the message; one
 // that missed both finds the silence by probing and reports Dead. A death
 // is reported 250 ms after memberlist declares it (deadGrace): memberlist

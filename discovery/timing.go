@@ -63,6 +63,17 @@ func LANTiming() Timing {
 	}
 }
 
+// SubmitterTiming is LANTiming for a member that only submits (`p2pc
+// run`): it gossips every 10 ms instead of every 100 ms, so its leave
+// message goes out within 10 ms of its results being on disk (Leave waits
+// one gossip round) and its own updates spread sooner. A round with
+// nothing queued costs a few microseconds; a run is short.
+func SubmitterTiming() Timing {
+	t := LANTiming()
+	t.GossipInterval = 10 * time.Millisecond
+	return t
+}
+
 // LoopbackTiming is for members on one machine (tests, benchmarks): faster
 // probes and gossip, death in about a second.
 func LoopbackTiming() Timing {

@@ -98,3 +98,37 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// TestRemembersPluginInfo (issue 16): a run with no local slots starts
+// no plugin on the submitter once the same plugin executable described
+// itself to an earlier run: the answer is remembered by its digest, and
+// the report names the plugin as before.
+func TestRemembersPluginInfo(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "m1", 2)}
+	spec := writeSpec(t, dir, "echo.yaml", `
+name: memo
+plugin: {{repo}}/plugins/echo
+tasks:
+  - range: {param: i, from: 0, to: 9}
+`)
+	started := "plugin started"
+	// A run with a local slot asks the plugin (its process takes tasks).
+	r := p2pc(t, "--log-level", "debug", "run", spec, "--out", filepath.Join(dir, "local"), "--no-mdns", "--local-slots", "1", "--no-progress")
+	if r.code != 0 || !strings.Contains(r.stderr, started) {
+		t.Fatalf("local run: exit %d, or no plugin started on the submitter\n%s", r.code, tail(r.stderr))
+	}
+	out := filepath.Join(dir, "out")
+	r = p2pc(t, "--log-level", "debug", "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "1",
+		"--join", addrs(peers), "--no-progress")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, tail(r.stderr))
+	}
+	if strings.Contains(r.stderr, started) {
+		t.Errorf("a run with no local slots started the plugin on the submitter to describe it again:\n%s", tail(r.stderr))
+	}
+	rep := readReport(t, out)
+	if rep.Plugin.Name != "echo" || rep.Plugin.Version == "" || rep.Summary.Done != 10 {
+		t.Fatalf("report: plugin %+v, %d of %d done", rep.Plugin, rep.Summary.Done, rep.Summary.Total)
+	}
+}

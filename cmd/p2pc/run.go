@@ -87,6 +87,12 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	defer p.Release()
 	tr.mark("prepared (output folder locked, plugin resolved, inputs hashed, earlier run read)")
+	if slots == 0 && p.StartsPlugin(slots) {
+		// With no local slots the plugin still starts here, confined, to
+		// describe itself (unless an earlier run remembered its answer)
+		// or for spot checks: its sandbox warms beside the swarm's start.
+		defer sandbox.Warm()()
+	}
 	sw, err := startSwarm(ctx, g, c, tr)
 	if err != nil {
 		return err
@@ -118,6 +124,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		TaskUser:   taskUser,
 		Events:     traceEvents(prog, tr),
 		Phase:      tr.fn(),
+		Ending:     sw.leave,
 		Logger:     g.Logger,
 		Remote:     sw.remote,
 		MinPeers:   c.MinPeers,

@@ -29,7 +29,35 @@ type submitterSwarm struct {
 	member string
 	// members lists the swarm's members (nil: local only).
 	members func() []discovery.Member
-	stop    func()
+	// halt stops the node: it leaves the membership and removes its
+	// folder (nil: local only).
+	halt func()
+
+	leaveOnce sync.Once
+	stopped   chan struct{} // closed once halt returned
+}
+
+// leave starts stopping the node, in the background: it is called once
+// the job no longer needs peers and its results and report are on disk
+// (job.RunOptions.Ending), so that leaving the membership overlaps the
+// rest of the run's end (its plugin processes closed, the summary). It
+// may be called more than once.
+func (s *submitterSwarm) leave() {
+	s.leaveOnce.Do(func() {
+		s.stopped = make(chan struct{})
+		go func() {
+			defer close(s.stopped)
+			if s.halt != nil {
+				s.halt()
+			}
+		}()
+	})
+}
+
+// stop stops the node (leave) and waits until it has.
+func (s *submitterSwarm) stop() {
+	s.leave()
+	<-s.stopped
 }
 
 func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*submitterSwarm, error) {
@@ -42,7 +70,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		return nil, withCode(exitBadInput, fmt.Errorf("--join: %w", err))
 	}
 	if len(static) == 0 && c.NoMDNS {
-		return &submitterSwarm{name: host, stop: func() {}}, nil
+		return &submitterSwarm{name: host}, nil
 	}
 	_, ok, err := g.secret()
 	if err != nil {
@@ -53,7 +81,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 			return nil, withCode(exitBadInput, fmt.Errorf("--join, --min-peers and --local-slots 0 need a swarm: %w", errNoSwarm))
 		}
 		fmt.Fprintln(os.Stderr, "p2pc: no swarm secret, so this job runs on this machine only and looks for no peers ('p2pc swarm init' makes a swarm)")
-		return &submitterSwarm{name: host, stop: func() {}}, nil
+		return &submitterSwarm{name: host}, nil
 	}
 	creds, err := g.creds()
 	if err != nil {
@@ -71,14 +99,17 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		adv = node.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
-		Name:      member,
-		Slots:     0,
-		DataDir:   dataDir,
-		Listen:    c.Listen,
-		Advertise: adv,
-		Version:   version,
-		Creds:     creds,
-		Logger:    g.Logger,
+		Name:    member,
+		Slots:   0,
+		DataDir: dataDir,
+		// The run's folder goes when it ends (or is swept when it died):
+		// the job's blocks published there need not be fsynced.
+		EphemeralStore: true,
+		Listen:         c.Listen,
+		Advertise:      adv,
+		Version:        version,
+		Creds:          creds,
+		Logger:         g.Logger,
 	})
 	if err != nil {
 		own.Remove()
@@ -94,7 +125,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		}
 	}()
 	addrs := static.Addrs()
-	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs})
+	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs, Timing: discovery.SubmitterTiming()})
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -107,11 +138,12 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		member:  member,
 		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
 		members: presence.Members,
-		stop: func() {
+		halt: func() {
 			cancel()
 			wg.Wait()
 			tr.mark("submitter node stopped (left the membership)")
 			own.Remove()
+			tr.mark("submitter folder removed")
 		},
 	}, nil
 }

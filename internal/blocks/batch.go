@@ -171,7 +171,7 @@ func (b *Batch) Commit() ([]ID, error) {
 		if pend[i].f == nil {
 			return nil
 		}
-		if err := pend[i].f.Sync(); err != nil {
+		if err := d.syncBlock(pend[i].f); err != nil {
 			return fmt.Errorf("fsync block %s: %w", pend[i].id.Short(), err)
 		}
 		return nil
@@ -211,7 +211,7 @@ func (b *Batch) Commit() ([]ID, error) {
 	}
 	// 3. The directories that hold the names.
 	err = parallel(len(dirs), func(i int) error {
-		if err := syncDir(d.root, fanout(dirs[i])); err != nil {
+		if err := d.syncBlockDir(fanout(dirs[i])); err != nil {
 			return fmt.Errorf("fsync directory %s: %w", fanout(dirs[i]), err)
 		}
 		return nil

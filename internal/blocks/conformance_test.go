@@ -34,3 +34,14 @@ func TestCappedDiskStoreConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestEphemeralDiskStoreConformance(t *testing.T) {
+	blockstest.TestStore(t, func(t *testing.T) blocks.Store {
+		s, err := blocks.OpenDisk(t.TempDir(), blocks.DiskOptions{Ephemeral: true, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -53,6 +53,12 @@ type DiskOptions struct {
 	// Logger receives warnings (quarantined blocks, cap overruns). nil
 	// discards them.
 	Logger *slog.Logger
+	// Ephemeral is for a store thrown away with its process (the folder
+	// of one `p2pc run`, removed when it ends and swept when it died):
+	// blocks are written through the page cache and neither they nor
+	// their directories are fsynced, since no crash can need them. Whole
+	// files (Partial.Install, LinkFile) and pins stay durable.
+	Ephemeral bool
 }
 
 // DiskStore is a crash-consistent Store in a directory. A block is written
@@ -72,6 +78,10 @@ type DiskStore struct {
 	log      *slog.Logger
 	maxBytes int64
 	hard     bool
+	// ephemeral: DiskOptions.Ephemeral; syncs counts the fsyncs of blocks
+	// and of the directories that hold them (tests).
+	ephemeral bool
+	syncs     atomic.Int64
 
 	gcMu  sync.Mutex // one GC at a time
 	pinMu sync.Mutex // serializes writes of pin files
@@ -132,16 +142,17 @@ func OpenDisk(dir string, opts DiskOptions) (*DiskStore, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d := &DiskStore{
-		dir:      dir,
-		root:     root,
-		log:      log.With("component", "blocks", "dir", dir),
-		maxBytes: opts.MaxBytes,
-		hard:     opts.Hard,
-		pins:     make(map[string]map[ID]struct{}),
-		pinned:   make(map[ID]int),
-		objs:     make(map[ID]*object),
-		inObj:    make(map[ID]*object),
-		parts:    make(map[string]bool),
+		dir:       dir,
+		root:      root,
+		log:       log.With("component", "blocks", "dir", dir),
+		maxBytes:  opts.MaxBytes,
+		hard:      opts.Hard,
+		ephemeral: opts.Ephemeral,
+		pins:      make(map[string]map[ID]struct{}),
+		pinned:    make(map[ID]int),
+		objs:      make(map[ID]*object),
+		inObj:     make(map[ID]*object),
+		parts:     make(map[string]bool),
 	}
 	if err := d.open(); err != nil {
 		d.Close()
@@ -170,7 +181,7 @@ func (d *DiskStore) open() error {
 	// making 256 directories takes tens of milliseconds on a file system
 	// that has just freed many inodes.
 	for _, name := range []string{blocksDir, "."} {
-		if err := syncDir(d.root, name); err != nil {
+		if err := d.syncBlockDir(name); err != nil {
 			return err
 		}
 	}
@@ -286,7 +297,7 @@ func (d *DiskStore) fanoutDir(b byte) (string, error) {
 	if err := mkdirExist(d.root, name); err != nil {
 		return "", fmt.Errorf("make %s: %w", name, err)
 	}
-	if err := syncDir(d.root, blocksDir); err != nil {
+	if err := d.syncBlockDir(blocksDir); err != nil {
 		return "", fmt.Errorf("fsync %s: %w", blocksDir, err)
 	}
 	d.made[b] = true
@@ -597,7 +608,7 @@ func (d *DiskStore) writeTemp(id ID, data []byte) (string, *os.File, error) {
 	if err := f.Chmod(0o444); err != nil {
 		return fail(fmt.Errorf("chmod: %w", err))
 	}
-	if !direct {
+	if !direct && !d.ephemeral {
 		startWriteback(f)
 	}
 	return tmp, f, nil
@@ -613,7 +624,7 @@ func (d *DiskStore) writeTemp(id ID, data []byte) (string, *os.File, error) {
 // (perf: copy_folio_from_iter_atomic), and its write-back more again. It
 // reports false, having written nothing, where it does not apply.
 func (d *DiskStore) writeDirect(dir, tmp string, data []byte) (bool, error) {
-	if d.noDirect.Load() || len(data) == 0 || len(data)%dioAlign != 0 {
+	if d.ephemeral || d.noDirect.Load() || len(data) == 0 || len(data)%dioAlign != 0 {
 		return false, nil
 	}
 	df := openDirect(d.root, filepath.Join(d.dir, dir), tmp)
@@ -648,7 +659,7 @@ func (d *DiskStore) writeBlock(id ID, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := d.syncBlock(f); err != nil {
 		f.Close()
 		d.removeTemp(tmp)
 		return fmt.Errorf("fsync: %w", err)
@@ -662,7 +673,7 @@ func (d *DiskStore) writeBlock(id ID, data []byte) error {
 		return err
 	}
 	// The rename is only durable once the directory is.
-	if err := syncDir(d.root, fanout(id[0])); err != nil {
+	if err := d.syncBlockDir(fanout(id[0])); err != nil {
 		return fmt.Errorf("fsync directory: %w", err)
 	}
 	return nil
@@ -863,6 +874,24 @@ func mkdirExist(root *os.Root, name string) error {
 		return nil
 	}
 	return err
+}
+
+// syncBlock fsyncs a block's file, and syncBlockDir a directory of
+// blocks, unless the store is ephemeral.
+func (d *DiskStore) syncBlock(f *os.File) error {
+	if d.ephemeral {
+		return nil
+	}
+	d.syncs.Add(1)
+	return f.Sync()
+}
+
+func (d *DiskStore) syncBlockDir(name string) error {
+	if d.ephemeral {
+		return nil
+	}
+	d.syncs.Add(1)
+	return syncDir(d.root, name)
 }
 
 func syncDir(root *os.Root, name string) error {

@@ -119,6 +119,12 @@
 // most one batch. PutFile and the fetcher of internal/transfer write
 // through batches of 32 MiB.
 //
+// An ephemeral store (DiskOptions.Ephemeral: the folder of one `p2pc run`,
+// removed when the run ends and swept when it died) skips the fsyncs of
+// blocks and of their directories and writes through the page cache: no
+// crash can need its blocks. Names are still created by rename after the
+// bytes are written, so a reader never sees half a block.
+//
 // The tests kill real child processes with SIGKILL while they write blocks
 // and pins, and while they put and commit batches, then check that every
 // block the reopened store lists verifies, that every block whose Put or

@@ -10,8 +10,10 @@
 //
 //	OUT/job.db             the job's state, journaled as it changes (group commit,
 //	                       a few ms); the journal a rerun resumes from
-//	OUT/report.json        the run report, written from job.db when the run
-//	                       ends (and by `p2pc report OUT` at any time)
+//	OUT/report.json        the run report, written when the run ends from the
+//	                       text of the decided tasks kept as they were journaled
+//	                       (spool.go; job.db past its bound), the same bytes
+//	                       `p2pc report OUT` writes from job.db at any time
 //	OUT/tasks/<id>/...     each task's output files; a task whose output is only
 //	                       inline data (up to 1 MiB) gets no folder: its bytes
 //	                       are in job.db (table outputs), `p2pc export OUT`
@@ -28,7 +30,10 @@
 // run again. Every change to a task's record is marked (sched's
 // Env.Touched) and handed to the database's writer by one journal
 // goroutine; a failure of the database (a full disk) ends the run with
-// that error, and what was committed stays for the rerun. The shared
+// that error, and what was committed stays for the rerun. The journal
+// holds a running task's row back for up to a second (holdRunning): a
+// short task's row is written once, done, and job.db shows a running
+// task a second late at most (a rerun runs it again either way). The shared
 // state (vc) is journaled there too (vcjournal.go) and restored by the
 // rerun. Peers that finished tasks of the run while its coordinator was
 // gone hand those results over when the rerun enrols them (remote.go

@@ -21,13 +21,17 @@ import (
 //     to the job database: it is read back from there when asked for
 //     again (rare: a vote reopened, an attempt canceled late, a watcher).
 //
-// report.json is written at the end from the job database (EachTask), as
-// `p2pc report` writes it. All methods are called with the runner's lock
+// report.json is written at the end from the text of the records as they
+// left memory (spool.go), or from the job database (EachTask) as `p2pc
+// report` writes it: the same bytes. All methods are called with the runner's lock
 // (r.mu) held.
 type records struct {
 	r    *runner
 	kind []uint8 // by task
 	hot  map[int]*report.Task
+	// spool has report.json's text of the decided records that left
+	// memory (spool.go).
+	spool *spool
 }
 
 const (
@@ -37,7 +41,7 @@ const (
 )
 
 func newRecords(r *runner, n int) *records {
-	return &records{r: r, kind: make([]uint8, n), hot: map[int]*report.Task{}}
+	return &records{r: r, kind: make([]uint8, n), hot: map[int]*report.Task{}, spool: newSpool(n)}
 }
 
 // Len is the number of tasks.
@@ -98,6 +102,7 @@ func (rs *records) reused(i int) bool {
 // task's record leaves memory.
 func (rs *records) journaled(i int) {
 	if t := rs.hot[i]; t != nil && (t.State == report.TaskDone || t.State == report.TaskFailed) {
+		rs.spool.put(i, t)
 		rs.setCold(i)
 	}
 }

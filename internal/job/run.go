@@ -21,6 +21,7 @@ import (
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginbuild"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/report"
@@ -99,6 +100,12 @@ type RunOptions struct {
 	// Phase, if set, is told when each phase of the run ends (p2pc run
 	// --trace-phases: where the whole command's time goes).
 	Phase func(what string)
+	// Ending, if set, is called once the run no longer needs the swarm
+	// and its results are on disk: its tasks and reduce step are over,
+	// the peers were told, the job database is closed and report.json
+	// written (or failed to be). The caller may stop its node while the
+	// run closes its plugin processes and returns. It must not block.
+	Ending func()
 }
 
 // errNoReduce: the spec asks for a reduce step the plugin lacks.
@@ -124,6 +131,9 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 	}
 	if opts.Phase == nil {
 		opts.Phase = func(string) {}
+	}
+	if opts.Ending == nil {
+		opts.Ending = func() {}
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 30 * time.Second
@@ -163,12 +173,13 @@ type runner struct {
 	// durable says which journal passes the database committed (ack.go).
 	durable durability
 
-	mu      sync.Mutex     // guards rep, recs, dirty, touched and marked
+	mu      sync.Mutex     // guards rep, recs, dirty, touched, held and marks
 	rep     *report.Report // the job's fields; its Tasks are nil: recs
 	recs    *records
-	dirty   bool   // the job's own fields changed
-	touched []int  // tasks changed since the last journal
-	marked  []bool // by task: in touched
+	dirty   bool       // the job's own fields changed
+	touched []int      // tasks changed since the last journal
+	held    []heldTask // running tasks the journal holds back (holdRunning)
+	marks   []uint8    // by task: markTouched (in touched), markHeld (in held)
 
 	// pub is the job's hello to peers (publish.go).
 	pub published
@@ -227,7 +238,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	desc := make(chan described, 1)
 	go func() {
-		info, err := r.pool.Describe(ctx)
+		info, err := r.describe(ctx)
 		desc <- described{info, err}
 	}()
 	dbPath := filepath.Join(r.p.OutDir, jobdb.FileName)
@@ -253,6 +264,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 			return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
 		}
 		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
+	}
+	if errors.Is(dbErr, jobdb.ErrCorrupt) || errors.Is(dbErr, jobdb.ErrNewer) {
+		// Damage that reading the earlier run's state did not meet (an
+		// index): the database's check at opening found it.
+		return nil, damaged(r.p.OutDir, dbErr)
 	}
 	if dbErr != nil {
 		return nil, bad(dbErr)
@@ -281,7 +297,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return ids
 	}, keep, r.log)
 	r.kick = make(chan struct{}, 1)
-	r.marked = make([]bool, n)
+	r.marks = make([]uint8, n)
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
@@ -368,6 +384,51 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}
 	r.finish(report.StateComplete, "")
 	return r.rep, r.end(stopJournal)
+}
+
+// infoMemo names the form of the plugin's remembered Describe answer
+// (pluginproto.PluginInfo as JSON): a new form takes a new name.
+const infoMemo = "describe-v1"
+
+// describe asks the plugin what it is. A run that starts no plugin on
+// this machine (no local slots, no spot checks) takes the answer the
+// same executable gave before (the digest pins its bytes), so that the
+// plugin's start, confined, is not on the way to the first task; the
+// peers check the plugin as they start it. Any other run asks the
+// plugin, whose process then takes the first task, and remembers the
+// answer.
+func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
+	info, known := r.p.recallInfo()
+	if known && !r.p.StartsPlugin(r.opts.Slots) {
+		return info, nil
+	}
+	d := r.p.Plugin.Digest
+	info, err := r.pool.Describe(ctx)
+	if err == nil && !known {
+		if err := pluginbuild.RememberInfo(r.p.cacheDir, infoMemo, d, info); err != nil {
+			r.log.Debug("plugin info not remembered", "err", err)
+		}
+	}
+	return info, err
+}
+
+// recallInfo is the plugin's Describe answer an earlier run remembered
+// (known false: none).
+func (p *Prepared) recallInfo() (info pluginproto.PluginInfo, known bool) {
+	known = pluginbuild.RecallInfo(p.cacheDir, infoMemo, p.Plugin.Digest, &info)
+	return info, known
+}
+
+// StartsPlugin says whether a run with slots local slots starts the
+// plugin on this machine: to run tasks, for spot checks, or, with no
+// local slots, only to ask it what it is when no earlier run remembered
+// its answer (describe).
+func (p *Prepared) StartsPlugin(slots int) bool {
+	if slots > 0 || p.Spec.Verify.SpotCheck > 0 {
+		return true
+	}
+	_, known := p.recallInfo()
+	return !known
 }
 
 // newRunID is the run's name (report.Report.Run): the earlier run's, if
@@ -482,10 +543,16 @@ func (r *runner) finish(state, msg string) {
 	r.dirty = true
 }
 
+// Task marks (runner.marks).
+const (
+	markTouched uint8 = 1 << iota // in touched: to be journaled
+	markHeld                      // in held: its change waits a pass
+)
+
 // touchLocked marks task i for the journal (r.mu held).
 func (r *runner) touchLocked(i int) {
-	if !r.marked[i] {
-		r.marked[i] = true
+	if r.marks[i]&markTouched == 0 {
+		r.marks[i] |= markTouched
 		r.touched = append(r.touched, i)
 	}
 	r.wake()
@@ -499,9 +566,28 @@ func (r *runner) wake() {
 	}
 }
 
-// journalLocked hands what changed to the job database (r.mu held); its
+// journalLocked hands every change to the job database (r.mu held); its
 // writer commits it within a few milliseconds.
-func (r *runner) journalLocked() error {
+func (r *runner) journalLocked() error { return r.journalPassLocked(false) }
+
+// heldTask is a running task whose row the journal holds back, since at.
+type heldTask struct {
+	task int
+	at   time.Time
+}
+
+// holdRunning is how long the journal holds back the row of a task that
+// is running (journalPassLocked).
+const holdRunning = time.Second
+
+// journalPassLocked hands what changed to the job database (r.mu held).
+// With hold, the change of a task that is running (a new lease, mostly)
+// waits up to holdRunning before its row is written: a fine-grained task
+// is done by then, and its row is written once, done, rather than
+// running and then done. Nothing of a result waits: the database shows a
+// running task late, and a rerun after a crash runs a task that was
+// running again whatever its row says.
+func (r *runner) journalPassLocked(hold bool) error {
 	pass := r.durable.passes.Add(1)
 	if r.dirty {
 		if err := r.db.PutJob(r.rep); err != nil {
@@ -509,16 +595,39 @@ func (r *runner) journalLocked() error {
 		}
 		r.dirty = false
 	}
+	// What was held back for holdRunning is written now (unless it was
+	// since: then it is no longer marked held).
+	now := time.Now()
+	held := r.held[:0]
+	for _, h := range r.held {
+		switch m := r.marks[h.task]; {
+		case m&markHeld == 0, m&markTouched != 0:
+			// Written since, or to be written below (held: not again).
+		case !hold || now.Sub(h.at) >= holdRunning:
+			r.marks[h.task] |= markTouched
+			r.touched = append(r.touched, h.task)
+		default:
+			held = append(held, h)
+		}
+	}
+	r.held = held
 	for _, i := range r.touched {
-		r.marked[i] = false
 		if r.recs.kind[i] == recFresh {
 			// Never tried: journaled as pending, kept out of memory.
+			r.marks[i] = 0
 			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := r.db.PutTask(i, r.recs.Task(i)); err != nil {
+		t := r.recs.Task(i)
+		if hold && r.marks[i]&markHeld == 0 && t.State == report.TaskRunning {
+			r.marks[i] = markHeld
+			r.held = append(r.held, heldTask{i, now})
+			continue
+		}
+		r.marks[i] = 0
+		if err := r.db.PutTask(i, t); err != nil {
 			return err
 		}
 		r.recs.journaled(i)
@@ -526,6 +635,9 @@ func (r *runner) journalLocked() error {
 	r.touched = r.touched[:0]
 	if cap(r.touched) > 1<<16 {
 		r.touched = nil // the start's list of every task: not kept for the run
+	}
+	if len(r.held) > 0 {
+		r.wake() // the next pass writes them
 	}
 	// Once the writer committed what this pass handed it (and all before).
 	return r.db.OnCommit(func(err error) {
@@ -549,7 +661,7 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 				return
 			case <-r.kick:
 				r.mu.Lock()
-				err := r.journalLocked()
+				err := r.journalPassLocked(true)
 				r.mu.Unlock()
 				if err == nil {
 					err = r.db.Err()
@@ -609,22 +721,56 @@ func (r *runner) journalFresh(fail context.CancelCauseFunc) {
 const journalPace = 50 * time.Millisecond
 
 // end stops the journal, journals the last changes, closes the database
-// and writes report.json.
+// and writes report.json. When the records that left memory are all in
+// the spool, report.json is written from memory while the database
+// commits its last changes and closes, and goes in place once they are
+// on disk: report.json never says more than job.db holds.
 func (r *runner) end(stopJournal func()) error {
+	defer r.opts.Ending()
 	stopJournal()
 	r.mu.Lock()
 	err := r.journalLocked()
-	r.mu.Unlock()
-	if cerr := r.db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err != nil || !r.recs.spool.covers(r.recs) {
+		r.mu.Unlock()
+		if cerr := r.db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		r.opts.Phase("journal closed")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		err = r.writeReport(context.Background())
+		r.opts.Phase("report written (read back from the job database)")
 		return err
 	}
+	type prepared struct {
+		p   *report.Pending
+		err error
+	}
+	done := make(chan prepared, 1)
+	go func() {
+		// r.mu is held until the report is written: nothing changes the
+		// records under it.
+		defer r.mu.Unlock()
+		p, err := report.PrepareRaw(r.p.OutDir, r.rep, r.recs.spool.each(r.recs))
+		done <- prepared{p, err}
+	}()
+	err = r.db.Close()
 	r.opts.Phase("journal closed")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	err = r.writeReport(context.Background())
+	rp := <-done
+	r.opts.Phase("report prepared")
+	switch {
+	case err != nil:
+		if rp.p != nil {
+			rp.p.Abort()
+		}
+		return err
+	case rp.err != nil:
+		return rp.err
+	}
+	err = rp.p.Commit()
 	r.opts.Phase("report written")
 	return err
 }

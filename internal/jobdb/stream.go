@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/report"
 )
@@ -288,4 +290,42 @@ func (db *DB) Done(ctx context.Context, fn func(idx int, digest string) error) e
 		}
 		return fn(i, d)
 	}, report.TaskDone)
+}
+
+// AsStored returns task t as EachTask reads it back once PutTask wrote it
+// (t itself when that is t's encoding in report.json already, else a
+// copy that shares what it does not change): times in UTC, no parameters
+// as null, no attempts as an empty list, a partial result's text dropped
+// when it has bytes. A run writes report.json from the records it holds
+// through it, and `p2pc report` from the database: the same bytes.
+func AsStored(t *report.Task) *report.Task {
+	utc := func(tm time.Time) bool { return tm.Location() == time.UTC }
+	same := len(t.Params) > 0 && t.Attempts != nil
+	for _, a := range t.Attempts {
+		same = same && utc(a.Start) && utc(a.End)
+	}
+	for _, p := range t.Partials {
+		same = same && utc(p.Time) && (p.Bytes == nil || p.Text == "")
+	}
+	if same {
+		return t
+	}
+	c := *t
+	if len(c.Params) == 0 {
+		c.Params = json.RawMessage("null")
+	}
+	c.Attempts = make([]report.Attempt, len(t.Attempts))
+	for i, a := range t.Attempts {
+		a.Start, a.End = parseTime(fmtTime(a.Start)), parseTime(fmtTime(a.End))
+		c.Attempts[i] = a
+	}
+	c.Partials = slices.Clone(t.Partials)
+	for i := range c.Partials {
+		p := &c.Partials[i]
+		p.Time = parseTime(fmtTime(p.Time))
+		if p.Bytes != nil {
+			p.Text = ""
+		}
+	}
+	return &c
 }

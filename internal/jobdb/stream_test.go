@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/report"
 )
@@ -160,5 +161,64 @@ func TestStreamReport(t *testing.T) {
 	}
 	if _, err := encoded(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("StreamReport of an empty folder: %v", err)
+	}
+}
+
+// TestAsStored: a task's record through AsStored encodes in report.json as
+// the record PutTask wrote and EachTask reads back does, byte for byte.
+func TestAsStored(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	db := open(t, path)
+	paris := time.FixedZone("Paris", 3600)
+	local := time.Date(2026, 11, 24, 11, 2, 3, 456789012, paris)
+	id := "0123456-89ab-cdef-0123-4567-89ab-cdef"
+	tasks := []report.Task{
+		{ID: "plain", Params: json.RawMessage(`{"i":1}`), State: report.TaskDone, Peer: "n@" + id, Digest: "aa", Files: []string{"tasks/plain/data"},
+			Attempts: []report.Attempt{{Peer: "n@" + id, Start: t0, End: t0.Add(time.Millisecond), Outcome: report.OutcomeOK}}},
+		{ID: "nils", State: report.TaskFailed, Error: "boom", Files: []string{}},
+		{ID: "empty", Params: json.RawMessage{}, State: report.TaskPending, Attempts: []report.Attempt{}, Votes: []report.Vote{}},
+		{ID: "local", Params: json.RawMessage(`[1, 2]`), State: report.TaskDone, Peer: "p", PeerID: "x", Checkpoints: 3, Verdict: "v",
+			Attempts: []report.Attempt{{Peer: "p", Start: local, End: time.Time{}, Outcome: report.OutcomeLost, Error: "gone", Resumed: true, Check: true, HandedOver: true}},
+			Votes:    []report.Vote{{Peer: "p@" + id, Digest: "d"}, {Peer: "q", PeerID: "y", Digest: "e"}},
+			Partials: []report.Partial{{Time: local, Peer: "p", Text: "both", Bytes: []byte{0xff}, Truncated: true}, {Time: t0, Peer: "p", Text: "half"}}},
+	}
+	for i := range tasks {
+		if err := db.PutTask(i, &tasks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenClosed(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	n := 0
+	if err := ro.EachTask(ctx, func(i int, read *report.Task) error {
+		n++
+		want, err := report.AppendTask(nil, read)
+		if err != nil {
+			return err
+		}
+		before, _ := json.Marshal(tasks[i])
+		got, err := report.AppendTask(nil, AsStored(&tasks[i]))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("task %s: through AsStored\n%s\nread back\n%s", tasks[i].ID, got, want)
+		}
+		if after, _ := json.Marshal(tasks[i]); !bytes.Equal(after, before) {
+			t.Errorf("task %s: AsStored changed the record", tasks[i].ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(tasks) {
+		t.Fatalf("read %d tasks, want %d", n, len(tasks))
 	}
 }

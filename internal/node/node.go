@@ -32,6 +32,10 @@ type Config struct {
 	Slots int
 	// DataDir holds the block store, plugins and job folders.
 	DataDir string
+	// EphemeralStore: DataDir is thrown away with the node (a `p2pc run`'s
+	// own folder, removed when the run ends and swept when it died), so
+	// its block store fsyncs no block (blocks.DiskOptions.Ephemeral).
+	EphemeralStore bool
 	// Listen is the gRPC listen address (default 127.0.0.1:0).
 	Listen string
 	// Advertise is the address (host or host:port) peers dial (default:
@@ -153,7 +157,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("node: no swarm credentials")
 	}
 	log := cfg.Logger.With("component", "node", "node", cfg.Name, "id", cfg.Creds.ID().String())
-	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), cfg.Volunteer.storeOptions(cfg.Logger))
+	storeOpts := cfg.Volunteer.storeOptions(cfg.Logger)
+	storeOpts.Ephemeral = cfg.EphemeralStore
+	store, err := blocks.OpenDisk(filepath.Join(cfg.DataDir, "store"), storeOpts)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

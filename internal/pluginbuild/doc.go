@@ -22,5 +22,8 @@
 // last digest.StableAfter (2 s: a file rewritten within its timestamps'
 // granularity could otherwise keep its identity). The plugin host is told
 // the identity it was hashed at (Plugin.Identity), so it does not hash
-// the executable again either.
+// the executable again either. A plugin's answer to Describe is
+// remembered there too, by the executable's digest (RememberInfo), so
+// that a run that starts no plugin on its own machine (no local slots)
+// does not start one only to ask it what it is.
 package pluginbuild

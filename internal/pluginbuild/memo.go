@@ -200,3 +200,37 @@ func envFiles(goBin, dir string) []string {
 	}
 	return files
 }
+
+// infoMemo is a plugin's remembered answer to Describe.
+type infoMemo struct {
+	Digest digest.ID       `json:"digest"`
+	Info   json.RawMessage `json:"info"`
+}
+
+// RecallInfo reads into v what RememberInfo remembered for the plugin
+// executable of digest d under kind (false: nothing, or unreadable).
+func RecallInfo(cacheDir, kind string, d digest.ID, v any) bool {
+	if cacheDir == "" {
+		return false
+	}
+	var m infoMemo
+	if !readMemo(memoPath(cacheDir, kind, d.String()), &m) || m.Digest != d {
+		return false
+	}
+	return json.Unmarshal(m.Info, v) == nil
+}
+
+// RememberInfo remembers v, what the plugin executable of digest d said
+// of itself (its Describe answer, in the form kind names), so that a run
+// that starts no plugin on this machine knows it without starting one:
+// the digest pins the bytes, and so the answer.
+func RememberInfo(cacheDir, kind string, d digest.ID, v any) error {
+	if cacheDir == "" {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("remember plugin info: %w", err)
+	}
+	return writeMemo(memoPath(cacheDir, kind, d.String()), infoMemo{Digest: d, Info: b})
+}

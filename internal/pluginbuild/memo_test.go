@@ -154,3 +154,33 @@ func mustStat(t *testing.T, path string) os.FileInfo {
 	}
 	return fi
 }
+
+// TestInfoMemo: a remembered Describe answer is given back for the same
+// digest and kind only.
+func TestInfoMemo(t *testing.T) {
+	type info struct{ Name, Version string }
+	cache := t.TempDir()
+	d := digest.Sum([]byte("plugin a"))
+	var got info
+	if RecallInfo(cache, "describe-v1", d, &got) {
+		t.Fatal("recalled an answer never remembered")
+	}
+	if err := RememberInfo(cache, "describe-v1", d, info{"echo", "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if !RecallInfo(cache, "describe-v1", d, &got) || got != (info{"echo", "1.0.0"}) {
+		t.Fatalf("recalled %+v", got)
+	}
+	for name, c := range map[string]struct {
+		dir, kind string
+		d         digest.ID
+	}{
+		"another digest": {cache, "describe-v1", digest.Sum([]byte("plugin b"))},
+		"another kind":   {cache, "describe-v2", d},
+		"no cache":       {"", "describe-v1", d},
+	} {
+		if RecallInfo(c.dir, c.kind, c.d, &got) {
+			t.Errorf("%s: recalled %+v", name, got)
+		}
+	}
+}

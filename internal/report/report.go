@@ -239,6 +239,21 @@ func Encode(w io.Writer, r *Report) error {
 // writes a report that holds them: one task in memory at a time (each
 // may reuse the task it yields).
 func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) error) error {
+	var b []byte
+	return EncodeRaw(w, head, func(yield func(raw []byte) error) error {
+		return each(func(t *Task) error {
+			var err error
+			if b, err = AppendTask(b[:0], t); err != nil {
+				return err
+			}
+			return yield(b)
+		})
+	})
+}
+
+// EncodeRaw is EncodeEach for tasks already encoded: each yields every
+// task as AppendTask encodes it (raw is read before yield returns).
+func EncodeRaw(w io.Writer, head *Report, each func(yield func(raw []byte) error) error) error {
 	h := *head
 	h.Tasks = []Task{}
 	h.SplitPeerIDs()
@@ -252,7 +267,7 @@ func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) er
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
-	err = each(func(t *Task) error {
+	err = each(func(raw []byte) error {
 		if n == 0 {
 			bw.Write(data[:len(data)-len(empty)])
 			bw.WriteString("[\n")
@@ -260,13 +275,8 @@ func EncodeEach(w io.Writer, head *Report, each func(yield func(*Task) error) er
 			bw.WriteString(",\n")
 		}
 		n++
-		t.splitPeerIDs()
-		b, err := json.MarshalIndent(t, "    ", "  ")
-		if err != nil {
-			return fmt.Errorf("encode report: task %s: %w", t.ID, err)
-		}
-		bw.WriteString("    ")
-		_, err = bw.Write(b)
+		bw.WriteString(taskPrefix)
+		_, err := bw.Write(raw)
 		return err
 	})
 	if err != nil {
@@ -297,6 +307,50 @@ func Read(dir string) (*Report, error) {
 	}
 	return &r, nil
 }
+
+// Pending is a report.json written and synced under a temporary name in
+// its folder, not in place yet: Commit puts it in place, Abort removes
+// it. A reader never sees it half written.
+type Pending struct {
+	tmp, path string
+}
+
+// PrepareRaw writes the report EncodeRaw writes into a temporary file in
+// dir and syncs it; Commit makes it dir/report.json.
+func PrepareRaw(dir string, head *Report, each func(yield func(raw []byte) error) error) (*Pending, error) {
+	path := filepath.Join(dir, FileName)
+	f, err := os.CreateTemp(dir, "."+FileName+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	err = EncodeRaw(f, head, each)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &Pending{tmp: f.Name(), path: path}, nil
+}
+
+// Commit renames the report into place and syncs its folder.
+func (p *Pending) Commit() error {
+	if err := os.Rename(p.tmp, p.path); err != nil {
+		os.Remove(p.tmp)
+		return fmt.Errorf("write %s: %w", p.path, err)
+	}
+	return SyncDir(filepath.Dir(p.path))
+}
+
+// Abort removes the report not committed.
+func (p *Pending) Abort() { os.Remove(p.tmp) }
 
 // WriteFileAtomic writes data to path through a temp file in the same
 // folder, fsyncs it, renames it into place and fsyncs the folder.

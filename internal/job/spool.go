@@ -1,0 +1,104 @@
+package job
+
+import (
+	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/report"
+)
+
+// spool keeps report.json's text of the tasks this run decided, encoded
+// as their records leave memory (records.journaled), so that the run's
+// end writes report.json from memory (spool.each) instead of reading
+// every task back from the job database, and while the database commits
+// its last changes and closes. It is bounded: past spoolBudget bytes, or
+// for a job of more than spoolMaxTasks tasks, it is off, and report.json
+// is read back from the database. All methods are called with the
+// runner's lock (r.mu) held.
+type spool struct {
+	on  bool
+	buf []byte
+	// at is by task: where in buf its text is (n 0: none).
+	at []spoolRef
+}
+
+type spoolRef struct{ off, n uint32 }
+
+const (
+	// spoolBudget bounds the spool's text (about 350 bytes per task of
+	// one attempt: some 90,000 tasks), below the live heap at which the
+	// collector runs at its default rate (cmd/p2pc's bigHeap, 48 MiB).
+	spoolBudget = 32 << 20
+	// spoolMaxTasks: a larger job keeps no spool (its index alone would
+	// be 8 bytes per task).
+	spoolMaxTasks = 1 << 17
+)
+
+func newSpool(n int) *spool {
+	if n > spoolMaxTasks {
+		return &spool{}
+	}
+	return &spool{on: true, at: make([]spoolRef, n)}
+}
+
+// put encodes task i's record t, as the job database holds it.
+func (s *spool) put(i int, t *report.Task) {
+	if !s.on {
+		return
+	}
+	off := len(s.buf)
+	b, err := report.AppendTask(s.buf, jobdb.AsStored(t))
+	if err != nil || len(b) > spoolBudget {
+		// The database's copy is read instead (and an error met again).
+		s.on, s.buf, s.at = false, nil, nil
+		return
+	}
+	s.buf = b
+	s.at[i] = spoolRef{uint32(off), uint32(len(b) - off)}
+}
+
+// covers says whether the spool holds every task whose record is in the
+// job database only (cold): not when it is off, nor when the run reused
+// tasks of an earlier run as they are.
+func (s *spool) covers(rs *records) bool {
+	if !s.on {
+		return false
+	}
+	for i, k := range rs.kind {
+		if k == recCold && s.at[i].n == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// each yields every task's text in task order (report.EncodeRaw): a
+// cold one's from the spool, the others encoded from memory (a task in
+// memory as it is, a task never tried as the spec gives it). It needs
+// covers.
+func (s *spool) each(rs *records) func(yield func(raw []byte) error) error {
+	return func(yield func(raw []byte) error) error {
+		var b []byte
+		for i, k := range rs.kind {
+			var t *report.Task
+			switch k {
+			case recCold:
+				ref := s.at[i]
+				if err := yield(s.buf[ref.off : ref.off+ref.n]); err != nil {
+					return err
+				}
+				continue
+			case recHot:
+				t = rs.hot[i]
+			default:
+				t = rs.fresh(i)
+			}
+			var err error
+			if b, err = report.AppendTask(b[:0], jobdb.AsStored(t)); err != nil {
+				return err
+			}
+			if err := yield(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

@@ -46,6 +46,8 @@
 // ErrNotFound. Settle(nil) lets the waiting reads read the block from
 // disk (verified as any read is; a block the put did not write, because
 // the file changed, is then not found), Settle(err) fails them with err.
+// Expectation.Also promises another file's blocks beside, settled on its
+// own but wanted together.
 // `p2pc run` promises the plugin and the inputs of a rerun this way and
 // puts them only when a peer asks (internal/job, publish.go).
 //

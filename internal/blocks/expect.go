@@ -16,18 +16,31 @@ import (
 // err. Whoever made the expectation puts the file once it is Wanted (or
 // at once) and must Settle it in every case, a cancelled run included.
 type Expectation struct {
-	d        *DiskStore
-	ids      []ID
-	want     chan struct{}
-	wantOnce sync.Once
-	done     chan struct{}
-	err      error // set before done is closed
+	d    *DiskStore
+	ids  []ID
+	want *wanted // shared with the expectations made by Also
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// wanted is closed at the first read of a promised block not held.
+type wanted struct {
+	c    chan struct{}
+	once sync.Once
 }
 
 // Expect promises ids (see Expectation). An ID already promised by
 // another open expectation is taken over by this one.
 func (d *DiskStore) Expect(ids []ID) *Expectation {
-	e := &Expectation{d: d, ids: ids, want: make(chan struct{}), done: make(chan struct{})}
+	return d.expect(ids, &wanted{c: make(chan struct{})})
+}
+
+// Also promises ids as a further expectation, settled on its own (one
+// file of several), whose reads close the same Wanted channel as e's.
+func (e *Expectation) Also(ids []ID) *Expectation { return e.d.expect(ids, e.want) }
+
+func (d *DiskStore) expect(ids []ID, w *wanted) *Expectation {
+	e := &Expectation{d: d, ids: ids, want: w, done: make(chan struct{})}
 	d.expMu.Lock()
 	defer d.expMu.Unlock()
 	if d.expected == nil {
@@ -39,9 +52,10 @@ func (d *DiskStore) Expect(ids []ID) *Expectation {
 	return e
 }
 
-// Wanted is closed when a Get or ReadBlock first asked for a promised
-// block the store does not hold yet.
-func (e *Expectation) Wanted() <-chan struct{} { return e.want }
+// Wanted is closed when a Get or ReadBlock first asked for a block
+// promised by e (or by an expectation e made with Also, or that made e)
+// that the store does not hold yet.
+func (e *Expectation) Wanted() <-chan struct{} { return e.want.c }
 
 // Settle ends the expectation: with err nil, the blocks are in the store;
 // with an error, every read waiting for a promised block fails with it.
@@ -80,7 +94,7 @@ func (d *DiskStore) awaitExpected(ctx context.Context, id ID) (retry bool, err e
 	if e == nil {
 		return false, nil
 	}
-	e.wantOnce.Do(func() { close(e.want) })
+	e.want.once.Do(func() { close(e.want.c) })
 	select {
 	case <-e.done:
 	case <-ctx.Done():

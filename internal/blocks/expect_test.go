@@ -130,3 +130,43 @@ func TestExpectationMetByOtherBytes(t *testing.T) {
 		t.Fatalf("Get of a promised block never written: %v; want ErrNotFound", err)
 	}
 }
+
+// Expectations made with Also share Wanted and are settled one by one.
+func TestExpectationAlso(t *testing.T) {
+	s, first, m, _, data := promised(t)
+	ctx := t.Context()
+	other := []byte("a second file, promised beside the first")
+	om, oid, err := blocks.PutFile(ctx, blocks.NewMemStore(), bytes.NewReader(other), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := first.Also([]blocks.ID{oid, om.Blocks[0]})
+	got := make(chan error, 1)
+	go func() {
+		b, err := s.Get(ctx, om.Blocks[0])
+		if err == nil && !bytes.Equal(b, other) {
+			err = errors.New("Get returned other bytes")
+		}
+		got <- err
+	}()
+	<-first.Wanted() // a read of the second file's block
+	if _, _, err := blocks.PutFile(ctx, s, bytes.NewReader(data), 4096); err != nil {
+		t.Fatal(err)
+	}
+	first.Settle(nil)
+	if _, err := s.Get(ctx, m.Blocks[0]); err != nil {
+		t.Fatalf("first file settled: %v", err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("read of the second file returned before it was settled: %v", err)
+	default:
+	}
+	if _, _, err := blocks.PutFile(ctx, s, bytes.NewReader(other), 4096); err != nil {
+		t.Fatal(err)
+	}
+	second.Settle(nil)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}

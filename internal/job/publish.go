@@ -69,9 +69,9 @@ func (r *runner) startPublish(ctx context.Context) (stop func()) {
 
 // runPublish makes the hello and publishes the job's files (published).
 func (r *runner) runPublish(ctx context.Context) {
-	h, exp := r.recallHello()
-	if exp == nil {
-		h, err := r.buildHello(ctx, true)
+	h, exps := r.recallHello()
+	if exps == nil {
+		h, err := r.buildHello(ctx)
 		r.pub.hello, r.pub.err = h, err
 		close(r.pub.ready)
 		r.opts.Phase("job published")
@@ -80,25 +80,38 @@ func (r *runner) runPublish(ctx context.Context) {
 	r.pub.hello = h
 	close(r.pub.ready)
 	r.opts.Phase("job hello recalled (blocks published when a peer asks)")
-	select {
-	case <-exp.Wanted():
-	case <-ctx.Done():
-		exp.Settle(ctx.Err())
-		return
-	}
-	got, err := r.buildHello(ctx, false)
-	if err == nil {
-		err = sameFiles(h, got)
-	}
-	exp.Settle(err)
-	if err != nil {
-		r.pub.mu.Lock()
-		r.pub.err = err
-		r.pub.mu.Unlock()
-		if ctx.Err() == nil {
-			r.log.Warn("publish job blocks; peers that lack them cannot take part", "err", err)
+	var err error
+	defer func() {
+		for _, e := range exps {
+			e.Settle(err) // those not settled yet: the error that ended publishing
 		}
+	}()
+	select {
+	case <-exps[0].Wanted(): // shared by all
+	case <-ctx.Done():
+		err = ctx.Err()
 		return
+	}
+	// File by file, in the hello's order (the plugin first), each
+	// settled as soon as it is in the store.
+	refs := helloFiles(h)
+	for i, f := range r.files() {
+		var id blocks.ID
+		if _, id, err = r.putFile(ctx, r.opts.Remote.Store, f, false); err != nil {
+			err = r.storeFault(r.opts.Remote.Store, fmt.Errorf("publish %s: %w", f.name, err))
+		} else if id != blocks.ID(refs[i].FileId) {
+			err = fmt.Errorf("publish %s: %w", f.name, errChangedFile)
+		}
+		if err != nil {
+			r.pub.mu.Lock()
+			r.pub.err = err
+			r.pub.mu.Unlock()
+			if ctx.Err() == nil {
+				r.log.Warn("publish job blocks; peers that lack them cannot take part", "err", err)
+			}
+			return
+		}
+		exps[i].Settle(nil)
 	}
 	r.opts.Phase("job published")
 }
@@ -158,20 +171,25 @@ func (r *runner) files() []jobFile {
 	return fs
 }
 
-// hello completes h with refs, the plugin's first.
+// withFiles completes h with refs, the plugin's first.
 func withFiles(h *peerpb.Hello, refs []*peerpb.FileRef) *peerpb.Hello {
 	h.Plugin, h.Inputs = refs[0], refs[1:]
 	return h
 }
 
+// helloFiles lists the files h names, in the order of runner.files.
+func helloFiles(h *peerpb.Hello) []*peerpb.FileRef {
+	return append([]*peerpb.FileRef{h.Plugin}, h.Inputs...)
+}
+
 // buildHello puts the plugin and the inputs into the block store and
-// returns the hello that names them. With remember, it remembers the
-// manifest of each file whose content was the one its digest names.
-func (r *runner) buildHello(ctx context.Context, remember bool) (*peerpb.Hello, error) {
+// returns the hello that names them. It remembers the manifest of each
+// file whose content was the one its digest names.
+func (r *runner) buildHello(ctx context.Context) (*peerpb.Hello, error) {
 	ro := r.opts.Remote
 	var refs []*peerpb.FileRef
 	for _, f := range r.files() {
-		m, id, err := r.putFile(ctx, ro.Store, f, remember)
+		m, id, err := r.putFile(ctx, ro.Store, f, true)
 		if err != nil {
 			return nil, r.storeFault(ro.Store, fmt.Errorf("publish %s: %w", f.name, err))
 		}
@@ -209,10 +227,11 @@ func (r *runner) putFile(ctx context.Context, s blocks.Store, f jobFile, remembe
 }
 
 // recallHello makes the hello from the remembered manifests of the job's
-// files, and promises their blocks to the store. It returns a nil
-// expectation when a manifest is not remembered, a file's size is not the
-// manifest's, or the store cannot promise blocks.
-func (r *runner) recallHello() (*peerpb.Hello, *blocks.Expectation) {
+// files, and promises each file's blocks to the store (one expectation a
+// file, in the order of runner.files). It returns no expectations when a
+// manifest is not remembered, a file's size is not the manifest's, or the
+// store cannot promise blocks.
+func (r *runner) recallHello() (*peerpb.Hello, []*blocks.Expectation) {
 	st, ok := r.opts.Remote.Store.(interface {
 		Expect([]blocks.ID) *blocks.Expectation
 	})
@@ -221,7 +240,7 @@ func (r *runner) recallHello() (*peerpb.Hello, *blocks.Expectation) {
 	}
 	var (
 		refs []*peerpb.FileRef
-		ids  []blocks.ID
+		ids  [][]blocks.ID
 	)
 	for _, f := range r.files() {
 		var enc []byte
@@ -236,24 +255,14 @@ func (r *runner) recallHello() (*peerpb.Hello, *blocks.Expectation) {
 			return nil, nil
 		}
 		id := blocks.Sum(enc)
-		ids = append(append(ids, id), m.Blocks...)
+		ids = append(ids, append([]blocks.ID{id}, m.Blocks...))
 		refs = append(refs, &peerpb.FileRef{Name: f.name, FileId: id[:], Size: m.Size, Digest: f.digest[:]})
 	}
-	return withFiles(r.helloBase(), refs), st.Expect(ids)
-}
-
-// sameFiles checks that the files put (got) are the ones the recalled
-// hello promised (want): a file changed on disk since its digest was
-// taken is not served under the old name.
-func sameFiles(want, got *peerpb.Hello) error {
-	w := append([]*peerpb.FileRef{want.Plugin}, want.Inputs...)
-	g := append([]*peerpb.FileRef{got.Plugin}, got.Inputs...)
-	for i := range w {
-		if string(w[i].FileId) != string(g[i].FileId) {
-			return fmt.Errorf("publish %s: %w", w[i].Name, errChangedFile)
-		}
+	exps := []*blocks.Expectation{st.Expect(ids[0])}
+	for _, more := range ids[1:] {
+		exps = append(exps, exps[0].Also(more))
 	}
-	return nil
+	return withFiles(r.helloBase(), refs), exps
 }
 
 // errChangedFile: a job file's content is no longer the one its digest

@@ -35,3 +35,30 @@ func BenchmarkCanonical64(b *testing.B) {
 		j.Canonical()
 	}
 }
+
+// BenchmarkTaskParamsJSON encodes a range task's params (the echo
+// tracker's: {i, sleep_ms}) as the coordinator does for each task:
+// from=map is the canonical encoding of the task's params map,
+// from=pieces (TaskParamsJSON) the segment's pieces encoded once.
+func BenchmarkTaskParamsJSON(b *testing.B) {
+	j, err := Parse("bench.yaml", []byte("plugin: p\nparams: {sleep_ms: 0}\ntasks: [{range: {param: i, from: 0, to: 65535}}]"), "/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("from=map", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			encode(nonNil(j.Tasks.At(i & 0xffff).Params))
+			i++
+		}
+	})
+	b.Run("from=pieces", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			j.TaskParamsJSON(i & 0xffff)
+			i++
+		}
+	})
+}

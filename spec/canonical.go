@@ -118,7 +118,7 @@ func (j *Job) WriteCanonical(w io.Writer) error {
 // TaskParamsJSON returns task i's params as a canonical JSON object, the
 // form plugins receive. It panics if i is out of range.
 func (j *Job) TaskParamsJSON(i int) []byte {
-	return encode(nonNil(j.Tasks.At(i).Params))
+	return j.Tasks.paramsJSON(i)
 }
 
 func nonNil(m map[string]any) map[string]any {

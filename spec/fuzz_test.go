@@ -53,6 +53,11 @@ func FuzzParse(f *testing.F) {
 		if job.Timeout <= 0 || job.Timeout > MaxTimeout || job.Retries < 0 || job.Retries > MaxRetries {
 			t.Fatalf("bad limits %+v", job)
 		}
+		for _, i := range []int{0, job.Tasks.Len() / 2, job.Tasks.Len() - 1} {
+			if got, want := string(job.TaskParamsJSON(i)), string(encode(nonNil(job.Tasks.At(i).Params))); got != want {
+				t.Fatalf("task %d: params %s, encoded from its map %s", i, got, want)
+			}
+		}
 		v := job.Verify
 		if v.Replicas < 1 || v.Quorum < 1 || v.Quorum > v.Replicas || v.MaxReplicas < v.Replicas {
 			t.Fatalf("bad verify %+v", v)

@@ -1,9 +1,11 @@
 package spec
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Tasks is a job's task list, in spec order. Generators (range, grid) are
@@ -28,6 +30,105 @@ type segment struct {
 	from, step int64
 	// grid (axes != nil)
 	axes []axis
+	// enc is a generator's params encoded once (paramsJSON), shared by
+	// the copies of the list; nil for a single task.
+	enc *paramsEnc
+}
+
+// paramsEnc is a segment's params as canonical JSON, in pieces: each key
+// in sorted order with its value encoded, or the generated parameter
+// (range) or axis (grid) that gives it per task.
+type paramsEnc struct {
+	once    sync.Once
+	entries []paramsEntry
+	// axes holds each grid axis's values, encoded.
+	axes [][][]byte
+	// size is about the length of a task's params: room made at once.
+	size int
+}
+
+type paramsEntry struct {
+	key []byte // `"key":`
+	val []byte // the base's value; nil for a generated one
+	// axis is the grid axis of a generated value; -1: the range param.
+	axis int
+}
+
+// paramsJSON appends the params of the segment's task k (its index in
+// the segment) to b as canonical JSON, the bytes encode(At(i).Params)
+// gives, without a map or reflection per task.
+func (s *segment) paramsJSON(b []byte, k int) []byte {
+	e := s.enc
+	e.once.Do(func() { e.build(s) })
+	b = slices.Grow(b, e.size)
+	// The grid's odometer: the last axis turns fastest.
+	var idx [8]int
+	var pos []int
+	if s.axes != nil {
+		pos = idx[:0]
+		if len(s.axes) > len(idx) {
+			pos = make([]int, 0, len(s.axes))
+		}
+		pos = pos[:len(s.axes)]
+		for a := len(s.axes) - 1; a >= 0; a-- {
+			n := len(s.axes[a].values)
+			pos[a] = k % n
+			k /= n
+		}
+	}
+	b = append(b, '{')
+	for i, en := range e.entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, en.key...)
+		switch {
+		case en.val != nil:
+			b = append(b, en.val...)
+		case en.axis < 0:
+			b = strconv.AppendInt(b, s.from+int64(k)*s.step, 10) // wraps as At does
+		default:
+			b = append(b, e.axes[en.axis][pos[en.axis]]...)
+		}
+	}
+	return append(b, '}')
+}
+
+func (e *paramsEnc) build(s *segment) {
+	gen := map[string]int{}
+	switch {
+	case s.param != "":
+		gen[s.param] = -1
+	case s.axes != nil:
+		e.axes = make([][][]byte, len(s.axes))
+		for a, ax := range s.axes {
+			gen[ax.key] = a
+			for _, v := range ax.values {
+				e.axes[a] = append(e.axes[a], encode(v))
+			}
+		}
+	}
+	keys := make([]string, 0, len(s.base)+len(gen))
+	for k := range s.base {
+		if _, ok := gen[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for k := range gen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		en := paramsEntry{key: append(encode(k), ':'), axis: -1}
+		if a, ok := gen[k]; ok {
+			en.axis = a
+			e.size += 20 // an int64's digits; a grid's values vary
+		} else {
+			en.val = encode(s.base[k])
+		}
+		e.entries = append(e.entries, en)
+		e.size += len(en.key) + len(en.val) + 1
+	}
 }
 
 // TaskList makes a task list of explicit tasks (IDs as given; each task's
@@ -93,6 +194,16 @@ func (l Tasks) At(i int) Task {
 	return t
 }
 
+// paramsJSON is task i's params as canonical JSON: encode of At(i)'s
+// params.
+func (l Tasks) paramsJSON(i int) []byte {
+	s := l.seg(i)
+	if s.enc == nil { // a single task
+		return encode(nonNil(l.At(i).Params))
+	}
+	return s.paramsJSON(nil, i-s.start)
+}
+
 // paddedID is a generated task ID: the task's index, zero-padded to width.
 func paddedID(i, width int) string {
 	s := strconv.Itoa(i)
@@ -120,8 +231,10 @@ func (e *entry) segment(start int, jobParams map[string]any, width int) segment 
 		s.id = e.id
 	case "range":
 		s.param, s.from, s.step = e.param, e.from, e.step
+		s.enc = &paramsEnc{}
 	case "grid":
 		s.axes = e.axes
+		s.enc = &paramsEnc{}
 	}
 	return s
 }

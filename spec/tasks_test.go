@@ -52,3 +52,24 @@ func TestTaskList(t *testing.T) {
 		t.Errorf("canonical %s", j.Canonical())
 	}
 }
+
+// TestParamsJSONAsEncoded: a generator's task params, encoded from the
+// segment's pieces, are the bytes the canonical encoding of the task's
+// params map gives, for every task and every kind of value.
+func TestParamsJSONAsEncoded(t *testing.T) {
+	for _, src := range []string{
+		"tasks: [{range: {param: i, from: -5, to: 5}}]",
+		"tasks: [{range: {param: i, from: 9223372036854775800, to: 9223372036854775807, step: 3}}]",
+		`params: {s: "a \"q\" <b> & \\ é \u2028 \t", f: 0.1, g: 1e21, h: -0.0, n: null, t: true, l: [1, "x", {z: 1}], m: {b: 2, a: [ ]}, i: job, a: shadowed}
+tasks: [{range: {param: i, from: 0, to: 3}}, {grid: {a: [1, 2.5, "x", null, [1]], s: [{k: v}, false]}, params: {zz: 1}}, {id: one, params: {x: "<y>"}}]`,
+		"tasks: [{grid: {a1: [1, 2], a2: [1], a3: [1, 2], a4: [3], a5: [4, 5], a6: [6], a7: [7], a8: [8, 9], a9: [0, 1], b: [x]}}]",
+		"params: {k: v}\ntasks: [{}, {range: {param: k, from: 1, to: 2}}]",
+	} {
+		j := parse(t, "plugin: p\n"+src)
+		for i := range j.Tasks.Len() {
+			if got, want := string(j.TaskParamsJSON(i)), string(encode(nonNil(j.Tasks.At(i).Params))); got != want {
+				t.Errorf("%s: task %d: params %s, want %s", src, i, got, want)
+			}
+		}
+	}
+}

@@ -352,7 +352,10 @@ tasks:
 	defer run.Kill()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && rep.Tasks[0].State == report.TaskRunning {
+		// The rows of tasks not tried are written beside the run, and a
+		// running task's row once it ran for a second (the journal holds
+		// short ones back).
+		if rep, err := jobdb.ReadReport(context.Background(), out); err == nil && len(rep.Tasks) > 0 && rep.Tasks[0].State == report.TaskRunning {
 			break
 		}
 		if time.Now().After(deadline) {

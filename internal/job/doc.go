@@ -30,7 +30,10 @@
 // run again. Every change to a task's record is marked (sched's
 // Env.Touched) and handed to the database's writer by one journal
 // goroutine; a failure of the database (a full disk) ends the run with
-// that error, and what was committed stays for the rerun. The shared
+// that error, and what was committed stays for the rerun. The journal
+// holds a running task's row back for up to a second (holdRunning): a
+// short task's row is written once, done, and job.db shows a running
+// task a second late at most (a rerun runs it again either way). The shared
 // state (vc) is journaled there too (vcjournal.go) and restored by the
 // rerun. Peers that finished tasks of the run while its coordinator was
 // gone hand those results over when the rerun enrols them (remote.go

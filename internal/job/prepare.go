@@ -217,7 +217,7 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, []DoneTask, err
 		return nil, nil, nil
 	case errors.Is(err, jobdb.ErrCorrupt) || errors.Is(err, jobdb.ErrNewer):
 		if !force {
-			return nil, nil, bad(fmt.Errorf("output folder %s: %w: `p2pc report %s` writes what is readable; move the database away, or use --force to set it aside and start afresh", out, err, out))
+			return nil, nil, damaged(out, err)
 		}
 		return nil, nil, setAside(out)
 	case err != nil:
@@ -232,6 +232,12 @@ func checkOutDir(out, jobID string, force bool) (*report.Report, []DoneTask, err
 		return nil, nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
 	}
 	return prev, done, nil
+}
+
+// damaged is the error of an output folder whose job database is
+// damaged (or of a newer p2pc), with what the user can do.
+func damaged(out string, err error) error {
+	return bad(fmt.Errorf("output folder %s: %w: `p2pc report %s` writes what is readable; move the database away, or use --force to set it aside and start afresh", out, err, out))
 }
 
 // ours are the names p2pc keeps at the top of an output folder.

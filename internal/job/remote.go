@@ -668,7 +668,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 			return nil
 		}
 		for _, l := range batch {
-			go w.watchRevoke(ctx, l)
+			l.OnRevoke(func() { w.revoked(ctx, l) })
 		}
 	}
 }
@@ -688,24 +688,25 @@ func (w *remoteWorker) awaitEnd(ctx context.Context) {
 
 func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
-		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.p.Spec.TaskParamsJSON(l.Task),
+		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.params(l),
 		DigestOnly: l.DigestOnly,
 	}
 }
 
-// watchRevoke tells the peer to stop a lease that was taken back.
-func (w *remoteWorker) watchRevoke(ctx context.Context, l *sched.Lease) {
-	select {
-	case <-ctx.Done():
-	case <-l.Revoked():
-		if w.get(l.ID) == nil {
-			return
-		}
+// revoked tells the peer to stop a lease that was taken back (one it
+// still holds: a settled lease is no longer the worker's). It is called
+// by the queue, perhaps with its locks held: the message goes out from a
+// goroutine of its own.
+func (w *remoteWorker) revoked(ctx context.Context, l *sched.Lease) {
+	if w.get(l.ID) == nil {
+		return
+	}
+	go func() {
 		select {
 		case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Cancel{Cancel: &peerpb.Cancel{LeaseId: l.ID}}}:
 		case <-ctx.Done():
 		}
-	}
+	}()
 }
 
 // settle turns a peer's result into a lease result: outputs are fetched

@@ -173,12 +173,13 @@ type runner struct {
 	// durable says which journal passes the database committed (ack.go).
 	durable durability
 
-	mu      sync.Mutex     // guards rep, recs, dirty, touched and marked
+	mu      sync.Mutex     // guards rep, recs, dirty, touched, held and marks
 	rep     *report.Report // the job's fields; its Tasks are nil: recs
 	recs    *records
-	dirty   bool   // the job's own fields changed
-	touched []int  // tasks changed since the last journal
-	marked  []bool // by task: in touched
+	dirty   bool       // the job's own fields changed
+	touched []int      // tasks changed since the last journal
+	held    []heldTask // running tasks the journal holds back (holdRunning)
+	marks   []uint8    // by task: markTouched (in touched), markHeld (in held)
 
 	// pub is the job's hello to peers (publish.go).
 	pub published
@@ -264,6 +265,11 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		}
 		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
 	}
+	if errors.Is(dbErr, jobdb.ErrCorrupt) || errors.Is(dbErr, jobdb.ErrNewer) {
+		// Damage that reading the earlier run's state did not meet (an
+		// index): the database's check at opening found it.
+		return nil, damaged(r.p.OutDir, dbErr)
+	}
 	if dbErr != nil {
 		return nil, bad(dbErr)
 	}
@@ -291,7 +297,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return ids
 	}, keep, r.log)
 	r.kick = make(chan struct{}, 1)
-	r.marked = make([]bool, n)
+	r.marks = make([]uint8, n)
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
@@ -537,10 +543,16 @@ func (r *runner) finish(state, msg string) {
 	r.dirty = true
 }
 
+// Task marks (runner.marks).
+const (
+	markTouched uint8 = 1 << iota // in touched: to be journaled
+	markHeld                      // in held: its change waits a pass
+)
+
 // touchLocked marks task i for the journal (r.mu held).
 func (r *runner) touchLocked(i int) {
-	if !r.marked[i] {
-		r.marked[i] = true
+	if r.marks[i]&markTouched == 0 {
+		r.marks[i] |= markTouched
 		r.touched = append(r.touched, i)
 	}
 	r.wake()
@@ -554,9 +566,28 @@ func (r *runner) wake() {
 	}
 }
 
-// journalLocked hands what changed to the job database (r.mu held); its
+// journalLocked hands every change to the job database (r.mu held); its
 // writer commits it within a few milliseconds.
-func (r *runner) journalLocked() error {
+func (r *runner) journalLocked() error { return r.journalPassLocked(false) }
+
+// heldTask is a running task whose row the journal holds back, since at.
+type heldTask struct {
+	task int
+	at   time.Time
+}
+
+// holdRunning is how long the journal holds back the row of a task that
+// is running (journalPassLocked).
+const holdRunning = time.Second
+
+// journalPassLocked hands what changed to the job database (r.mu held).
+// With hold, the change of a task that is running (a new lease, mostly)
+// waits up to holdRunning before its row is written: a fine-grained task
+// is done by then, and its row is written once, done, rather than
+// running and then done. Nothing of a result waits: the database shows a
+// running task late, and a rerun after a crash runs a task that was
+// running again whatever its row says.
+func (r *runner) journalPassLocked(hold bool) error {
 	pass := r.durable.passes.Add(1)
 	if r.dirty {
 		if err := r.db.PutJob(r.rep); err != nil {
@@ -564,16 +595,39 @@ func (r *runner) journalLocked() error {
 		}
 		r.dirty = false
 	}
+	// What was held back for holdRunning is written now (unless it was
+	// since: then it is no longer marked held).
+	now := time.Now()
+	held := r.held[:0]
+	for _, h := range r.held {
+		switch m := r.marks[h.task]; {
+		case m&markHeld == 0, m&markTouched != 0:
+			// Written since, or to be written below (held: not again).
+		case !hold || now.Sub(h.at) >= holdRunning:
+			r.marks[h.task] |= markTouched
+			r.touched = append(r.touched, h.task)
+		default:
+			held = append(held, h)
+		}
+	}
+	r.held = held
 	for _, i := range r.touched {
-		r.marked[i] = false
 		if r.recs.kind[i] == recFresh {
 			// Never tried: journaled as pending, kept out of memory.
+			r.marks[i] = 0
 			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := r.db.PutTask(i, r.recs.Task(i)); err != nil {
+		t := r.recs.Task(i)
+		if hold && r.marks[i]&markHeld == 0 && t.State == report.TaskRunning {
+			r.marks[i] = markHeld
+			r.held = append(r.held, heldTask{i, now})
+			continue
+		}
+		r.marks[i] = 0
+		if err := r.db.PutTask(i, t); err != nil {
 			return err
 		}
 		r.recs.journaled(i)
@@ -581,6 +635,9 @@ func (r *runner) journalLocked() error {
 	r.touched = r.touched[:0]
 	if cap(r.touched) > 1<<16 {
 		r.touched = nil // the start's list of every task: not kept for the run
+	}
+	if len(r.held) > 0 {
+		r.wake() // the next pass writes them
 	}
 	// Once the writer committed what this pass handed it (and all before).
 	return r.db.OnCommit(func(err error) {
@@ -604,7 +661,7 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 				return
 			case <-r.kick:
 				r.mu.Lock()
-				err := r.journalLocked()
+				err := r.journalPassLocked(true)
 				r.mu.Unlock()
 				if err == nil {
 					err = r.db.Err()

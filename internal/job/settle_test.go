@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,31 +39,7 @@ func TestSettleInline(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			out := t.TempDir()
-			r := &runner{
-				p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: spec.TaskList([]spec.Task{{ID: "t0", Params: map[string]any{}}})}},
-				opts:    RunOptions{Events: nopEvents{}, Node: "me"},
-				log:     slog.New(slog.DiscardHandler),
-				kick:    make(chan struct{}, 1),
-				faulted: make(chan struct{}),
-				rep:     &report.Report{},
-				marked:  make([]bool, 1),
-			}
-			r.recs = newRecords(r, 1)
-			// No work root at all: settling an inline result must not need
-			// one (a folder made there would fail the attempt).
-			r.workRoot = filepath.Join(out, ".p2pc", "work")
-			if err := os.MkdirAll(filepath.Join(out, "tasks"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if r.db, err = jobdb.Open(ctx, filepath.Join(out, jobdb.FileName), jobdb.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			defer r.db.Close()
-			if err := r.scanFolders(1); err != nil {
-				t.Fatal(err)
-			}
+			r, out := testRunner(t, 1)
 			q := newQueue(r, []int{0})
 			defer q.Close()
 			l, err := q.Next(ctx, "p1@X")
@@ -90,6 +67,114 @@ func TestSettleInline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testRunner is a runner of n tasks (t0, t1, ...) with its job database
+// and output folder (out), and no journal goroutine: a test journals
+// itself.
+func testRunner(t *testing.T, n int) (r *runner, out string) {
+	t.Helper()
+	out = t.TempDir()
+	tasks := make([]spec.Task, n)
+	for i := range tasks {
+		tasks[i] = spec.Task{ID: fmt.Sprintf("t%d", i), Params: map[string]any{"i": int64(i)}}
+	}
+	r = &runner{
+		p:       &Prepared{OutDir: out, Spec: &spec.Job{Name: "x", Tasks: spec.TaskList(tasks)}},
+		opts:    RunOptions{Events: nopEvents{}, Node: "me"},
+		log:     slog.New(slog.DiscardHandler),
+		kick:    make(chan struct{}, 1),
+		faulted: make(chan struct{}),
+		rep:     &report.Report{},
+		marks:   make([]uint8, n),
+	}
+	r.recs = newRecords(r, n)
+	// No work root at all: settling an inline result must not need
+	// one (a folder made there would fail the attempt).
+	r.workRoot = filepath.Join(out, ".p2pc", "work")
+	if err := os.MkdirAll(filepath.Join(out, "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if r.db, err = jobdb.Open(context.Background(), filepath.Join(out, jobdb.FileName), jobdb.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.db.Close() })
+	if err := r.scanFolders(n); err != nil {
+		t.Fatal(err)
+	}
+	return r, out
+}
+
+// TestJournalHoldsRunning: the journal's pass holds a leased task's row
+// back while it runs, up to holdRunning: a task done by then is written
+// once, done; one still running is written as running after it. A pass
+// that is not the journal's (the run's end, the job over) writes it at
+// once.
+func TestJournalHoldsRunning(t *testing.T) {
+	ctx := context.Background()
+	r, _ := testRunner(t, 3)
+	q := newQueue(r, []int{0, 1, 2})
+	defer q.Close()
+	var ls []*sched.Lease
+	for range 3 {
+		l, err := q.Next(ctx, "p1@X")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		// The lease carries its record's params: no second encoding.
+		if got, want := string(r.params(l)), string(r.p.Spec.TaskParamsJSON(l.Task)); got != want || len(l.Params) == 0 {
+			t.Errorf("lease params %s (%q on the lease), want %s", got, l.Params, want)
+		}
+	}
+	pass := func(hold bool) {
+		t.Helper()
+		r.mu.Lock()
+		err := r.journalPassLocked(hold)
+		r.mu.Unlock()
+		if err == nil {
+			err = r.db.Flush(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(states ...string) {
+		t.Helper()
+		for i, want := range states {
+			got := "none"
+			if rec, found, err := r.db.LoadTask(ctx, i); err != nil {
+				t.Fatal(err)
+			} else if found {
+				got = rec.State
+			}
+			if got != want {
+				t.Errorf("task %d: row %s, want %s", i, got, want)
+			}
+		}
+	}
+	pass(true)
+	want("none", "none", "none")
+
+	w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{ls[0].ID: ls[0]}}
+	d := outputs.DigestInline(nil)
+	w.settle(ctx, &peerpb.Result{LeaseId: ls[0].ID, Outcome: report.OutcomeOK, Digest: d[:]})
+	pass(true)
+	want(report.TaskDone, "none", "none")
+
+	r.mu.Lock()
+	for i := range r.held {
+		if r.held[i].task == 1 {
+			r.held[i].at = r.held[i].at.Add(-holdRunning) // held long enough
+		}
+	}
+	r.mu.Unlock()
+	pass(true)
+	want(report.TaskDone, report.TaskRunning, "none")
+
+	pass(false)
+	want(report.TaskDone, report.TaskRunning, report.TaskRunning)
 }
 
 // TestSlotWork: a local slot keeps its work folder while tasks leave it

@@ -264,13 +264,7 @@ func (r *runner) runLocal(ctx context.Context, sw *slotWork, workRoot string, ba
 	for i, l := range batch {
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-l.Revoked():
-				cancel()
-			case <-actx.Done():
-			}
-		}()
+		l.OnRevoke(cancel)
 		a := r.attempt(l, &leaseHost{r: r, l: l})
 		// A staged output lives on with its vote, after the slot has moved
 		// on: it gets a name of its own.
@@ -327,13 +321,22 @@ func (r *runner) runLocal(ctx context.Context, sw *slotWork, workRoot string, ba
 	})
 }
 
+// params are lease l's task params (canonical JSON): as its record
+// held them when it was leased, else from the spec.
+func (r *runner) params(l *sched.Lease) []byte {
+	if len(l.Params) > 0 {
+		return l.Params
+	}
+	return r.p.Spec.TaskParamsJSON(l.Task)
+}
+
 // attempt describes lease l for taskrun, on whichever slot it runs.
 func (r *runner) attempt(l *sched.Lease, host sdk.Host) taskrun.Attempt {
 	return taskrun.Attempt{
 		JobID:   r.p.ID.String(),
 		TaskID:  l.TaskID,
 		Attempt: l.Attempt,
-		Params:  r.p.Spec.TaskParamsJSON(l.Task),
+		Params:  r.params(l),
 		Inputs:  r.inputFiles(),
 		Timeout: r.p.Spec.Timeout,
 		Host:    host,

@@ -8,8 +8,12 @@
 // task that finished writes its row (an upsert that changes its state
 // columns) and its new attempt, and nothing else: attempts are appended,
 // never rewritten. Inserts and upserts of a batch go in prepared
-// statements of many rows (32, the rest in powers of two), and the
-// batch's rows carry one write time. The database is in
+// statements of many rows (32, the rest in powers of two), sorted by
+// task (neighbouring rows: fewer pages changed), and the batch's rows
+// carry one write time. The writer executes them on the driver's
+// connection directly (sql.Conn.Raw), without database/sql's copy and
+// check of every argument; the statement journals that statements of
+// many rows keep are in memory (temp_store=MEMORY). The database is in
 // WAL mode with synchronous=NORMAL: a committed batch survives the
 // coordinator's SIGKILL (not necessarily a power cut), and readers such as
 // `p2pc status` read it while the run writes.

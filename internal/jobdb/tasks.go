@@ -57,7 +57,7 @@ func (db *DB) PutJob(r *report.Report) error {
 	if same {
 		return db.w.failed()
 	}
-	return db.w.put(change{key: "job", apply: func(tx *batch) error {
+	return db.w.put(change{key: changeKey{kind: keyJob}, apply: func(tx *batch) error {
 		for _, kv := range rows {
 			if err := tx.exec(qJob, kv[0], kv[1]); err != nil {
 				return err
@@ -75,7 +75,7 @@ const SessionsKey = "sessions"
 // PutJobValue queues one row of the table job that is not a report field
 // (SessionsKey).
 func (db *DB) PutJobValue(key, value string) error {
-	return db.w.put(change{key: "job:" + key, apply: func(tx *batch) error {
+	return db.w.put(change{key: changeKey{kind: keyJobValue, name: key}, apply: func(tx *batch) error {
 		return tx.exec(qJob, key, value)
 	}})
 }
@@ -135,7 +135,7 @@ func jobRows(r *report.Report) ([][2]string, error) {
 // change in number.
 func (db *DB) PutTask(idx int, t *report.Task) error {
 	c := copyTask(t)
-	return db.w.put(change{key: "t" + strconv.Itoa(idx), apply: func(tx *batch) error {
+	return db.w.put(change{key: changeKey{kind: keyTask, idx: idx}, apply: func(tx *batch) error {
 		return writeTask(tx, idx, &c)
 	}})
 }
@@ -147,7 +147,7 @@ func (db *DB) PutOutput(idx int, name string, data []byte) error {
 	if data == nil {
 		data = []byte{}
 	}
-	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
+	return db.w.put(change{key: changeKey{kind: keyOutput, idx: idx}, apply: func(tx *batch) error {
 		err := tx.insert(qPutOutput, idx, name, data)
 		return err
 	}})
@@ -155,7 +155,7 @@ func (db *DB) PutOutput(idx int, name string, data []byte) error {
 
 // DeleteOutput queues the removal of task idx's inline output.
 func (db *DB) DeleteOutput(idx int) error {
-	return db.w.put(change{key: "o" + strconv.Itoa(idx), apply: func(tx *batch) error {
+	return db.w.put(change{key: changeKey{kind: keyOutput, idx: idx}, apply: func(tx *batch) error {
 		err := tx.exec(qDeleteOutput, idx)
 		return err
 	}})

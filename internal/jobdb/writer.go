@@ -1,8 +1,10 @@
 package jobdb
 
 import (
+	"cmp"
 	"context"
-	"database/sql"
+	"database/sql/driver"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -13,16 +15,35 @@ import (
 
 var errNoSpace = syscall.ENOSPC
 
-// change is one queued write. Changes with the same non-empty key
+// change is one queued write. Changes with the same non-zero key
 // replace each other within a batch: the last one is written.
 type change struct {
-	key   string
+	key   changeKey
 	apply func(tx *batch) error
 	// flushed, if set, receives the batch's result once it committed;
 	// committed, if set, is called with it (on the writer's goroutine).
 	flushed   chan error
 	committed func(error)
 }
+
+// changeKey names what a change writes whole (the zero key: nothing a
+// later change replaces): a task's row (keyTask), its inline output
+// (keyOutput), by index; the job's fields (keyJob), or one job value
+// (keyJobValue), by name. A struct, not a string: no allocation per
+// change.
+type changeKey struct {
+	kind uint8
+	idx  int
+	name string
+}
+
+const (
+	keyNone uint8 = iota
+	keyTask
+	keyOutput
+	keyJob
+	keyJobValue
+)
 
 // writer is the group-commit goroutine: it gathers changes for at most
 // delay (or maxBatch changes) and commits them in one transaction.
@@ -38,9 +59,16 @@ type writer struct {
 	err    error // sticky: the first failed batch
 	closed bool
 
-	stmts map[string]*sql.Stmt // prepared once, used by the loop only
-	// multis holds the multi-row forms of multiRowQueries (multi).
-	multis map[multiKey]string
+	// stmts are prepared once on the driver's connection (stmtsConn),
+	// used by the loop only (rawConn).
+	stmts     map[string]driver.Stmt
+	stmtsConn any
+	// nv is exec's buffer of arguments.
+	nv []driver.NamedValue
+	// multis holds the multi-row forms of multiRowQueries (multi);
+	// queries are the statements prepared (writeQueries and those).
+	multis  map[multiKey]string
+	queries []string
 	// qAttempt is the attempts insert of the database's schema.
 	qAttempt string
 
@@ -51,8 +79,19 @@ type writer struct {
 	rows  []taskRows
 	fresh bool
 	// execs counts statements executed (benchmarks report it per task),
-	// commits the transactions; Close logs both.
-	execs, commits int
+	// commits the transactions, rows the rows written by multi-row
+	// inserts; Close logs them.
+	execs, commits, rowsOut int
+
+	// The batches' queued rows by query (batch.rows) and their order,
+	// and flush's
+	// buffers. unsorted: the rows go in the order they came (a
+	// benchmark's comparison).
+	queued   map[string][]any
+	order    []string
+	perm     []int
+	args     []any
+	unsorted bool
 }
 
 // taskRows is what the database holds of one task, as far as the writer
@@ -83,12 +122,13 @@ func (w *writer) rowsOf(idx int) *taskRows {
 // batch is one transaction of the writer: changes execute statements
 // through it, each prepared once for the writer's life.
 type batch struct {
-	ctx   context.Context
-	tx    *sql.Tx
-	w     *writer
-	stmts map[string]*sql.Stmt // the writer's statements bound to tx
+	ctx  context.Context
+	conn any // the driver's connection (rawConn)
+	w    *writer
 	// rows of inserts (multiRowQueries) not executed yet, by query, and
 	// the queries in the order of their first row.
+	// (The writer's queued and order, kept from batch to batch with
+	// their room.)
 	rows  map[string][]any
 	order []string
 	// now is the time the batch's rows are written (one transaction,
@@ -96,43 +136,70 @@ type batch struct {
 	now string
 }
 
-// insert queues a row of query, one of multiRowQueries: rows go into the
-// database multiRows at a time, in one statement, and the rest when the
-// batch ends (flush). A batch holds one change per task, so no statement
-// of the batch depends on a row still queued.
+// insert queues a row of query, one of multiRowQueries, whose first
+// argument is the task's index: the rows go into the database when the
+// batch ends (flush), multiRows at a time in one statement, in the order
+// of their tasks. A batch holds one change per task, so no statement of
+// the batch depends on a row still queued.
 func (b *batch) insert(query string, args ...any) error {
-	q, ok := b.rows[query]
-	if !ok {
+	q := b.rows[query]
+	if len(q) == 0 {
 		b.order = append(b.order, query)
 	}
-	q = append(q, args...)
-	n := len(args)
-	if len(q) < multiRows*n {
-		b.rows[query] = q
-		return nil
-	}
-	b.rows[query] = q[:0]
-	return b.exec(b.w.multi(query, multiRows), q...)
+	b.rows[query] = append(q, args...)
+	return nil
 }
 
-// flush executes the queued rows, in statements of a power of two rows
-// each (all prepared): the rest of r rows costs popcount(r) statements.
+// flush executes the queued rows of each query sorted by task (stable: a
+// task's rows keep their order), in statements of multiRows rows and the
+// rest in statements of a power of two rows each (all prepared): r rows
+// cost r/multiRows + popcount(r%multiRows) statements. Sorted, the rows
+// of one statement are neighbours in the table and its indexes: a
+// statement changes few pages (and journals few: a statement of many
+// rows keeps a journal to undo itself), where the results of many peers
+// come interleaved.
 func (b *batch) flush() error {
 	for _, query := range b.order {
 		q := b.rows[query]
 		n := strings.Count(query, "?")
-		for rows := multiRows / 2; rows >= 1 && len(q) > 0; rows /= 2 {
-			if len(q) < rows*n {
-				continue
+		rows := len(q) / n
+		w := b.w
+		perm := w.perm[:0]
+		for r := range rows {
+			perm = append(perm, r)
+		}
+		w.perm = perm
+		if !w.unsorted {
+			slices.SortStableFunc(perm, func(x, y int) int { return cmp.Compare(rowTask(q, x*n), rowTask(q, y*n)) })
+		}
+		for len(perm) > 0 {
+			k := multiRows
+			for k > len(perm) {
+				k /= 2
 			}
-			if err := b.exec(b.w.multi(query, rows), q[:rows*n]...); err != nil {
+			args := w.args[:0]
+			for _, r := range perm[:k] {
+				args = append(args, q[r*n:(r+1)*n]...)
+			}
+			w.args = args
+			if err := b.exec(b.w.multi(query, k), args...); err != nil {
 				return err
 			}
-			q = q[rows*n:]
+			w.rowsOut += k
+			perm = perm[k:]
 		}
-		b.rows[query] = q
+		clear(q) // no data held past the batch
+		b.rows[query] = q[:0]
 	}
+	b.w.order = b.order[:0]
+	clear(b.w.args)
 	return nil
+}
+
+// rowTask is the task index that a queued row starts with (at q[i]).
+func rowTask(q []any, i int) int {
+	t, _ := q[i].(int)
+	return t
 }
 
 // multiRows rows of an insert go in one statement.
@@ -166,26 +233,116 @@ type multiKey struct {
 	rows  int
 }
 
+// exec executes query with args in the batch's transaction: a statement
+// prepared once if query is one of the writer's, else as it comes.
+// Straight to the driver, not through database/sql: a statement of many
+// rows has hundreds of arguments, which database/sql would copy and
+// check one by one (its allocation per statement was the largest of a
+// run).
 func (b *batch) exec(query string, args ...any) error {
-	b.w.execs++
-	st := b.stmts[query]
-	if st == nil {
-		prep := b.w.stmts[query]
-		if prep == nil {
-			_, err := b.tx.ExecContext(b.ctx, query, args...)
-			return err
+	w := b.w
+	w.execs++
+	nv := w.nv[:0]
+	for i, a := range args {
+		v, err := driverValue(a)
+		if err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
 		}
-		st = b.tx.StmtContext(b.ctx, prep)
-		b.stmts[query] = st
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
-	_, err := st.ExecContext(b.ctx, args...)
+	w.nv = nv
+	defer clear(nv) // no data held past the statement
+	st, err := w.stmt(b.ctx, b.conn, query)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		ex, ok := b.conn.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("sqlite driver: no ExecerContext")
+		}
+		_, err := ex.ExecContext(b.ctx, query, nv)
+		return err
+	}
+	_, err = st.(driver.StmtExecContext).ExecContext(b.ctx, nv)
 	return err
+}
+
+// driverValue is a as a driver.Value: the common kinds at once, the rest
+// as database/sql would convert them.
+func driverValue(a any) (driver.Value, error) {
+	switch v := a.(type) {
+	case nil, string, []byte, int64, bool, float64, time.Time:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case int32:
+		return int64(v), nil
+	}
+	return driver.DefaultParameterConverter.ConvertValue(a)
+}
+
+// stmt is the writer's prepared statement of query on the driver's
+// connection conn, nil if query is not one of the writer's
+// (writer.queries). A connection other than the one they were prepared
+// on (database/sql opened another) gets them prepared anew.
+func (w *writer) stmt(ctx context.Context, conn any, query string) (driver.Stmt, error) {
+	if conn != w.stmtsConn {
+		if w.stmtsConn != nil {
+			w.log.Debug("job database: statements prepared again on a new connection")
+		}
+		w.stmts = map[string]driver.Stmt{} // the old connection's went with it
+		w.stmtsConn = conn
+		for _, q := range w.queries {
+			if err := w.prepare(ctx, conn, q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w.stmts[query], nil
+}
+
+func (w *writer) prepare(ctx context.Context, conn any, query string) error {
+	pc, ok := conn.(driver.ConnPrepareContext)
+	if !ok {
+		return fmt.Errorf("sqlite driver: no ConnPrepareContext")
+	}
+	st, err := pc.PrepareContext(ctx, query)
+	if err != nil {
+		return w.db.wrap("prepare", err)
+	}
+	if _, ok := st.(driver.StmtExecContext); !ok {
+		st.Close()
+		return fmt.Errorf("sqlite driver: no StmtExecContext")
+	}
+	w.stmts[query] = st
+	return nil
+}
+
+// closeStmts closes the prepared statements (on their connection, held).
+func (w *writer) closeStmts(conn any) {
+	if conn == w.stmtsConn {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}
+	w.stmts, w.stmtsConn = nil, nil
+}
+
+// rawConn runs fn with the database's one connection as the driver's,
+// held for fn alone.
+func (w *writer) rawConn(ctx context.Context, fn func(conn any) error) error {
+	c, err := w.db.sql.Conn(ctx)
+	if err != nil {
+		return w.db.wrap("connect", err)
+	}
+	defer c.Close()
+	return c.Raw(fn)
 }
 
 func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	w := &writer{db: db, log: opts.Logger, delay: opts.Delay, maxBatch: opts.MaxBatch,
-		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), stmts: map[string]*sql.Stmt{},
-		multis: map[multiKey]string{}}
+		in: make(chan change, opts.MaxBatch), done: make(chan struct{}), multis: map[multiKey]string{}}
 	var n int
 	if err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM tasks LIMIT 1)").Scan(&n); err != nil {
 		return nil, db.wrap("read tasks", err)
@@ -203,24 +360,22 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	}
 	// Prepared on the one connection while no transaction holds it: a
 	// transaction's use of them then reuses the connection's statements.
-	var queries []string
 	for _, q := range writeQueries {
-		queries = append(queries, attempts(q))
+		w.queries = append(w.queries, attempts(q))
 	}
 	for _, q := range multiRowQueries {
 		for rows := multiRows; rows > 1; rows /= 2 {
-			queries = append(queries, w.multi(attempts(q), rows))
+			w.queries = append(w.queries, w.multi(attempts(q), rows))
 		}
 	}
-	for _, q := range queries {
-		st, err := db.sql.PrepareContext(ctx, q)
-		if err != nil {
-			for _, st := range w.stmts {
-				st.Close()
-			}
-			return nil, db.wrap("prepare", err)
+	if err := w.rawConn(ctx, func(conn any) error {
+		if _, err := w.stmt(ctx, conn, ""); err != nil {
+			w.closeStmts(conn)
+			return err
 		}
-		w.stmts[q] = st
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	go w.loop()
 	return w, nil
@@ -273,19 +428,20 @@ func (w *writer) close() error {
 	w.mu.Unlock()
 	close(w.in)
 	<-w.done
-	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits)
+	w.log.Debug("job database closed", "statements", w.execs, "transactions", w.commits, "rows", w.rowsOut)
 	return w.failed()
 }
 
 func (w *writer) loop() {
 	defer close(w.done)
 	defer func() {
-		for _, st := range w.stmts {
-			st.Close()
-		}
+		_ = w.rawConn(context.Background(), func(conn any) error {
+			w.closeStmts(conn)
+			return nil
+		})
 	}()
 	var batch []change
-	keys := map[string]int{}
+	keys := map[changeKey]int{}
 	for {
 		c, ok := <-w.in
 		if !ok {
@@ -312,8 +468,8 @@ func (w *writer) loop() {
 	}
 }
 
-func addChange(batch []change, keys map[string]int, c change) []change {
-	if c.key != "" {
+func addChange(batch []change, keys map[changeKey]int, c change) []change {
+	if c.key.kind != keyNone {
 		if i, ok := keys[c.key]; ok {
 			batch[i].apply = c.apply
 			return batch
@@ -347,11 +503,27 @@ func (w *writer) commit(batch []change) {
 
 func (w *writer) apply(changes []change) error {
 	ctx := context.Background()
-	tx, err := w.db.sql.BeginTx(ctx, nil)
+	return w.rawConn(ctx, func(conn any) error { return w.applyOn(ctx, conn, changes) })
+}
+
+// applyOn writes changes in one transaction on the driver's connection.
+func (w *writer) applyOn(ctx context.Context, conn any, changes []change) error {
+	bc, ok := conn.(driver.ConnBeginTx)
+	if !ok {
+		return fmt.Errorf("sqlite driver: no ConnBeginTx")
+	}
+	tx, err := bc.BeginTx(ctx, driver.TxOptions{})
 	if err != nil {
 		return w.db.wrap("begin", err)
 	}
-	b := &batch{ctx: ctx, tx: tx, w: w, stmts: map[string]*sql.Stmt{}, rows: map[string][]any{}, now: now()}
+	if w.queued == nil {
+		w.queued = map[string][]any{}
+	}
+	for k, q := range w.queued {
+		clear(q) // a failed batch's rows
+		w.queued[k] = q[:0]
+	}
+	b := &batch{ctx: ctx, conn: conn, w: w, rows: w.queued, order: w.order[:0], now: now()}
 	for _, c := range changes {
 		if c.apply == nil {
 			continue

@@ -12,8 +12,9 @@
 // (from the coordinator and any other holder; a block that rotted in its
 // store is quarantined and fetched again, once), checks the plugin's
 // SHA-256, and starts asking for leases with Pull credits. Each lease runs
-// in a warm plugin process (one pool per job and plugin digest, as many
-// processes as slots, confined to that job's inputs and work folder and
+// in a warm plugin process (one pool per job and plugin digest, up to as
+// many processes as slots, one started as soon as the plugin is local, more
+// as calls wait for them (pluginhost.Pool), confined to that job's inputs and work folder and
 // closed when the job's last session ends: a process serves one job
 // only) through package taskrun, the same path as the submitter's own
 // slots (staging, digest, timeout, outcome); the result goes back with the output's digest and its files,

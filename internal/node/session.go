@@ -200,6 +200,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if err != nil {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
+	sess.pool.Warm() // a process ready before the first lease arrives
 	handovers, count := n.keep.offer(keepKey(hello))
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true}}}); err != nil {
 		return err

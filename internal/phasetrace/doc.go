@@ -12,6 +12,10 @@
 // "p.exec" (its slot takes it), "p.start" and "p.end" (the plugin call's,
 // as the result carries them), "p.sent" (the result on the stream);
 // coordinator "c.recv", "c.settled" (the queue counted the result).
+// Besides the leases' phases, a peer's plugin pool marks each process
+// start: "p.spawn" (lease 0) when it begins and "p.spawned" (the
+// process's pid in the lease field) when it is attached, so a trace shows
+// the starts that fall inside a run (harness.ReadPhaseTrace skips them).
 // Lease IDs are per job run: a reader starts a new record at each
 // "c.lease" (harness.ReadPhaseTrace). Off, a mark costs one branch.
 package phasetrace

@@ -5,9 +5,17 @@
 //
 // # Lifecycle
 //
-// NewPool starts nothing. A call (Run, Reduce, Describe) takes a slot —
-// waiting, with its ctx, while size calls are in flight — and then an idle
-// warm process, or starts one:
+// NewPool starts nothing (Warm starts one process in the background). A
+// call (Run, Reduce, Describe) takes a slot — waiting, with its ctx, while
+// size calls are in flight — and then an idle warm process. Finding none,
+// it takes whichever comes first: a process another call releases, or a
+// started one. It starts one itself (at most Config.MaxStarting starts in
+// flight per pool, default the machine's CPUs) when the pool has no
+// process at all, or once it has waited as long as a start takes (a moving
+// mean of the measured starts; until one is timed it waits for the first): a
+// burst of tiny tasks is served by the warm processes instead of one new
+// process per task, while a long task waits at most a start's time for
+// its own. A start:
 //
 //  1. the executable is checked (absolute path, regular file, executable)
 //     and its SHA-256 is compared with Config.Checksum before an exec

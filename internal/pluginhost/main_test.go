@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,9 @@ import (
 //	P2PC_TEST_PLUGIN=silent      print nothing, sleep (start timeout)
 //	P2PC_TEST_PLUGIN=startcrash  write to stderr and exit 7 before serving
 //	P2PC_TEST_PLUGIN=old         a plugin of SDK protocol 2 (no RunBatch)
+//	P2PC_TEST_PLUGIN=slowstart   serve testTask after P2PC_TEST_START_MS; with
+//	                             P2PC_TEST_FIRST_FAST=1 the pool's first
+//	                             process at once (a marker in the pool's HOME)
 //
 // P2PC_TEST_HOST=1 makes it a host instead: a pool running one long task,
 // printing the plugin's pid, for the host-SIGKILL test. P2PC_TEST_HOST=busy
@@ -50,6 +54,17 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "old":
 		serveOldPlugin()
+		os.Exit(0)
+	case "slowstart":
+		f, err := os.OpenFile(filepath.Join(os.Getenv("HOME"), "first"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		if err != nil || os.Getenv("P2PC_TEST_FIRST_FAST") == "" {
+			ms, _ := strconv.Atoi(os.Getenv("P2PC_TEST_START_MS"))
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		}
+		sdk.Serve(testTask{})
 		os.Exit(0)
 	case "junk":
 		fmt.Println("hello, I am not a plugin")

@@ -56,6 +56,10 @@ type Config struct {
 	Logger *slog.Logger
 	// StartTimeout bounds a start: exec, handshake and attach. Default 10s.
 	StartTimeout time.Duration
+	// MaxStarting bounds the starts in flight at once (a start is CPU
+	// work: more at once than cores only makes each slower). Default:
+	// the machine's CPUs.
+	MaxStarting int
 	// Env is extra environment for the plugin ("KEY=value"). The base
 	// environment is PATH=/usr/local/bin:/usr/bin:/bin and HOME and TMPDIR
 	// in a private directory; nothing of the host's environment is passed.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/pluginproto"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -37,10 +39,25 @@ type Pool struct {
 
 	mu     sync.Mutex
 	closed bool
-	idle   []*proc // warm, not in a call; most recently used last
-	all    map[*proc]struct{}
-	dirs   dirs
-	info   *pluginproto.PluginInfo
+	idle   []*proc            // warm, not in a call; most recently used last
+	all    map[*proc]struct{} // started, starting or shutting down
+	// starting counts the starts in flight (at most maxStarting); changed
+	// is closed (and replaced) when a process goes idle, a start ends or
+	// a process is gone: the callers waiting in acquire look again.
+	starting    int
+	maxStarting int
+	changed     chan struct{}
+	// failed is the last start's error, at failedAt: the callers that
+	// waited for it get it (acquire).
+	failed   error
+	failedAt time.Time
+	// startCost is what a start takes (a moving mean of the measured
+	// ones; 0: none yet): how long a caller waits for a busy process
+	// before it starts one.
+	startCost time.Duration
+	spawns    sync.WaitGroup // spawn goroutines
+	dirs      dirs
+	info      *pluginproto.PluginInfo
 	// verified is the identity of the executable last checked against
 	// the checksum (see checkExecutable).
 	verified string
@@ -99,6 +116,10 @@ func NewPool(cfg Config, size int) *Pool {
 		l = slog.New(slog.DiscardHandler)
 	}
 	name := filepath.Base(cfg.Path)
+	maxStarting := cfg.MaxStarting
+	if maxStarting <= 0 {
+		maxStarting = runtime.NumCPU()
+	}
 	return &Pool{
 		cfg:          cfg,
 		size:         size,
@@ -108,6 +129,8 @@ func NewPool(cfg Config, size int) *Pool {
 		slots:        make(chan struct{}, size),
 		closing:      make(chan struct{}),
 		all:          make(map[*proc]struct{}),
+		maxStarting:  maxStarting,
+		changed:      make(chan struct{}),
 		verified:     cfg.Verified,
 	}
 }
@@ -203,6 +226,7 @@ func (pl *Pool) Close() error {
 			wg.Go(p.shutdown)
 		}
 		wg.Wait()
+		pl.spawns.Wait() // each ends once its process is killed
 		pl.mu.Lock()
 		conf := pl.conf
 		pl.mu.Unlock()
@@ -229,6 +253,7 @@ func (pl *Pool) isClosed() bool {
 func (pl *Pool) forget(p *proc) {
 	pl.mu.Lock()
 	delete(pl.all, p)
+	pl.notifyLocked()
 	pl.mu.Unlock()
 }
 
@@ -325,6 +350,26 @@ func expired(ctx context.Context) bool {
 }
 
 // acquire takes a slot and a process: an idle warm one, or a new one.
+//
+// A caller that finds no idle process takes whichever comes first: a
+// process another call releases, or a started one (its own or another
+// caller's). It starts one itself (at most one of its own at a time, at
+// most Config.MaxStarting in the pool at once, at most size processes in
+// all) when nothing else can serve it (no process at all), or once it
+// has waited as long as a start takes (startCost, measured; while the
+// pool's first starts are in flight it waits for them). Waiting longer
+// than that for a busy process would cost more than a start, waiting
+// less costs less (the ski-rental rule: at most twice the better
+// choice). So a tiny task never waits for a start while a warm process
+// frees in a fraction of a millisecond, and a burst of tiny tasks on a
+// pool smaller than the burst no longer starts a process per task: a
+// start costs milliseconds of CPU (exec, the Go runtime, confinement, the
+// handshake), and a whole slot count of them at once on a machine with
+// fewer cores held every waiting task up until the last was done (the
+// tracker benchmark's slow "warm" runs, issue 16). A long task waits at
+// most about one start's time before its own process starts. A process
+// started for a caller that took another goes to the idle list, warm for
+// the next.
 func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 	closedErr := func() error {
 		return &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: ErrClosed}
@@ -339,6 +384,12 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 	case <-pl.closing:
 		return nil, closedErr()
 	}
+	var (
+		mine     *proc      // the process this caller started, if any
+		mineDone chan error // its start's outcome; nil: none in flight
+		arrived  = time.Now()
+		patience *time.Timer
+	)
 	for {
 		pl.mu.Lock()
 		if pl.closed {
@@ -346,50 +397,127 @@ func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
 			<-pl.slots
 			return nil, closedErr()
 		}
-		n := len(pl.idle)
-		if n == 0 {
+		if n := len(pl.idle); n > 0 {
+			p := pl.idle[n-1]
+			pl.idle = pl.idle[:n-1]
 			pl.mu.Unlock()
-			break
+			if p.hasExited() { // died while idle
+				p.shutdown()
+				pl.hostLog.Warn("idle plugin process died", "pid", p.pidValue(), "status", p.status(), "stderr", p.tail.get())
+				continue
+			}
+			if p != mine {
+				pl.stats.reuses.Add(1)
+			}
+			return p, nil
 		}
-		p := pl.idle[n-1]
-		pl.idle = pl.idle[:n-1]
+		if mineDone == nil && len(pl.all) == 0 && pl.failedAt.After(arrived) {
+			// The start it waited for failed, and nothing else runs:
+			// that start's error is its answer (another start would
+			// most likely fail alike, after as long).
+			err := pl.failed
+			pl.mu.Unlock()
+			<-pl.slots
+			return nil, errorForTask(err, taskID)
+		}
+		var patient <-chan time.Time // when this caller may start one
+		if mineDone == nil && pl.starting < pl.maxStarting && len(pl.all) < pl.size {
+			switch wait := pl.startDelayLocked(time.Since(arrived)); {
+			case wait == 0:
+				p, err := pl.newProcLocked()
+				if err != nil {
+					pl.mu.Unlock()
+					<-pl.slots
+					return nil, err
+				}
+				pl.starting++
+				mine, mineDone = p, make(chan error, 1)
+				pl.spawns.Add(1)
+				go pl.spawn(ctx, p, mineDone)
+			case wait > 0:
+				if patience == nil {
+					patience = time.NewTimer(wait)
+					defer patience.Stop()
+				} else {
+					patience.Reset(wait)
+				}
+				patient = patience.C
+			}
+		}
+		changed := pl.changed
 		pl.mu.Unlock()
-		if p.hasExited() { // died while idle
-			p.shutdown()
-			pl.hostLog.Warn("idle plugin process died", "pid", p.pidValue(), "status", p.status(), "stderr", p.tail.get())
-			continue
-		}
-		pl.stats.reuses.Add(1)
-		return p, nil
-	}
-	// The start is the pool's, not the caller's: a caller that gives up
-	// meanwhile (its lease revoked, its job over) leaves the process to
-	// the pool, warm for the next task. Killing it half-started wasted
-	// every start of a busy swarm's job end, and the next job's starts
-	// were cut short the same way (a confined start costs milliseconds).
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	go func() {
 		select {
+		case <-changed:
+		case <-patient:
+		case err := <-mineDone:
+			mineDone = nil
+			if err != nil {
+				<-pl.slots
+				return nil, errorForTask(err, taskID)
+			}
+		case <-ctx.Done():
+			<-pl.slots
+			return nil, &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: ctx.Err()}
 		case <-pl.closing:
-			stop()
-		case <-sctx.Done():
+			<-pl.slots
+			return nil, closedErr()
 		}
-	}()
-	p, err := pl.start(sctx)
+	}
+}
+
+// Warm starts a process in the background if the pool has none (and none
+// is starting), so that the first call finds it warm and the pool knows
+// what a start costs (see acquire): a node calls it once the job's plugin
+// is local, and the start overlaps the first lease's way to the node. A
+// peer that got no task in a job's first run thus serves a rerun of the
+// job without a start in its path. A failed start is only logged at debug
+// level: the next call starts again and returns the error.
+func (pl *Pool) Warm() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed || len(pl.all) > 0 {
+		return
+	}
+	p, err := pl.newProcLocked()
 	if err != nil {
-		<-pl.slots
-		var e *Error
-		if errors.As(err, &e) {
-			e.Task = taskID
-		}
-		return nil, err
+		pl.hostLog.Debug("plugin warm start failed", "err", err)
+		return
 	}
-	if err := ctx.Err(); err != nil {
-		pl.release(p) // frees the slot too
-		return nil, &Error{Op: op, Plugin: pl.cfg.Path, Task: taskID, Kind: err}
+	pl.starting++
+	pl.spawns.Add(1)
+	go pl.spawn(context.Background(), p, make(chan error, 1))
+}
+
+// startDelayLocked says when a caller that has waited for a process
+// for waited may start one: 0 now, > 0 after that much more, < 0 not until
+// something changes (the pool's first starts are in flight: no start has
+// been timed, and the first process up serves it or times one).
+func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
+	switch {
+	case len(pl.all) == 0: // nothing else can serve it
+		return 0
+	case pl.startCost == 0:
+		return -1
 	}
-	return p, nil
+	return max(pl.startCost-waited, 0)
+}
+
+// errorForTask is a start's error as the call of taskID returns it: a
+// copy naming the task (the error may be every waiting caller's).
+func errorForTask(err error, taskID string) error {
+	if e, ok := err.(*Error); ok {
+		c := *e
+		c.Task = taskID
+		return &c
+	}
+	return err
+}
+
+// notifyLocked wakes the callers waiting in acquire: a process went idle,
+// a start ended or a process is gone.
+func (pl *Pool) notifyLocked() {
+	close(pl.changed)
+	pl.changed = make(chan struct{})
 }
 
 // release returns a healthy process to the idle list and frees its slot.
@@ -400,28 +528,63 @@ func (pl *Pool) release(p *proc) {
 		p.shutdown()
 	} else {
 		pl.idle = append(pl.idle, p)
+		pl.notifyLocked()
 		pl.mu.Unlock()
 	}
 	<-pl.slots
 }
 
-// start starts a process for a caller that holds a slot.
-func (pl *Pool) start(ctx context.Context) (*proc, error) {
-	pl.mu.Lock()
-	if pl.closed {
-		pl.mu.Unlock()
-		return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Kind: ErrClosed}
-	}
+// newProcLocked makes the pool's folders on its first start and a process
+// not yet started, counted in all (so that starts in flight count against
+// size).
+func (pl *Pool) newProcLocked() (*proc, error) {
 	if pl.dirs.root == "" {
 		if err := pl.makeDirs(); err != nil {
-			pl.mu.Unlock()
 			pl.stats.startFailures.Add(1)
 			return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Err: err}
 		}
 	}
 	p := newProc(pl)
 	pl.all[p] = struct{}{}
+	return p, nil
+}
+
+// spawn starts p for the pool and puts it on the idle list; done gets the
+// start's error (nil: started). The start is the pool's, not the
+// caller's: a caller that gives up meanwhile (its lease revoked, its job
+// over) leaves the process warm for the next task. Killing it
+// half-started wasted every start of a busy swarm's job end, and the next
+// job's starts were cut short the same way (a confined start costs
+// milliseconds). Close stops it.
+func (pl *Pool) spawn(ctx context.Context, p *proc, done chan<- error) {
+	defer pl.spawns.Done()
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-pl.closing:
+			stop()
+		case <-sctx.Done():
+		}
+	}()
+	err := pl.start(sctx, p)
+	pl.mu.Lock()
+	pl.starting--
+	if err != nil {
+		pl.failed, pl.failedAt = err, time.Now()
+	}
+	if err == nil && pl.closed {
+		err = &Error{Op: "start", Plugin: pl.cfg.Path, Kind: ErrClosed} // Close kills it
+	} else if err == nil {
+		pl.idle = append(pl.idle, p)
+	}
+	pl.notifyLocked()
 	pl.mu.Unlock()
+	done <- err
+}
+
+// start starts p, made by newProcLocked.
+func (pl *Pool) start(ctx context.Context, p *proc) error {
 	pl.grantOnce.Do(func() {
 		pol := pl.policy()
 		pl.grantErr = sandbox.Grant(pol, pl.hostLog)
@@ -431,11 +594,13 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 	})
 	if pl.grantErr != nil {
 		pl.stats.startFailures.Add(1)
-		pl.forget(p) // never started
-		return nil, &Error{Op: "start", Plugin: pl.cfg.Path, Err: pl.grantErr}
+		close(p.startDone) // never started: shutdown must not wait for it
+		pl.forget(p)
+		return &Error{Op: "start", Plugin: pl.cfg.Path, Err: pl.grantErr}
 	}
 
 	t0 := time.Now()
+	phasetrace.At("p.spawn", 0, t0)
 	if err := p.start(ctx); err != nil {
 		pl.stats.startFailures.Add(1)
 		p.shutdown()
@@ -444,11 +609,20 @@ func (pl *Pool) start(ctx context.Context) (*proc, error) {
 			p.finishError(e)
 		}
 		pl.hostLog.Debug("plugin start failed", "err", err)
-		return nil, err
+		return err
 	}
 	pl.stats.starts.Add(1)
+	took := time.Since(t0)
+	pl.mu.Lock()
+	if pl.startCost == 0 {
+		pl.startCost = took
+	} else { // a moving mean: a start's cost drifts with the machine's load
+		pl.startCost += (took - pl.startCost) / 4
+	}
+	pl.mu.Unlock()
+	phasetrace.Mark("p.spawned", uint64(p.pidValue()))
 	pl.hostLog.Debug("plugin started", "pid", p.pidValue(), "took", time.Since(t0))
-	return p, nil
+	return nil
 }
 
 // dirPrefix names a pool's private directory in os.TempDir(), followed by

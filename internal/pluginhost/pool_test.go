@@ -810,3 +810,125 @@ func TestStartOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("stats %+v: want the process started for the canceled caller reused", s)
 	}
 }
+
+// slowStartPool is a pool whose processes take startMS to start (all of
+// them, or all but the first with firstFast).
+func slowStartPool(t *testing.T, size, maxStarting, startMS int, firstFast bool) *Pool {
+	t.Helper()
+	cfg, _ := testConfig(t, "slowstart")
+	cfg.Env = append(cfg.Env, "P2PC_TEST_START_MS="+strconv.Itoa(startMS))
+	if firstFast {
+		cfg.Env = append(cfg.Env, "P2PC_TEST_FIRST_FAST=1")
+	}
+	cfg.MaxStarting = maxStarting
+	pl := NewPool(cfg, size)
+	t.Cleanup(func() { pl.Close() })
+	return pl
+}
+
+// A call that finds every process busy takes the first one released
+// rather than wait for a start: a tiny task must not wait seconds (a
+// loaded machine's start) for what a warm process does in a moment.
+func TestCallTakesReleasedProcessBeforeStart(t *testing.T) {
+	pl := slowStartPool(t, 4, 0, 5000, true)
+	warm := runPID(t, pl) // the first process starts at once
+	busy := make(chan error, 1)
+	go func() {
+		_, err := pl.Run(context.Background(), req("busy", params{Op: "sleep", MS: 100}), nil, 10*time.Second)
+		busy <- err
+	}()
+	waitUntil(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
+	t0 := time.Now()
+	got := runPID(t, pl)
+	if took := time.Since(t0); got != warm || took > 2500*time.Millisecond {
+		t.Fatalf("served by pid %d after %v: want the warm %d as soon as it is released (a start takes 5s)", got, took, warm)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	if s := pl.Stats(); s.Starts != 1 {
+		t.Fatalf("stats %+v: want only the first start done", s)
+	}
+}
+
+// A burst of calls on an empty pool starts at most MaxStarting processes
+// at once, and the calls that find none idle are served by the first
+// processes up: not one start per call.
+func TestBurstStartsBounded(t *testing.T) {
+	pl := slowStartPool(t, 8, 2, 1000, false)
+	var (
+		mu   sync.Mutex
+		pids = map[int]int{}
+		wg   sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			res, err := pl.Run(context.Background(), req("pid", params{Op: "pid"}), nil, 10*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			pids[atoi(t, string(res.Data))]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(pids) > 2 {
+		t.Fatalf("8 quick calls served by %d processes %v: want at most MaxStarting=2", len(pids), pids)
+	}
+}
+
+// A call that finds the only process busy with a long task starts its
+// own once it has waited about as long as a start takes: it does not
+// wait for the long task.
+func TestLongBusyStartsAnother(t *testing.T) {
+	pl, _ := newTestPool(t, 2)
+	warm := runPID(t, pl) // times a start
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go pl.Run(ctx, req("long", params{Op: "sleep", MS: 20000, Ctx: true}), nil, time.Minute)
+	waitUntil(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
+	t0 := time.Now()
+	if got := runPID(t, pl); got == warm || time.Since(t0) > 10*time.Second {
+		t.Fatalf("served by pid %d after %v: want a new process, not the busy %d", got, time.Since(t0), warm)
+	}
+}
+
+// Warm starts one process in the background, which the first call
+// reuses; on a pool that has one it does nothing.
+func TestWarm(t *testing.T) {
+	pl, _ := newTestPool(t, 4)
+	pl.Warm()
+	waitUntil(t, 10*time.Second, "the warm start", func() bool { return pl.Stats().Starts == 1 })
+	pl.Warm()
+	runPID(t, pl)
+	if s := pl.Stats(); s.Starts != 1 || s.WarmReuses != 1 || s.Live != 1 {
+		t.Fatalf("stats %+v: want the warmed process reused, no other start", s)
+	}
+}
+
+// A call that waited for a start that failed (here Warm's) gets that
+// start's error: it does not start again and wait as long a second time.
+func TestWaitedForFailedStart(t *testing.T) {
+	cfg, _ := testConfig(t, "silent")
+	cfg.StartTimeout = 2 * time.Second
+	pl := NewPool(cfg, 2)
+	defer pl.Close()
+	pl.Warm()
+	t0 := time.Now()
+	_, err := pl.Run(context.Background(), req("t", params{Op: "pid"}), nil, 0)
+	if !errors.Is(err, ErrNotPlugin) {
+		t.Fatalf("err %v, want ErrNotPlugin", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Task != "t" {
+		t.Fatalf("err %#v: want the task named", err)
+	}
+	if took := time.Since(t0); took > 3500*time.Millisecond {
+		t.Fatalf("took %v: the call started again after the warm start failed", took)
+	}
+	if s := pl.Stats(); s.StartFailures != 1 {
+		t.Fatalf("stats %+v: want one failed start", s)
+	}
+}

@@ -442,3 +442,69 @@ func TestBackupAfterACopyEnds(t *testing.T) {
 		t.Fatalf("backup %+v, want t0 once its copy ended", l)
 	}
 }
+
+// BenchmarkBackupAskOwn: near the end of a job, a worker whose own lease
+// ran long asks for work again and again (at every result; it may not
+// back up its own task) while 4096 leases run: before this worker's
+// second ask it knows the answer without a scan of every running lease.
+func BenchmarkBackupAskOwn(b *testing.B) {
+	const n = 4096
+	f := newFixture(b, n, Config{Verify: verify(1, 1, 1)})
+	for range n - 1 {
+		if f.q.TryNext("a") == nil {
+			b.Fatal("no lease")
+		}
+	}
+	l := f.q.TryNext("b")
+	f.leases["b/"+l.TaskID] = l
+	f.finish("b", l.TaskID, report.OutcomeOK, "d") // the median: a second
+	f.clock.advance(3 * time.Second)
+	for b.Loop() {
+		if f.q.TryNext("a") != nil {
+			b.Fatal("a got a backup of its own task")
+		}
+	}
+}
+
+// TestOnRevoke: a lease's OnRevoke function runs once, when the lease is
+// settled or taken back, or at once when it already was.
+func TestOnRevoke(t *testing.T) {
+	f := newFixture(t, 2, Config{Verify: verify(1, 1, 1)})
+	l := f.take(t, "a")
+	calls := 0
+	l.OnRevoke(func() { calls++ })
+	if calls != 0 {
+		t.Fatal("called before the lease was revoked")
+	}
+	f.finish("a", l.TaskID, report.OutcomeOK, "d")
+	f.q.Lose("a", errors.New("gone")) // no second call
+	if calls != 1 || !closed(l.Revoked()) {
+		t.Fatalf("%d calls after the lease was settled (revoked: %v), want 1", calls, closed(l.Revoked()))
+	}
+	l.OnRevoke(func() { calls++ })
+	if calls != 2 {
+		t.Fatal("not called at once for a settled lease")
+	}
+
+	l2 := f.take(t, "b")
+	taken := false
+	l2.OnRevoke(func() { taken = true })
+	f.q.Lose("b", errors.New("gone"))
+	if !taken {
+		t.Fatal("not called when the lease was taken back")
+	}
+}
+
+// BenchmarkLeaseFinish: the queue's own cost per task of a job of one
+// replica: a lease taken (TryNext) and its result settled (Finish).
+func BenchmarkLeaseFinish(b *testing.B) {
+	f := newFixture(b, b.N, Config{Verify: verify(1, 1, 1)})
+	res := Result{Outcome: report.OutcomeOK, Digest: dg("d"), Inline: true, Files: []string{"data"}, Data: []byte("x")}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		l := f.q.TryNext("a")
+		res.End = l.Start.Add(time.Millisecond)
+		f.q.Finish(l, res)
+	}
+}

@@ -157,6 +157,9 @@ type Lease struct {
 	Attempt int
 	Peer    string
 	Start   time.Time
+	// Params are the task's params as its record holds them (canonical
+	// JSON; empty if the record has none).
+	Params []byte
 	// DigestOnly: another replica uploads the output; this one reports
 	// its digest (the peer keeps the files, fetched only if needed).
 	DigestOnly bool
@@ -173,9 +176,13 @@ type Lease struct {
 	// decided, the lease timed out, or the run ends: the worker should
 	// stop the attempt) and when it is settled (so that nothing waits on
 	// a finished lease).
-	revoked    chan struct{}
-	revokeOnce sync.Once // revoked is closed by whoever comes first
-	settled    bool
+	revoked chan struct{}
+	// revokeMu guards isRevoked (revoked is closed by whoever comes
+	// first) and onRevoke.
+	revokeMu  sync.Mutex
+	isRevoked bool
+	onRevoke  func()
+	settled   bool
 	// leased is when this queue handed the lease out: Start, except for
 	// a result handed over (Adopt), whose Start is the attempt's real,
 	// earlier one. Expiry and backup copies go by it.
@@ -186,6 +193,21 @@ type Lease struct {
 
 // Revoked is closed when the lease is taken back or settled.
 func (l *Lease) Revoked() <-chan struct{} { return l.revoked }
+
+// OnRevoke has fn called once, when the lease is taken back or settled
+// (at once if it was), in place of a goroutine per lease that waits on
+// Revoked. fn must not block nor call the queue: it may run with the
+// queue's locks held. A later OnRevoke replaces fn.
+func (l *Lease) OnRevoke(fn func()) {
+	l.revokeMu.Lock()
+	if l.isRevoked {
+		l.revokeMu.Unlock()
+		fn()
+		return
+	}
+	l.onRevoke = fn
+	l.revokeMu.Unlock()
+}
 
 // Result is what a worker reports for a lease.
 type Result struct {
@@ -337,7 +359,10 @@ type Queue struct {
 	// backupThreshold before this time (backupCandidateLocked).
 	backupAt        time.Time
 	backupThreshold time.Duration
-	closed          bool
+	// backupOwn: the scan found leases to take, all of this worker, which
+	// may not take its own: until backupAt only it skips the scan.
+	backupOwn string
+	closed    bool
 	// moved is when a lease was last handed out or settled (Stalled).
 	moved time.Time
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
@@ -661,8 +686,9 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	now := q.now()
 	// Idle workers ask at every result near the end: before backupAt no
 	// lease can be taken (see below), so the scan over every running
-	// lease waits for it.
-	if threshold == q.backupThreshold && now.Before(q.backupAt) {
+	// lease waits for it; by backupOwn only, when the only leases that
+	// could be taken are its own.
+	if threshold == q.backupThreshold && now.Before(q.backupAt) && (q.backupOwn == "" || q.backupOwn == peer) {
 		return 0, false
 	}
 	// next is the earliest time a lease skipped now may be taken. Time
@@ -670,6 +696,7 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	// again only waits longer; the one event that does (a task's copies
 	// drop to one) clears backupAt (dropCopyLocked).
 	var best *Lease
+	own := false // peer holds a lease that could be taken
 	next := now.Add(threshold)
 	for _, l := range q.running {
 		if q.tasks[l.Task].running != 1 {
@@ -690,15 +717,19 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 			continue
 		}
 		if l.Peer == peer {
-			next = now // another worker may take it: ask again
+			own = true // another worker may take it
 			continue
 		}
 		if best == nil || l.leased.Before(best.leased) {
 			best = l
 		}
 	}
-	if best != nil {
+	q.backupOwn = ""
+	switch {
+	case best != nil:
 		next = now // the others taken by then stay candidates
+	case own:
+		q.backupOwn = peer // any other worker asks again at once
 	}
 	q.backupAt, q.backupThreshold = next, threshold
 	if best == nil {
@@ -724,7 +755,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	rt := q.rec(task)
 	attempt := len(rt.Attempts) + int(ts.running)
 	rt.State = report.TaskRunning
-	id := rt.ID
+	id, params := rt.ID, rt.Params
 	q.env.Touched(task)
 	q.repMu.Unlock()
 	l := &Lease{
@@ -733,6 +764,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 		TaskID:     id,
 		Attempt:    attempt,
 		Peer:       peer,
+		Params:     params,
 		Start:      q.now().UTC(),
 		DigestOnly: digestOnly,
 		revoked:    make(chan struct{}),
@@ -1025,7 +1057,21 @@ func (q *Queue) settlePeer(peer, outcome string, why error) int {
 // revoke closes l.revoked once, whoever calls it first: a peer's lost
 // session (without the queue's lock) and a replica's win that revokes
 // the task's other copies (with it) may both reach the same lease.
-func revoke(l *Lease) { l.revokeOnce.Do(func() { close(l.revoked) }) }
+func revoke(l *Lease) {
+	l.revokeMu.Lock()
+	if l.isRevoked {
+		l.revokeMu.Unlock()
+		return
+	}
+	l.isRevoked = true
+	close(l.revoked)
+	fn := l.onRevoke
+	l.onRevoke = nil
+	l.revokeMu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
 
 // Expire revokes leases that have run longer than limit (the backstop for
 // a peer that hangs without its connection breaking), and decides

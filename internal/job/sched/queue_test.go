@@ -105,7 +105,7 @@ type fixture struct {
 }
 
 // newFixture makes a queue over n tasks t0..t(n-1), all pending.
-func newFixture(t *testing.T, n int, cfg Config) *fixture {
+func newFixture(t testing.TB, n int, cfg Config) *fixture {
 	t.Helper()
 	f := &fixture{
 		rep:    &report.Report{Tasks: make([]report.Task, n)},

@@ -51,16 +51,27 @@ type verdict struct {
 // majority of all votes; otherwise the task fails, naming the votes. So
 // a minority of liars can never win a disputed task.
 func tally(b ballot) verdict {
-	count := map[digest.ID]int{}
+	// The votes per digest: a task has a few, counted in a small array
+	// (a map per result was the vote's main cost).
+	type votes struct {
+		d digest.ID
+		n int
+	}
+	var few [4]votes
+	count := few[:0]
 	for _, d := range b.digests {
-		count[d]++
+		if i := slices.IndexFunc(count, func(c votes) bool { return c.d == d }); i >= 0 {
+			count[i].n++
+		} else {
+			count = append(count, votes{d, 1})
+		}
 	}
 	var best digest.ID
 	bestN, total := 0, 0
-	for d, n := range count {
-		total += n
-		if n > bestN || (n == bestN && bytes.Compare(d[:], best[:]) < 0) {
-			best, bestN = d, n
+	for _, c := range count {
+		total += c.n
+		if c.n > bestN || (c.n == bestN && bytes.Compare(c.d[:], best[:]) < 0) {
+			best, bestN = c.d, c.n
 		}
 	}
 	v := verdict{action: wait, digest: best, disputed: b.disputed || len(count) > 1}
@@ -100,6 +111,8 @@ func (q *Queue) tallyLocked(task int) bool {
 		quorum: int(ts.quorum), disputed: ts.disputed, started: int(ts.started), running: int(ts.running), need: int(ts.need),
 		maxReplicas: q.verify.MaxReplicas, otherVoter: func() bool { return q.otherVoterLocked(task) },
 	}
+	var few [4]digest.ID // most tasks have a vote or a few: no allocation
+	b.digests = few[:0]
 	for _, v := range q.votesOf(task) {
 		b.digests = append(b.digests, v.digest)
 	}

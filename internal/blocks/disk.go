@@ -103,6 +103,9 @@ type DiskStore struct {
 	inObj map[ID]*object  // block ID -> a whole file that holds it; guarded by mu
 	parts map[string]bool // partial files open; guarded by mu
 
+	expMu    sync.Mutex          // guards expected
+	expected map[ID]*Expectation // blocks promised but maybe not held yet (Expect)
+
 	noXattr  atomic.Bool // the file system refused a user extended attribute: record no CRC32C
 	noDirect atomic.Bool // the file system refused direct I/O: write blocks through the page cache
 
@@ -333,14 +336,14 @@ func (d *DiskStore) Has(ctx context.Context, id ID) (bool, error) {
 	}
 	fr, err := d.fanRoot(id[0])
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return d.expecting(id) != nil, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("has block %s: %w", id.Short(), err)
 	}
 	fi, err := fr.Lstat(id.String())
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return d.expecting(id) != nil, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("has block %s: %w", id.Short(), err)
@@ -358,6 +361,13 @@ func (d *DiskStore) Get(ctx context.Context, id ID) ([]byte, error) {
 	data, err := d.read(id, nil, checkSHA)
 	if errors.Is(err, ErrNotFound) {
 		data, err = d.readObject(id, nil)
+	}
+	if errors.Is(err, ErrNotFound) {
+		if retry, werr := d.awaitExpected(ctx, id); werr != nil {
+			err = werr
+		} else if retry {
+			data, err = d.read(id, nil, checkSHA)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get block %s: %w", id.Short(), err)
@@ -388,6 +398,13 @@ func (d *DiskStore) ReadBlock(ctx context.Context, id ID, buf []byte) ([]byte, e
 	data, err := d.read(id, buf, checkCRC)
 	if errors.Is(err, ErrNotFound) {
 		data, err = d.readObject(id, buf)
+	}
+	if errors.Is(err, ErrNotFound) {
+		if retry, werr := d.awaitExpected(ctx, id); werr != nil {
+			err = werr
+		} else if retry {
+			data, err = d.read(id, buf, checkCRC)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", id.Short(), err)

@@ -37,6 +37,20 @@
 // into a DiskStore through a Batch, committing every 32 MiB and before it
 // stores the manifest.
 //
+// # Promised blocks
+//
+// DiskStore.Expect promises blocks the store does not hold yet (a file
+// whose manifest is known before the file is put): until the promise is
+// settled, Has reports them held, and a Get or ReadBlock of one not on
+// disk signals Expectation.Wanted and waits instead of reporting
+// ErrNotFound. Settle(nil) lets the waiting reads read the block from
+// disk (verified as any read is; a block the put did not write, because
+// the file changed, is then not found), Settle(err) fails them with err.
+// Expectation.Also promises another file's blocks beside, settled on its
+// own but wanted together.
+// `p2pc run` promises the plugin and the inputs of a rerun this way and
+// puts them only when a peer asks (internal/job, publish.go).
+//
 // # Manifest wire format
 //
 // A manifest is stored as a block of its own. Its canonical encoding is

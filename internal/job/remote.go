@@ -130,48 +130,9 @@ type Peer struct {
 // another platform are not offered the job.
 func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
-// publish returns the job's hello, once the plugin and the inputs are in
-// the block store (runner.publish).
+// publish returns the job's hello (runner.publish).
 func (s *Session) publish(ctx context.Context) (*peerpb.Hello, error) {
 	return s.r.publish(ctx)
-}
-
-func (r *runner) buildHello(ctx context.Context) (*peerpb.Hello, error) {
-	ro := r.opts.Remote
-	put := func(name, path string, digest digest.ID) (*peerpb.FileRef, error) {
-		m, id, err := blocks.PutPath(ctx, ro.Store, path, blocks.DefaultBlockSize)
-		if err != nil {
-			return nil, r.storeFault(ro.Store, fmt.Errorf("publish %s: %w", name, err))
-		}
-		return &peerpb.FileRef{Name: name, FileId: id[:], Size: m.Size, Digest: digest[:]}, nil
-	}
-	h := &peerpb.Hello{
-		Proto:           peerpb.ProtocolVersion,
-		JobId:           r.p.ID.String(),
-		JobName:         r.p.Spec.Name,
-		Coordinator:     r.opts.Node,
-		CoordinatorAddr: ro.Addr,
-		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
-		Network:         r.p.Spec.Sandbox.Network,
-		Memory:          r.p.Spec.Resources.Memory,
-		Cpus:            r.p.Spec.Resources.CPUs,
-		Os:              r.p.Spec.Resources.OS,
-		Arch:            r.p.Spec.Resources.Arch,
-		Acks:            true,
-	}
-	h.PluginOs, h.PluginArch = pluginPlatform()
-	var err error
-	if h.Plugin, err = put("plugin", r.p.Plugin.Path, r.p.Plugin.Digest); err != nil {
-		return nil, err
-	}
-	for _, in := range r.p.Inputs {
-		ref, err := put(in.Name, in.Path, in.Digest)
-		if err != nil {
-			return nil, err
-		}
-		h.Inputs = append(h.Inputs, ref)
-	}
-	return h, nil
 }
 
 // ending reports whether the run's work is ending.

@@ -223,7 +223,9 @@ func RecallInfo(cacheDir, kind string, d digest.ID, v any) bool {
 // RememberInfo remembers v, what the plugin executable of digest d said
 // of itself (its Describe answer, in the form kind names), so that a run
 // that starts no plugin on this machine knows it without starting one:
-// the digest pins the bytes, and so the answer.
+// the digest pins the bytes, and so the answer. Any answer that is a
+// function of a file's bytes alone may be remembered so under its own
+// kind (internal/job remembers the manifest a file is published under).
 func RememberInfo(cacheDir, kind string, d digest.ID, v any) error {
 	if cacheDir == "" {
 		return nil

@@ -194,14 +194,9 @@ var (
 	lastCPU  time.Duration // the last submit's coordinator CPU time
 )
 
-// treeCPU sums the CPU time (user + system, from /proc) of the processes
-// pids (the peers) and, separately, of their children (plugin processes).
-func treeCPU(pids []int) (peers, children time.Duration) {
-	peers, children, _ = treeStat(pids)
-	return peers, children
-}
-
-// treeStat is treeCPU and the set of the children's pids.
+// treeStat sums the CPU time (user + system, from /proc) of the processes
+// pids (the peers) and, separately, of their children (plugin processes),
+// and returns the set of the children's pids.
 func treeStat(pids []int) (peers, children time.Duration, kids map[int]bool) {
 	kids = map[int]bool{}
 	want := map[int]bool{}

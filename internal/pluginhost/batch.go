@@ -189,23 +189,21 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 		disarm = arm(r.Index + 1)
 		started = r.End
 		out := BatchResult{Res: r.Res, Start: r.Start, End: r.End, Clean: r.Clean}
+		// What the task left running is killed when the call ends, not
+		// here: by the time its result arrives the plugin runs the next
+		// task, whose own processes a kill now would hit (see endTask
+		// below).
 		var te *sdk.TaskError
 		switch {
 		case r.TimedOut:
 			pl.stats.timeouts.Add(1)
-			p.endTask()
 			out.Err = &Error{Op: "run", Plugin: pl.cfg.Path, Task: tasks[r.Index].Req.TaskID, PID: p.pidValue(), Kind: ErrTimeout,
 				Err: fmt.Errorf("not done within %v: %w", timeout, r.Err)}
 			out.Res = nil
 		case errors.As(r.Err, &te):
 			pl.stats.taskErrors.Add(1)
 			limit := p.limitHit()
-			p.endTask()
 			out.Err = pl.limitError("run", te.TaskID, p, limit, r.Err)
-		default:
-			if p.endTask() {
-				p.limitHit()
-			}
 		}
 		n = r.Index + 1
 		each(r.Index, out)
@@ -215,6 +213,13 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 	cur = -1 // no watchdog fires from here on
 	mu.Unlock()
 	if err == nil && why == nil {
+		// The call is over: what its tasks left running goes now, before
+		// the process serves anything else (a batch's tasks are one job's;
+		// within the call, a task's leftovers live on for at most the
+		// rest of the batch, a few milliseconds of work).
+		if p.endTask() {
+			p.limitHit()
+		}
 		pl.release(p)
 		return n, false
 	}

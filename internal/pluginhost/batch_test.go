@@ -7,11 +7,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -314,4 +316,58 @@ func TestBatchOfOne(t *testing.T) {
 	if d := r.End.Sub(r.Start); d < 20*time.Millisecond || r.Start.Before(before) || r.End.After(after) {
 		t.Errorf("ran from %v to %v (%v), called from %v to %v", r.Start, r.End, d, before, after)
 	}
+}
+
+// A task's result comes while the plugin already runs the next task of
+// its batch: what the next task started is its own, not left running by
+// the task that ended, and lives on (before, the host killed every
+// process but the plugin's at each result, and the second task's child
+// with them).
+func TestBatchNextTasksChildLives(t *testing.T) {
+	pl := newBatchPool(t, "task")
+	if st := sandbox.Cgroups(); st.Version == 0 {
+		t.Skipf("no cgroups here (%s): nothing kills a task's leftovers", st.Reason)
+	}
+	res, calls := batchRun(t, pl, 10*time.Second,
+		params{Op: "pid"},
+		params{Op: "waitchild", MS: 300},
+		params{Op: "pid"},
+	)
+	if calls != 1 {
+		t.Errorf("%d calls, want 1", calls)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Errorf("task %d: %v", i, r.Err)
+		}
+	}
+}
+
+// What a batch's task leaves running is gone when the call ends.
+func TestBatchLeftoversGoAtTheEnd(t *testing.T) {
+	pl := newBatchPool(t, "task")
+	if st := sandbox.Cgroups(); st.Version == 0 {
+		t.Skipf("no cgroups here (%s): nothing kills a task's leftovers", st.Reason)
+	}
+	work := filepath.Join(pl.cfg.Sandbox.ReadWrite[0], "slot")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := newTestHost()
+	var tasks []BatchTask
+	for i, p := range []params{{Op: "sleep", Child: true}, {Op: "pid"}} {
+		r := req("t"+strconv.Itoa(i), p)
+		r.WorkDir = work
+		tasks = append(tasks, BatchTask{Ctx: context.Background(), Req: r, Host: host})
+	}
+	n, _ := pl.RunBatch(context.Background(), tasks, 10*time.Second, func(i int, r BatchResult) {
+		if r.Err != nil {
+			t.Errorf("task %d: %v", i, r.Err)
+		}
+	})
+	if n != 2 {
+		t.Fatalf("%d tasks reported, want 2", n)
+	}
+	pid := host.waitPartial(t, "child")
+	waitDead(t, pid, 5*time.Second, "the child left by the batch's first task")
 }

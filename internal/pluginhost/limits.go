@@ -36,9 +36,10 @@ func (p *proc) limitHit() error {
 	return nil
 }
 
-// endTask kills what the task left running in the warm process's cgroup:
-// every process but the plugin itself (double-forked daemons included).
-// It reports whether the task left any: only then (or when the task
+// endTask kills what the call's task (or a batch's tasks: RunBatch
+// calls it when the call ends) left running in the warm process's
+// cgroup: every process but the plugin itself (double-forked daemons
+// included). It reports whether any was left: only then (or when a task
 // failed) may a limit have been hit, so only then is it asked.
 func (p *proc) endTask() (left bool) {
 	cg := p.cgroup()

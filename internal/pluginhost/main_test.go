@@ -185,6 +185,12 @@ func (testTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.
 		case <-time.After(d):
 			return pid, nil
 		}
+	case "waitchild": // runs `sleep MS/1000` and fails unless it ends well
+		c := exec.Command("sleep", strconv.FormatFloat(float64(p.MS)/1000, 'f', 3, 64))
+		if err := c.Run(); err != nil {
+			return nil, fmt.Errorf("child: %w", err)
+		}
+		return pid, nil
 	case "escape": // a descendant leaves the process group holding fd 2, then the plugin dies
 		c := exec.Command("sleep", "100")
 		c.Stderr = os.NewFile(2, "fd2")

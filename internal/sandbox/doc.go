@@ -65,8 +65,8 @@
 // the fork and back after it (the thread writes "0", itself, to the
 // tasks files: a move by thread ID takes a lock whose first taking in a
 // while waits for an RCU grace period); the cgroup files are opened
-// before Landlock confines the thread. Cgroup.KillOthers ends what a task left
-// running in a warm process's cgroup, Cgroup.Kill the whole group
+// before Landlock confines the thread. Cgroup.KillOthers ends what a plugin call's
+// tasks left running in a warm process's cgroup (after the call), Cgroup.Kill the whole group
 // (cgroup.kill, or freeze + SIGKILL), Cgroup.Exceeded says whether the
 // kernel killed for memory (oom_kill) or refused a fork (pids max).
 // SetShare caps the whole tree (p2pc join --cpus, --memory), Freeze

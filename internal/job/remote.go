@@ -244,7 +244,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	}
 
 	w := &remoteWorker{s: s, peer: peer, stream: stream, leases: map[uint64]*sched.Lease{},
-		outbox: make(chan *peerpb.ToPeer, 64), credits: make(chan int, 64),
+		outbox: make(chan *peerpb.ToPeer, 64), creditKick: make(chan struct{}, 1),
 		handovers: int(first.GetWelcome().GetHandovers()), release: release,
 		acks: acker{on: first.GetWelcome().GetAcks()}, endSent: make(chan struct{})}
 	if w.acks.on {
@@ -296,9 +296,15 @@ type remoteWorker struct {
 	mu     sync.Mutex
 	leases map[uint64]*sched.Lease // by lease id
 
-	outbox  chan *peerpb.ToPeer
-	credits chan int
-	calls   atomic.Int64
+	outbox chan *peerpb.ToPeer
+	// credit is what the peer asked for and the leaser has not taken yet;
+	// creditKick wakes the leaser. The receive loop only adds and kicks:
+	// it never waits on the leaser, which may wait long in Next (the
+	// queue has nothing to lease until results come in, and the results
+	// come in through the receive loop).
+	credit     atomic.Int64
+	creditKick chan struct{}
+	calls      atomic.Int64
 
 	// handovers the peer announced in Welcome are still to come (the
 	// receive loop's own count); release ends the session's hold on the
@@ -467,11 +473,7 @@ func (w *remoteWorker) settled(l *sched.Lease, res *peerpb.Result) {
 func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results chan<- *peerpb.Result, wg *sync.WaitGroup) error {
 	switch m := msg.Msg.(type) {
 	case *peerpb.FromPeer_Pull:
-		select {
-		case w.credits <- int(min(m.Pull.N, 1<<16)):
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+		w.addCredit(int64(m.Pull.N))
 	case *peerpb.FromPeer_Result:
 		phasetrace.Mark("c.recv", m.Result.LeaseId)
 		select {
@@ -598,12 +600,12 @@ func (w *remoteWorker) get(id uint64) *sched.Lease {
 func (w *remoteWorker) lease(ctx context.Context) error {
 	credit := 0
 	for {
+		credit += int(w.credit.Swap(0))
 		if credit == 0 {
 			select {
 			case <-ctx.Done():
 				return nil
-			case n := <-w.credits:
-				credit += n
+			case <-w.creditKick:
 				continue
 			}
 		}
@@ -670,6 +672,26 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		for _, l := range batch {
 			l.OnRevoke(func() { w.revoked(ctx, l) })
 		}
+	}
+}
+
+// maxCredit bounds the credit a peer can hold unanswered (a peer asks
+// for about as many leases as it has free slots; more is a broken peer).
+const maxCredit = 1 << 16
+
+// addCredit adds n to what the peer asked for (at most maxCredit in all)
+// and wakes the leaser. It never blocks: the receive loop calls it, and
+// results must keep coming in while the leaser waits for a task.
+func (w *remoteWorker) addCredit(n int64) {
+	for {
+		c := w.credit.Load()
+		if w.credit.CompareAndSwap(c, min(c+n, maxCredit)) {
+			break
+		}
+	}
+	select {
+	case w.creditKick <- struct{}{}:
+	default:
 	}
 }
 

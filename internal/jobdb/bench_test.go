@@ -25,7 +25,9 @@ import (
 // in temporary files past 64 KiB; temp=memory (what Open sets) keeps them
 // in memory. rows=sorted is what the writer does (a batch's rows sorted
 // by task), rows=unsorted in the order they came. cpu-ns/op is the
-// process's CPU time (user and system) per task, the writer's included.
+// process's CPU time (user and system) per task, the writer's included;
+// max-put-ms the longest one task's puts waited (the queue full behind a
+// slow commit: the run's settling stops meanwhile).
 func BenchmarkFinishTask(b *testing.B) {
 	for _, order := range []string{"tasks", "peers"} {
 		for _, v := range []struct{ temp, rows string }{{"file", "unsorted"}, {"memory", "unsorted"}, {"memory", "sorted"}} {
@@ -65,6 +67,7 @@ func benchFinishTask(b *testing.B, peers bool, temp string, unsorted bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
+	var stall time.Duration // the longest a task's puts waited for the writer
 	for k := range tasks {
 		i := k
 		if peers {
@@ -73,11 +76,15 @@ func benchFinishTask(b *testing.B, peers bool, temp string, unsorted bool) {
 		t := &tasks[i]
 		t.State, t.Peer, t.Digest = report.TaskDone, "node1", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 		t.Attempts = append(t.Attempts, report.Attempt{Peer: "node1", Start: start, End: start.Add(time.Millisecond), Outcome: report.OutcomeOK})
+		t0 := time.Now()
 		if err := db.PutOutput(i, "data", data); err != nil {
 			b.Fatal(err)
 		}
 		if err := db.PutTask(i, t); err != nil {
 			b.Fatal(err)
+		}
+		if d := time.Since(t0); d > stall {
+			stall = d
 		}
 	}
 	// Closed, the database is checkpointed: the pages the WAL holds go
@@ -88,6 +95,7 @@ func benchFinishTask(b *testing.B, peers bool, temp string, unsorted bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(db.w.execs-execs)/float64(b.N), "stmts/op")
+	b.ReportMetric(float64(stall.Microseconds())/1000, "max-put-ms")
 }
 
 // doneJob writes a closed job database of n done tasks, each with one

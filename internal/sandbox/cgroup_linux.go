@@ -657,6 +657,9 @@ func freezerAt(d string) *freezer {
 
 type freezer struct{ file, on, off, state, frozen string }
 
+// freezes counts the freezes asked for (tests).
+var freezes atomic.Int64
+
 // set freezes (and waits until the kernel says frozen) or thaws.
 // freezeWait bounds how long freezing a cgroup may take.
 const freezeWait = 5 * time.Second
@@ -665,6 +668,7 @@ func (f *freezer) set(on bool) error {
 	if !on {
 		return writeFile(f.file, f.off)
 	}
+	freezes.Add(1)
 	if err := writeFile(f.file, f.on); err != nil {
 		return err
 	}
@@ -688,12 +692,23 @@ func (f *freezer) set(on bool) error {
 }
 
 // killProcs SIGKILLs the processes in cgroup folder dir but keep (and
-// never this process) and waits until they are gone. With a freezer the
-// group is frozen first, so nothing forks or exits (and frees its PID)
-// while it is read and killed.
+// never this process) and waits until they are gone. A round kills what
+// it reads; that is all it takes unless something forks meanwhile: a
+// later round that finds a process it has not killed yet (a fork) first
+// freezes the group, with a freezer, so that nothing forks or exits
+// (and frees its PID) while it is read and killed; one that finds only
+// processes it killed waits for them (a process of many threads takes a
+// while to go on a loaded machine). Not the first round, nor a wait:
+// a p2pc killed between freezing and thawing leaves its processes
+// frozen, undying, until the next p2pc on the machine sweeps its tree
+// (peers stopped with SIGKILL while they shut down, their plugins killed
+// one by one, left dozens so). Unfrozen, a process read may exit before
+// the kill; its PID is not handed out again that soon (the kernel
+// allocates PIDs in turn, up to pid_max).
 func killProcs(dir string, fr *freezer, keep int) error {
 	self := os.Getpid()
 	deadline := time.Now().Add(killWait)
+	killed := map[int]bool{}
 	for {
 		others := slices.DeleteFunc(readProcs(dir), func(p int) bool { return p == keep || p == self })
 		if len(others) == 0 {
@@ -702,12 +717,18 @@ func killProcs(dir string, fr *freezer, keep int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kill cgroup %s: %d processes left after %v", dir, len(others), killWait)
 		}
-		frozen := fr != nil && fr.set(true) == nil
+		forked := len(killed) > 0 && slices.ContainsFunc(others, func(p int) bool { return !killed[p] })
+		if len(killed) > 0 && !forked {
+			waitEmptyBrief(dir, keep, self)
+			continue
+		}
+		frozen := forked && fr != nil && fr.set(true) == nil
 		if frozen {
 			others = slices.DeleteFunc(readProcs(dir), func(p int) bool { return p == keep || p == self })
 		}
 		for _, p := range others {
 			unix.Kill(p, unix.SIGKILL)
+			killed[p] = true
 		}
 		if fr != nil {
 			fr.set(false)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
 )
@@ -350,5 +351,47 @@ func TestCPUGroupOnlyWithQuota(t *testing.T) {
 	want := "/" + filepath.Base(tree.dirs["cpu"])
 	if got := cpuOf(startIn(t, c2).Process.Pid); !strings.HasSuffix(got, want) {
 		t.Errorf("with a quota the plugin is in cpu group %s, want the tree's (%s)", got, want)
+	}
+}
+
+// TestKillFreezesOnlyForkers: killing a cgroup whose processes do not
+// fork (a plugin at its pool's close, a task's leftover sleeping child)
+// freezes nothing, so a p2pc killed meanwhile leaves nothing frozen; a
+// group that keeps forking is frozen in the later rounds and still
+// emptied.
+func TestKillFreezesOnlyForkers(t *testing.T) {
+	needTree(t)
+	if TreeDir("freezer") == "" {
+		t.Skip("no freezer")
+	}
+	c, err := NewCgroup(Limits{Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	startIn(t, c)
+	startIn(t, c)
+	before := freezes.Load()
+	if err := c.kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if n := freezes.Load() - before; n != 0 {
+		t.Errorf("killing two sleeping processes froze the group %d times, want 0", n)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Fatalf("left after kill: %v", p)
+	}
+
+	// A shell that forks without end (its children fork too).
+	startCmdIn(t, c, exec.Command("sh", "-c", `f() { while :; do sleep 0.001 & done; }; f & f & wait`))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.Procs()) < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.kill(0); err != nil {
+		t.Fatalf("kill a forking group: %v", err)
+	}
+	if p := c.Procs(); len(p) != 0 {
+		t.Fatalf("left after killing the forking group: %v", p)
 	}
 }

@@ -203,3 +203,86 @@ func killAfter(rnd *rand.Rand, ref time.Duration, kills int) time.Duration {
 	most := max(ref/time.Duration(kills+2), 100*time.Millisecond)
 	return 20*time.Millisecond + time.Duration(rnd.Int64N(int64(most)))
 }
+
+// TestSubmitterKilledMidTask: the submitter dies while every slot runs a
+// task of 400 ms, and is started again at once. The peers run those tasks
+// on; the new run's sessions must not lease them to anyone meanwhile: a
+// peer's new session of the job waits for them (a while) and hands their
+// results over with the rest. Before, they were leased again at once and
+// ran twice (TestSubmitterKilled caught it now and then: its tasks take
+// 20 ms).
+func TestSubmitterKilledMidTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 10s)")
+	}
+	const tasks = 24
+	dir := t.TempDir()
+	var peers []*peer
+	for _, name := range []string{"m1", "m2", "m3"} {
+		peers = append(peers, startPeer(t, dir, name, 2, "--log-level", "debug"))
+	}
+	spec := writeSpec(t, dir, "m.yaml", fmt.Sprintf(`
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 400}
+batch: off
+tasks:
+  - range: {param: n, from: 1, to: %d}
+`, tasks))
+	out := filepath.Join(dir, "out")
+	args := []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress"}
+	run, err := harness.Start(p2pcBin, args, harness.Options{Name: "run0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Killed once the first tasks are done and the next ones under way:
+	// 200 ms into the second round of tasks.
+	started := regexp.MustCompile(`msg="task ran" `)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := 0
+		for _, p := range peers {
+			n += len(started.FindAllString(p.proc.Stderr(), -1))
+		}
+		if n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no task ran within 30 s\n%s", run.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	run.Kill()
+	if _, err := run.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := p2pc(t, args[2:]...); r.code != 0 {
+		t.Fatalf("the run after the kill: exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	if rep.State != report.StateComplete || rep.Summary.Done != tasks {
+		t.Fatalf("after the kill: state %s, %d done", rep.State, rep.Summary.Done)
+	}
+	ran, handed := map[string]int{}, 0
+	for _, p := range peers {
+		for _, m := range ranRe.FindAllStringSubmatch(p.proc.Stderr(), -1) {
+			ran[m[1]]++
+		}
+	}
+	for _, task := range rep.Tasks {
+		for _, a := range task.Attempts {
+			if a.HandedOver {
+				handed++
+			}
+		}
+	}
+	for id, n := range ran {
+		if n > 1 {
+			t.Errorf("task %s ran to completion %d times on the peers", id, n)
+		}
+	}
+	if handed == 0 {
+		t.Errorf("no result was handed over: the kill found no task running, or the new run took the running ones from their peers")
+	}
+	t.Logf("%d tasks ran, %d results handed over", len(ran), handed)
+}

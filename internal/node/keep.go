@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -153,6 +154,12 @@ type keeper struct {
 	fifo  []keptRef                  // in the order they expire
 	bytes int
 	now   func() time.Time
+
+	// running counts, per job, the tasks of lost sessions that still
+	// run (their results join the keeper as they finish); changed is
+	// closed, and replaced, whenever a count goes down.
+	running map[string]int
+	changed chan struct{}
 }
 
 // keptRef names a kept result in the keeper's fifo; a ref whose result was
@@ -163,7 +170,57 @@ type keptRef struct {
 }
 
 func newKeeper(grace time.Duration) *keeper {
-	return &keeper{grace: grace, max: maxKeptBytes, jobs: map[string]map[string]kept{}, now: time.Now}
+	return &keeper{grace: grace, max: maxKeptBytes, jobs: map[string]map[string]kept{}, now: time.Now,
+		running: map[string]int{}, changed: make(chan struct{})}
+}
+
+// orphanWait bounds how long a new session of a job waits for the tasks
+// its lost sessions still run on this node before it offers their
+// results: below the coordinator's hold of every lease for hand-overs
+// (job.handoverHold, 2 s), so that a task that finishes meanwhile is
+// handed over rather than leased again, and run twice.
+const orphanWait = 1500 * time.Millisecond
+
+// orphaned notes that n more (n < 0: fewer) tasks of job's lost
+// sessions are running.
+func (k *keeper) orphaned(job string, n int) {
+	if k == nil || n == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.running[job] += n; k.running[job] <= 0 {
+		delete(k.running, job)
+	}
+	if n < 0 {
+		close(k.changed)
+		k.changed = make(chan struct{})
+	}
+}
+
+// awaitOrphans waits until no task of job's lost sessions runs here, at
+// most max (or until ctx ends), and says how many still run.
+func (k *keeper) awaitOrphans(ctx context.Context, job string, max time.Duration) int {
+	if k == nil {
+		return 0
+	}
+	timer := time.NewTimer(max)
+	defer timer.Stop()
+	for {
+		k.mu.Lock()
+		n, ch := k.running[job], k.changed
+		k.mu.Unlock()
+		if n == 0 {
+			return 0
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return n
+		case <-ctx.Done():
+			return n
+		}
+	}
 }
 
 // put keeps results of job until the grace time from now; the newest

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -183,5 +184,32 @@ func TestKeeperDrop(t *testing.T) {
 	now = now.Add(2 * time.Minute) // the dropped results' fifo refs are skipped
 	if k.count("j2") != 0 || k.bytes != 0 || len(k.fifo) != 0 {
 		t.Fatalf("after expiry: %d kept, %d bytes, %d refs", k.count("j2"), k.bytes, len(k.fifo))
+	}
+}
+
+// TestAwaitOrphans: a new session waits for the tasks of the job's lost
+// sessions that still run, and only for those of its job, and not longer
+// than it is told.
+func TestAwaitOrphans(t *testing.T) {
+	k := newKeeper(time.Minute)
+	ctx := context.Background()
+	if n := k.awaitOrphans(ctx, "other", time.Hour); n != 0 {
+		t.Fatalf("nothing runs: %d", n)
+	}
+	k.orphaned("j", 2)
+	if n := k.awaitOrphans(ctx, "j", 20*time.Millisecond); n != 2 {
+		t.Fatalf("two run, bounded wait: %d", n)
+	}
+	if n := k.awaitOrphans(ctx, "other", time.Hour); n != 0 {
+		t.Fatalf("another job's: %d", n)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		k.orphaned("j", -1)
+		time.Sleep(10 * time.Millisecond)
+		k.orphaned("j", -1)
+	}()
+	if n := k.awaitOrphans(ctx, "j", time.Minute); n != 0 {
+		t.Fatalf("both finished: %d", n)
 	}
 }

@@ -128,10 +128,12 @@ type session struct {
 	// recent are the results finished and not acknowledged (keep.go),
 	// while the session lives; orphaned: the stream has ended, results
 	// finished now go to the node's keeper; over: the coordinator said
-	// the job is over (End), nothing is kept; idle is signalled when
-	// active empties.
+	// the job is over (End), nothing is kept; orphans: the tasks running
+	// when it ended run on and are counted in the keeper's running;
+	// idle is signalled when active empties.
 	recent   recentList
 	orphaned bool
+	orphans  bool
 	over     bool
 	idle     *sync.Cond
 }
@@ -201,6 +203,12 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
 	sess.pool.Warm() // a process ready before the first lease arrives
+	// Tasks a lost session of the job still runs here finish first (for
+	// a while): their results are offered with the rest, not left to
+	// finish beside a second run of the same tasks.
+	if left := n.keep.awaitOrphans(ctx, keepKey(hello), orphanWait); left > 0 {
+		sess.log.Info("tasks of the job's lost session still run; their results are kept for a later session", "running", left)
+	}
 	handovers, count := n.keep.offer(keepKey(hello))
 	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true}}}); err != nil {
 		return err
@@ -607,6 +615,9 @@ var errCoordinatorGone = errors.New("the job's coordinator is gone")
 func (s *session) keepResult(it *queued, res *peerpb.Result) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.active[it.lease.LeaseId]; ok && s.orphaned && s.orphans {
+		defer s.n.keep.orphaned(keepKey(s.hello), -1) // after the put below
+	}
 	delete(s.active, it.lease.LeaseId)
 	if len(s.active) == 0 {
 		s.idle.Broadcast()
@@ -640,6 +651,8 @@ func (s *session) end(unstarted []*queued) {
 	if s.n.keep.grace > 0 && s.n.life.Err() == nil && !s.over {
 		recent := s.recent.list()
 		s.n.keep.put(keepKey(s.hello), recent...)
+		s.orphans = true
+		s.n.keep.orphaned(keepKey(s.hello), len(s.active))
 		if len(s.active) > 0 || len(recent) > 0 {
 			s.log.Info("session lost: running tasks finish, results are kept for the job's next session",
 				"running", len(s.active), "kept", len(recent), "for", s.n.keep.grace)

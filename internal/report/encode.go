@@ -143,6 +143,23 @@ func peer(name, id string) (string, string) {
 	return name, id
 }
 
+// peer writes the "peer" field at depth and, if the peer has one, its
+// "peer_id".
+func (e *encoder) peer(depth int, first bool, name, id string) {
+	name, id = peer(name, id)
+	e.key(depth, first, "peer")
+	e.str(name)
+	e.optStr(depth, "peer_id", id)
+}
+
+// optStr writes the string field name at depth unless v is empty.
+func (e *encoder) optStr(depth int, name, v string) {
+	if v != "" {
+		e.key(depth, false, name)
+		e.str(v)
+	}
+}
+
 // list appends a JSON array of n elements at depth, each written by elem
 // one level deeper (after its new line); nil is null.
 func (e *encoder) list(depth, n int, isNil bool, elem func(i int)) {
@@ -175,24 +192,12 @@ func (e *encoder) task(t *Task) {
 	e.params(t.Params)
 	e.key(1, false, "state")
 	e.str(t.State)
-	if name != "" {
-		e.key(1, false, "peer")
-		e.str(name)
-	}
-	if id != "" {
-		e.key(1, false, "peer_id")
-		e.str(id)
-	}
+	e.optStr(1, "peer", name)
+	e.optStr(1, "peer_id", id)
 	e.key(1, false, "attempts")
 	e.list(1, len(t.Attempts), t.Attempts == nil, func(i int) { e.attempt(&t.Attempts[i]) })
-	if t.Error != "" {
-		e.key(1, false, "error")
-		e.str(t.Error)
-	}
-	if t.Digest != "" {
-		e.key(1, false, "digest")
-		e.str(t.Digest)
-	}
+	e.optStr(1, "error", t.Error)
+	e.optStr(1, "digest", t.Digest)
 	if len(t.Files) > 0 {
 		e.key(1, false, "files")
 		e.list(1, len(t.Files), false, func(i int) { e.str(t.Files[i]) })
@@ -201,10 +206,7 @@ func (e *encoder) task(t *Task) {
 		e.key(1, false, "votes")
 		e.list(1, len(t.Votes), false, func(i int) { e.vote(&t.Votes[i]) })
 	}
-	if t.Verdict != "" {
-		e.key(1, false, "verdict")
-		e.str(t.Verdict)
-	}
+	e.optStr(1, "verdict", t.Verdict)
 	if t.Checkpoints != 0 {
 		e.key(1, false, "checkpoints")
 		e.b = strconv.AppendInt(e.b, int64(t.Checkpoints), 10)
@@ -219,24 +221,15 @@ func (e *encoder) task(t *Task) {
 
 // attempt, vote and partial write an element of a task's list (depth 2).
 func (e *encoder) attempt(a *Attempt) {
-	name, id := peer(a.Peer, a.PeerID)
 	e.b = append(e.b, '{')
-	e.key(3, true, "peer")
-	e.str(name)
-	if id != "" {
-		e.key(3, false, "peer_id")
-		e.str(id)
-	}
+	e.peer(3, true, a.Peer, a.PeerID)
 	e.key(3, false, "start")
 	e.time(a.Start)
 	e.key(3, false, "end")
 	e.time(a.End)
 	e.key(3, false, "outcome")
 	e.str(a.Outcome)
-	if a.Error != "" {
-		e.key(3, false, "error")
-		e.str(a.Error)
-	}
+	e.optStr(3, "error", a.Error)
 	for _, f := range [...]struct {
 		name string
 		v    bool
@@ -251,14 +244,8 @@ func (e *encoder) attempt(a *Attempt) {
 }
 
 func (e *encoder) vote(v *Vote) {
-	name, id := peer(v.Peer, v.PeerID)
 	e.b = append(e.b, '{')
-	e.key(3, true, "peer")
-	e.str(name)
-	if id != "" {
-		e.key(3, false, "peer_id")
-		e.str(id)
-	}
+	e.peer(3, true, v.Peer, v.PeerID)
 	e.key(3, false, "digest")
 	e.str(v.Digest)
 	e.line(2)
@@ -266,20 +253,11 @@ func (e *encoder) vote(v *Vote) {
 }
 
 func (e *encoder) partial(p *Partial) {
-	name, id := peer(p.Peer, p.PeerID)
 	e.b = append(e.b, '{')
 	e.key(3, true, "time")
 	e.time(p.Time)
-	e.key(3, false, "peer")
-	e.str(name)
-	if id != "" {
-		e.key(3, false, "peer_id")
-		e.str(id)
-	}
-	if p.Text != "" {
-		e.key(3, false, "text")
-		e.str(p.Text)
-	}
+	e.peer(3, false, p.Peer, p.PeerID)
+	e.optStr(3, "text", p.Text)
 	if len(p.Bytes) > 0 {
 		e.key(3, false, "bytes")
 		e.b = append(e.b, '"')

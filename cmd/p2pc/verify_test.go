@@ -43,7 +43,11 @@ func TestVerifyOneLiar(t *testing.T) {
 	}
 	liar := startPeer(t, dir, "liar", 2, "--fault-lie-rate", "1")
 	peers = append(peers, liar)
-	spec := writeSpec(t, dir, "v.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2"))
+	// 48 tasks of some milliseconds each, so that the liar, whatever its
+	// start under load, votes at least sched.ExcludeAfter times: with 24
+	// sub-millisecond tasks it once voted only twice in CI before honest
+	// peers had done the whole job.
+	spec := writeSpec(t, dir, "v.yaml", strings.NewReplacer("bands: 24", "bands: 48", "to: 23", "to: 47", "max_iter: 100", "max_iter: 1500").Replace(fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2")))
 	honest := localDigests(t, spec, filepath.Join(dir, "local"))
 
 	out := filepath.Join(dir, "out")

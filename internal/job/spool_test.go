@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,11 @@ func TestSpoolMatchesDatabase(t *testing.T) {
 	decide := func(i int, state, peer string) {
 		rec := rs.Task(i)
 		rec.State, rec.Peer, rec.Digest = state, peer, "d"+rec.ID
+		if state == report.TaskFailed {
+			// Longer than a chunk: it outgrows the first, and the next
+			// task's text goes to a second.
+			rec.Error = strings.Repeat("e", spoolChunk+spoolChunk/2)
+		}
 		rec.Attempts = append(rec.Attempts, report.Attempt{Peer: peer, Start: t0, End: t0.Add(time.Millisecond), Outcome: report.OutcomeOK})
 		if err := r.db.PutTask(i, rec); err != nil {
 			t.Fatal(err)
@@ -53,6 +59,9 @@ func TestSpoolMatchesDatabase(t *testing.T) {
 	rs.Task(1).State = report.TaskRunning
 	if !rs.spool.covers(rs) {
 		t.Fatal("the spool does not cover the tasks decided in this run")
+	}
+	if len(rs.spool.chunks) < 2 {
+		t.Fatalf("the spool's text is in %d chunk(s): the test crosses none", len(rs.spool.chunks))
 	}
 
 	var fromSpool, fromDB bytes.Buffer

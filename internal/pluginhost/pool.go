@@ -55,9 +55,12 @@ type Pool struct {
 	// ones; 0: none yet): how long a caller waits for a busy process
 	// before it starts one.
 	startCost time.Duration
-	spawns    sync.WaitGroup // spawn goroutines
-	dirs      dirs
-	info      *pluginproto.PluginInfo
+	// cpusBusy says whether every CPU of the machine is busy (a start
+	// then waits longer: startDelayLocked); a test sets its own.
+	cpusBusy func() bool
+	spawns   sync.WaitGroup // spawn goroutines
+	dirs     dirs
+	info     *pluginproto.PluginInfo
 	// verified is the identity of the executable last checked against
 	// the checksum (see checkExecutable).
 	verified string
@@ -136,6 +139,7 @@ func NewPool(cfg Config, size int) *Pool {
 		maxStarting:  maxStarting,
 		changed:      make(chan struct{}),
 		verified:     cfg.Verified,
+		cpusBusy:     cpusBusy,
 	}
 }
 
@@ -371,7 +375,9 @@ func expired(ctx context.Context) bool {
 // handshake), and a whole slot count of them at once on a machine with
 // fewer cores held every waiting task up until the last was done (the
 // tracker benchmark's slow "warm" runs, issue 16). A long task waits at
-// most about one start's time before its own process starts. A process
+// most about one start's time before its own process starts, or
+// busyPatience starts' time while every CPU of the machine is busy (a
+// start then slows the work that would free a process). A process
 // started for a caller that took another goes to the idle list, warm for
 // the next.
 func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
@@ -503,8 +509,24 @@ func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
 	case pl.startCost == 0:
 		return -1
 	}
-	return max(pl.startCost-waited, 0)
+	if d := pl.startCost - waited; d > 0 {
+		return d
+	}
+	if patient := busyPatience * pl.startCost; waited < patient && pl.cpusBusy() {
+		// Every CPU is busy: a start would take CPU from the work that
+		// frees processes (tasks of milliseconds mostly free one
+		// sooner); a process that sleeps in its task is not runnable and
+		// leaves the CPUs free.
+		return patient - waited
+	}
+	return 0
 }
+
+// busyPatience is how many starts' time a caller waits for a process
+// before it starts one while every CPU of the machine is busy (issue 16:
+// on 2 cores shared by 16 peers, the warm tracker runs in which peers
+// started processes mid-run took twice as long as those without).
+const busyPatience = 4
 
 // errorForTask is a start's error as the call of taskID returns it: a
 // copy naming the task (the error may be every waiting caller's).

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pluginhost
+
+// cpusBusy: not known on this system; a pool grows as the wait alone
+// says.
+func cpusBusy() bool { return false }

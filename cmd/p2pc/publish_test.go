@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestFreshPeerJoinsWarmRerun: a rerun whose files' manifests are
@@ -53,6 +54,10 @@ func TestFreshPeerJoinsWarmRerun(t *testing.T) {
 	if names := run("rerun", warm); !has(names, recalled) || has(names, published) {
 		t.Fatalf("rerun with a peer that holds every file: want nothing published, got phases %q", names)
 	}
+	// The warm peer goes first: it would learn of the rerun by gossip and,
+	// with every file at hand, could take all its tasks before the fresh
+	// one has fetched a block (on a loaded machine it once did).
+	warm.proc.Stop(5 * time.Second)
 	fresh := startPeer(t, dir, "fresh", 2)
 	if names := run("fresh", fresh); !has(names, recalled) || !has(names, published) {
 		t.Fatalf("rerun with a fresh peer: want the blocks published on its demand, got phases %q", names)

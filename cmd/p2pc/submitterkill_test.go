@@ -65,15 +65,30 @@ tasks:
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	// settled: the record of every task seen done after a kill.
 	settled := map[string]string{}
+	ended := false
+	before := make([]int, len(peers)) // the peers' logs before the last run
 	for k := range kills {
+		for i, p := range peers {
+			before[i] = len(p.proc.Stderr())
+		}
 		run, err := harness.Start(p2pcBin, args(out), harness.Options{Name: fmt.Sprintf("run%d", k)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case <-run.Done():
-			t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
+			// Peers work on while the submitter is dead, so on a loaded
+			// machine the job may end a kill or two early: enough kills
+			// are half of them.
+			if k < kills/2 {
+				t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
+			}
+			t.Logf("the job ended after %d of %d kills (seed %d)", k, kills, seed)
+			ended = true
 		case <-time.After(killAfter(rnd, refTook, kills)):
+		}
+		if ended {
+			break
 		}
 		run.Kill()
 		if _, err := run.Wait(10 * time.Second); err != nil {
@@ -82,12 +97,13 @@ tasks:
 		checkSettled(t, out, settled, fmt.Sprintf("after kill %d (seed %d)", k+1, seed))
 	}
 	killed := len(settled)
-	before := make([]int, len(peers))
-	for i, p := range peers {
-		before[i] = len(p.proc.Stderr())
-	}
-	if r := p2pc(t, args(out)[2:]...); r.code != 0 {
-		t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
+	if !ended {
+		for i, p := range peers {
+			before[i] = len(p.proc.Stderr())
+		}
+		if r := p2pc(t, args(out)[2:]...); r.code != 0 {
+			t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
+		}
 	}
 	checkJobOver(t, peers, before, "the last run")
 	checkSettled(t, out, settled, "at the end")

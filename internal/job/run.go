@@ -684,33 +684,17 @@ func (r *runner) startJournal(fail context.CancelCauseFunc) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTimer(freshDelay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-done:
-		}
 		r.journalFresh(fail)
 	}()
 	return func() { close(done); wg.Wait() }
 }
-
-// freshDelay is how long a run waits before journalFresh: a task done by
-// then is written once, as done, not first as pending and then again.
-// Skipping the pending rows altogether took about 4 of the coordinator's
-// 54-56 µs of CPU per task at 65,536 echo tasks (issue 16); the delay
-// skips those of every task done within it (all of a 2048-task job's on
-// the tracker swarm). Until its pass, `p2pc status` counts a task without
-// a row as queued, as it did while the pass ran.
-const freshDelay = time.Second
 
 // freshChunk is how many tasks journalFresh journals per hold of r.mu.
 const freshChunk = 256
 
 // journalFresh journals every task not tried yet as pending, a chunk at
 // a time, beside the run rather than before it (a million rows take
-// seconds), from freshDelay into the run (or its end, if that comes
-// first): the database then lists every task of the job, `p2pc report`
+// seconds): the database then lists every task of the job, `p2pc report`
 // and `p2pc status` too. A task that is at work by the time its chunk
 // comes is journaled by the journal instead, and an earlier run's task
 // reused as done (cold) is journaled as it is. It finishes its work even

@@ -78,6 +78,7 @@ func (p *parser) job(root *yaml.Node) *Job {
 	if e, ok := required("plugin"); ok {
 		if s, ok := p.path(e.v, "plugin"); ok {
 			j.Plugin, j.PluginPath = s, p.resolve(s)
+			j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
 		}
 	}
 	if e, ok := f.given("params"); ok {

@@ -39,6 +39,7 @@ type Job struct {
 	Name       string         // job name: [A-Za-z0-9._-]{1,64}
 	Plugin     string         // plugin path as written in the spec
 	PluginPath string         // Plugin resolved against Dir; existence is not checked
+	PluginPos  Pos            // position of the plugin value in the spec
 	Params     map[string]any // job-level params (never nil)
 	Tasks      Tasks          // at least one, in spec order, expanded on demand
 	Inputs     []Input        // in spec order

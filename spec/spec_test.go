@@ -178,6 +178,9 @@ func TestParseFileDir(t *testing.T) {
 	if want := filepath.Join(dir, "p"); j.PluginPath != want || j.Plugin != "./p" {
 		t.Errorf("plugin %q %q", j.Plugin, j.PluginPath)
 	}
+	if j.PluginPos != (Pos{1, 9}) {
+		t.Errorf("plugin at %s, want 1:9", j.PluginPos)
+	}
 	if want := filepath.Join(dir, "out", "My-Job--v2-"); j.Output != want {
 		t.Errorf("output %q, want %q", j.Output, want)
 	}

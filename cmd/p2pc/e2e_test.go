@@ -246,9 +246,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown key", "plugin: {{repo}}/plugins/echo\ntasks: [{id: a}]\ncolour: red\n", nil, exitBadInput, `bad.yaml:3:1`},
 		{"wrong type", "plugin: {{repo}}/plugins/echo\ntasks: [{id: a}]\nretries: many\n", nil, exitBadInput, "bad.yaml:3:10"},
 		{"empty tasks", "plugin: {{repo}}/plugins/echo\ntasks: []\n", nil, exitBadInput, "bad.yaml:2:"},
-		{"missing plugin", "plugin: ./nope\ntasks: [{id: a}]\n", nil, exitBadInput, "nope"},
-		{"not a plugin", "plugin: /bin/true\ntasks: [{id: a}]\n", nil, exitBadInput, "plugin"},
-		{"junk plugin", "plugin: " + junk + "\ntasks: [{id: a}]\n", nil, exitBadInput, "plugin"},
+		{"missing plugin", "plugin: ./nope\ntasks: [{id: a}]\n", nil, exitBadInput, `bad.yaml:1:9: plugin "./nope"`},
+		{"not a plugin", "plugin: /bin/true\ntasks: [{id: a}]\n", nil, exitBadInput, "bad.yaml:1:9: plugin"},
+		{"junk plugin", "plugin: " + junk + "\ntasks: [{id: a}]\n", nil, exitBadInput, "bad.yaml:1:9: plugin"},
 		{"unwritable out", "plugin: {{repo}}/plugins/echo\ntasks: [{id: a}]\n", []string{"--out", filepath.Join(notDir, "sub")}, exitBadInput, "output folder"},
 		{"missing spec", "", []string{"--out", dir}, exitBadInput, "no such file"},
 	}
@@ -420,6 +420,11 @@ func TestValidate(t *testing.T) {
 	r = p2pc(t, "validate", good, bad)
 	if r.code != exitBadInput || !strings.Contains(r.stderr, "bad.yaml:3:") {
 		t.Fatalf("validate bad: exit %d\n%s", r.code, r.stderr)
+	}
+	noPlugin := writeSpec(t, dir, "noplugin.yaml", "name: x\nplugin: ./nope\ntasks: [{id: a}]\n")
+	r = p2pc(t, "validate", noPlugin)
+	if r.code != exitBadInput || !strings.Contains(r.stderr, `noplugin.yaml:2:9: plugin "./nope"`) {
+		t.Fatalf("validate, missing plugin: exit %d\n%s", r.code, r.stderr)
 	}
 }
 

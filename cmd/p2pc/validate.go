@@ -40,7 +40,7 @@ func (c *ValidateCmd) Run(g *Globals) error {
 // checkFiles reports a missing plugin or input with its place in the spec.
 func checkFiles(js *spec.Job) error {
 	if _, err := os.Stat(js.PluginPath); err != nil {
-		return fmt.Errorf("%s: plugin %q: %w", js.File, js.Plugin, err)
+		return fmt.Errorf("%s:%s: plugin %q: %w", js.File, js.PluginPos, js.Plugin, err)
 	}
 	for _, in := range js.Inputs {
 		if _, err := os.Stat(in.Path); err != nil {

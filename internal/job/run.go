@@ -261,9 +261,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.Is(d.err, errNoReduce):
-			return nil, bad(fmt.Errorf("%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.Plugin))
+			return nil, bad(fmt.Errorf("%s:%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.PluginPos, job.Plugin))
 		}
-		return nil, bad(fmt.Errorf("%s: plugin %q: %w", job.File, job.Plugin, d.err))
+		return nil, bad(fmt.Errorf("%s:%s: plugin %q: %w", job.File, job.PluginPos, job.Plugin, d.err))
 	}
 	if errors.Is(dbErr, jobdb.ErrCorrupt) || errors.Is(dbErr, jobdb.ErrNewer) {
 		// Damage that reading the earlier run's state did not meet (an

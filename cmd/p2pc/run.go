@@ -33,7 +33,7 @@ type RunCmd struct {
 	MaxLost    int           `name:"max-lost" help:"Lost attempts (peer gone, lease expired, malformed result) after which a task fails." default:"5" placeholder:"N"`
 	Listen     string        `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
 	JSON       bool          `help:"Print report.json on stdout when the job ends."`
-	Force      bool          `help:"Write into an output folder that holds another job's results (replacing them) or other files."`
+	Force      bool          `help:"Write into an output folder that holds a job of another name (keeping the tasks whose keys match, letting the rest go) or other files. An edited job of the same name needs no --force."`
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
 	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
@@ -80,12 +80,16 @@ func (c *RunCmd) Run(g *Globals) error {
 		OutDir:   c.Out,
 		CacheDir: filepath.Join(g.Data, "plugins"),
 		Force:    c.Force,
+		Version:  version,
 		Logger:   g.Logger,
 	})
 	if err != nil {
 		return classifyJobErr(ctx.Err(), err)
 	}
 	defer p.Release()
+	if p.Rebased+p.Dropped > 0 {
+		fmt.Fprintf(os.Stderr, "the output folder held an earlier version of job %s: %d of its tasks kept (plugin, params and inputs unchanged), %d let go\n", js.Name, p.Rebased, p.Dropped)
+	}
 	tr.mark("prepared (output folder locked, plugin resolved, inputs hashed, earlier run read)")
 	if slots == 0 && p.StartsPlugin(slots) {
 		// With no local slots the plugin still starts here, confined, to

@@ -23,6 +23,9 @@ const shownFailures = 5
 // (shownFailures of them, when there are that many).
 func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration) {
 	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
+	if rep.Summary.Reused > 0 {
+		fmt.Fprintf(w, " (%d reused from an earlier run)", rep.Summary.Reused)
+	}
 	if rep.Summary.Failed > 0 {
 		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
 	}

@@ -22,6 +22,16 @@
 //	OUT/<artifact>         the reduce step's files, only when every task succeeded
 //	OUT/.p2pc/work/        per-attempt work dirs, removed when done
 //
+// Each task has a key (taskkey.go: the digest of its plugin, ID, merged
+// params and inputs), journaled with its row. An output folder holding a
+// job of the same name and another job ID (an edited spec) is rebased by
+// Prepare (rebase.go): its done tasks whose ID and key are unchanged are
+// kept, renumbered, and reused like a resumed job's; every other task's
+// rows go, and its folder (moved out of OUT/tasks by one rename first).
+// A folder of a job of another name needs PrepareOptions.Force. A task
+// reused is marked so in job.db and report.json (Task.Reused,
+// Summary.Reused).
+//
 // A task's output folder appears only when the task is complete (it is
 // assembled elsewhere and renamed into place), so a crash or Ctrl-C never
 // leaves a half-written output looking complete; job.db says which tasks

@@ -42,8 +42,17 @@ type Prepared struct {
 	Previous *report.Report
 	// PreviousDone are the tasks Previous holds as done, by index, with
 	// their output's digest: they are reused if their output still
-	// matches (a few dozen bytes each, not their records).
+	// matches (a few dozen bytes each, not their records). When OutDir
+	// held an earlier version of the job (another job ID, the same name),
+	// Prepare kept of it only the tasks whose key is unchanged (rebase).
 	PreviousDone []DoneTask
+	// Rebased counts the tasks of an earlier version of the job that
+	// Prepare kept (their keys unchanged); Dropped those it let go (their
+	// records and their folders).
+	Rebased, Dropped int
+
+	// keyBase is what every task's key shares (TaskKey).
+	keyBase KeyBase
 
 	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
 	lock *dirlock.Lock
@@ -103,10 +112,14 @@ type PrepareOptions struct {
 	OutDir string
 	// CacheDir holds built plugins.
 	CacheDir string
-	// Force lets a job write into a folder holding another job's results
-	// (they are replaced).
-	Force  bool
-	Logger *slog.Logger
+	// Force lets a job write into a folder holding the results of a job
+	// of another name, or other files. A job of the same name (an edited
+	// spec) needs no force: its tasks whose keys are unchanged are kept,
+	// the others let go.
+	Force bool
+	// Version names this p2pc in a job database it migrates.
+	Version string
+	Logger  *slog.Logger
 }
 
 // Prepare resolves the plugin (building it if it is a Go package), hashes
@@ -162,12 +175,11 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 		p.Inputs = append(p.Inputs, Input{Name: in.Name, Path: in.Path, Digest: d})
 	}
 	p.ID = JobID(job, plug.Digest, p.Inputs)
+	p.keyBase = NewKeyBase(plug.Digest, p.Inputs, job.Sandbox)
 
-	prev, done, err := checkOutDir(out, p.ID.String(), opts.Force)
-	if err != nil {
+	if err := p.checkOutDir(ctx, opts, log); err != nil {
 		return nil, err
 	}
-	p.Previous, p.PreviousDone = prev, done
 	return p, nil
 }
 
@@ -186,52 +198,52 @@ func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 	return id
 }
 
-// checkOutDir makes sure out can take this job's results: it is created if
-// missing, must be writable, and must not hold another job's results
-// (unless force) or unrelated files. It returns the report of an earlier
-// run of the same job, if any: from its job database, or from the
-// report.json of a p2pc that kept no database.
-func checkOutDir(out, jobID string, force bool) (*report.Report, []DoneTask, error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, nil, outDirErr(out, err)
-	}
+// checkOutDir makes sure the output folder can take this job's results:
+// it must be writable, and must not hold the results of a job of another
+// name (unless opts.Force) or unrelated files. It sets Previous and
+// PreviousDone from an earlier run of the same job, if any (its job
+// database, or the report.json of a p2pc that kept no database); an
+// earlier version of the job (the same name, another job ID: an edited
+// spec) is rebased first: its tasks whose keys are unchanged are kept.
+func (p *Prepared) checkOutDir(ctx context.Context, opts PrepareOptions, log *slog.Logger) error {
+	out, jobID, force := p.OutDir, p.ID.String(), opts.Force
 	probe, err := os.CreateTemp(out, ".p2pc-probe-*")
 	if err != nil {
-		return nil, nil, outDirErr(out, err)
+		return outDirErr(out, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 
-	prev, done, err := readPrevious(out)
+	prev, err := readPrevious(ctx, out, jobID)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		entries, err := os.ReadDir(out)
 		if err != nil {
-			return nil, nil, bad(fmt.Errorf("output folder %s: %w", out, err))
+			return bad(fmt.Errorf("output folder %s: %w", out, err))
 		}
 		for _, e := range entries {
 			if !ours[e.Name()] && !force {
-				return nil, nil, bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
+				return bad(fmt.Errorf("output folder %s is not empty and holds no p2pc report (found %q): choose another --out, or --force to write there anyway", out, e.Name()))
 			}
 		}
-		return nil, nil, nil
+		return nil
 	case errors.Is(err, jobdb.ErrCorrupt) || errors.Is(err, jobdb.ErrNewer):
 		if !force {
-			return nil, nil, damaged(out, err)
+			return damaged(out, err)
 		}
-		return nil, nil, setAside(out)
+		return setAside(out)
 	case err != nil:
 		if force {
-			return nil, nil, removeDB(out)
+			return removeDB(out)
 		}
-		return nil, nil, bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
-	case prev.JobID != jobID:
-		if force {
-			return nil, nil, removeDB(out)
-		}
-		return nil, nil, bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %.12s): choose another --out, or --force to replace them", out, prev.Name, prev.JobID, jobID))
+		return bad(fmt.Errorf("output folder %s: %w (use --force to replace it)", out, err))
+	case prev.rep.JobID == jobID:
+		p.Previous, p.PreviousDone = prev.rep, prev.done
+		return nil
+	case prev.rep.Name != p.Spec.Name && !force:
+		return bad(fmt.Errorf("output folder %s holds the results of another job (%s, job %.12s; this is job %s, %.12s): choose another --out, or --force to replace them (tasks whose plugin, params and inputs are unchanged are kept)", out, prev.rep.Name, prev.rep.JobID, p.Spec.Name, jobID))
 	}
-	return prev, done, nil
+	return p.rebase(ctx, prev, opts.Version, log)
 }
 
 // damaged is the error of an output folder whose job database is
@@ -251,58 +263,82 @@ var ours = map[string]bool{
 type DoneTask struct {
 	Idx    int
 	Digest digest.ID
+	// NoKey: its row holds no key (a p2pc that kept none wrote it): the
+	// run that reuses it writes it.
+	NoKey bool
+}
+
+// previous is what an earlier run left in the output folder.
+type previous struct {
+	// rep is its job's fields (Tasks nil), but for a report.json of a
+	// p2pc that kept no job database (Tasks kept: no database holds them).
+	rep *report.Report
+	// done are its tasks done (same job); for another job, rows are.
+	done []DoneTask
+	rows []jobdb.DoneRow
+	// shared: its tasks kept state they share (package vc).
+	shared bool
 }
 
 // readPrevious reads the state of an earlier run in out: its job
-// database, or, without one, its report.json: the job's fields (Tasks
-// nil) and the tasks done. Neither gives an error wrapping
-// fs.ErrNotExist.
-func readPrevious(out string) (*report.Report, []DoneTask, error) {
+// database, or, without one, its report.json: the job's fields and the
+// tasks done, as DoneTasks for the job jobID, as rows (with their IDs
+// and keys) for another. Neither gives an error wrapping fs.ErrNotExist.
+func readPrevious(ctx context.Context, out, jobID string) (*previous, error) {
 	path := filepath.Join(out, jobdb.FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		rep, err := report.Read(out)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		var done []DoneTask
+		prev := &previous{rep: rep}
 		for i, t := range rep.Tasks {
 			if d, err := digest.Parse(t.Digest); err == nil && t.State == report.TaskDone {
-				done = append(done, DoneTask{Idx: i, Digest: d})
+				prev.done = append(prev.done, DoneTask{Idx: i, Digest: d})
 			}
 		}
-		return rep, done, nil // its Tasks kept: no database holds them
+		return prev, nil // no keys: another job keeps none of them
 	}
 	// A run killed as it made the database may have left a hot journal,
 	// which only a writer rolls back: then it is opened for writing (the
 	// folder is this run's already: its lock is held).
-	ctx := context.Background()
 	open := func() (*jobdb.DB, error) { return jobdb.OpenReadOnly(ctx, path) }
 	if _, err := os.Stat(path + "-journal"); err == nil {
 		open = func() (*jobdb.DB, error) { return jobdb.Open(ctx, path, jobdb.Options{}) }
 	}
 	db, err := open()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer db.Close()
 	rep, err := db.LoadJob(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if rep.JobID == "" { // made, but killed before it held the job
-		return nil, nil, fmt.Errorf("job database %s holds no job: %w", path, fs.ErrNotExist)
+		return nil, fmt.Errorf("job database %s holds no job: %w", path, fs.ErrNotExist)
 	}
 	rep.Tasks = nil
-	var done []DoneTask
-	if err := db.Done(ctx, func(idx int, hex string) error {
-		if d, err := digest.Parse(hex); err == nil {
-			done = append(done, DoneTask{Idx: idx, Digest: d})
+	prev := &previous{rep: rep}
+	same := rep.JobID == jobID
+	if !same {
+		if prev.shared, err = db.SharedState(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.Done(ctx, func(row jobdb.DoneRow) error {
+		if !same {
+			prev.rows = append(prev.rows, row)
+			return nil
+		}
+		if d, err := digest.Parse(row.Digest); err == nil {
+			prev.done = append(prev.done, DoneTask{Idx: row.Idx, Digest: d, NoKey: row.Key == [32]byte{}})
 		}
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return rep, done, nil
+	return prev, nil
 }
 
 // removeDB deletes the job database of another job (--force).

@@ -58,6 +58,7 @@ func (rs *records) Task(i int) *report.Task {
 	case recCold:
 		t, err := rs.load(i)
 		if err == nil {
+			t.Reused = false // asked for to be changed: this run's now
 			rs.set(i, t)
 			return t
 		}
@@ -76,7 +77,8 @@ func (rs *records) Task(i int) *report.Task {
 // fresh is task i's record before its first attempt.
 func (rs *records) fresh(i int) *report.Task {
 	job := rs.r.p.Spec
-	return &report.Task{ID: job.Tasks.ID(i), Params: job.TaskParamsJSON(i), State: report.TaskPending, Attempts: []report.Attempt{}}
+	id, params := job.Tasks.ID(i), job.TaskParamsJSON(i)
+	return &report.Task{ID: id, Params: params, State: report.TaskPending, Attempts: []report.Attempt{}, Key: rs.r.p.keyBase.Task(id, params)}
 }
 
 // set makes t task i's record in memory.

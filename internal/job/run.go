@@ -298,6 +298,13 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	}, keep, r.log)
 	r.kick = make(chan struct{}, 1)
 	r.marks = make([]uint8, n)
+	// Every task the database holds as done is an earlier run's: marked
+	// reused before any is written again. A row this run writes takes the
+	// mark of its record (reused only for one taken from a report.json).
+	if err := r.db.MarkReused(); err != nil {
+		r.db.Close()
+		return nil, err
+	}
 	reused := r.reuse(ctx)
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
@@ -489,8 +496,15 @@ func (r *runner) reuse(ctx context.Context) int {
 		}
 		if prev.Tasks == nil {
 			// The job database holds the task's record as the earlier
-			// run left it: done, with this output.
+			// run left it: done, with this output (marked reused at the
+			// run's start: MarkReused).
 			r.recs.setCold(i)
+			if done.NoKey {
+				// A row of a p2pc that kept no keys: the same job's.
+				if err := r.db.PutKey(i, r.p.TaskKey(i)); err != nil {
+					r.log.Warn("journal a task's key", "task", id, "err", err)
+				}
+			}
 		} else {
 			// A report.json of a p2pc that kept no database: the record
 			// is journaled from it.
@@ -500,11 +514,12 @@ func (r *runner) reuse(ctx context.Context) int {
 			}
 			t := r.recs.fresh(i)
 			t.State, t.Peer, t.Attempts, t.Digest = report.TaskDone, old.Peer, old.Attempts, old.Digest
-			t.Files = report.TaskFiles(id, files)
+			t.Files, t.Reused = report.TaskFiles(id, files), true
 			r.recs.set(i, t)
 			r.touchLocked(i)
 		}
 		r.rep.Summary.Done++
+		r.rep.Summary.Reused++
 		n++
 	}
 	r.stored = nil

@@ -22,7 +22,7 @@ import (
 const FileName = "job.db"
 
 // SchemaVersion is the newest schema this package reads and writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // schemaTarget is the version Open migrates to: SchemaVersion, lower only
 // in tests that make a database of an older schema.
@@ -145,6 +145,13 @@ var migrations = [][]string{
 		// and handed over to the rerun.
 		`ALTER TABLE attempts ADD COLUMN handed_over INTEGER NOT NULL DEFAULT 0`,
 	},
+	{ // 3 -> 4: each task's key (what its output is a function of: an
+		// edited job reuses the tasks whose key is unchanged), NULL in the
+		// rows of older databases; and whether a run reused the task's
+		// record from an earlier run rather than running it.
+		`ALTER TABLE tasks ADD COLUMN key BLOB`,
+		`ALTER TABLE tasks ADD COLUMN reused INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // Options tune Open.
@@ -169,16 +176,20 @@ type DB struct {
 	lastJob [][2]string // the job rows PutJob queued last
 
 	// qAttempts reads attempts (qReadAttempts, or its form for a schema
-	// older than 3, which lacks handed_over).
-	qAttempts string
+	// older than 3, which lacks handed_over), qTasks tasks (qReadTasks, or
+	// its form for a schema older than 4, which lacks key and reused).
+	qAttempts, qTasks string
 }
 
 // noteSchema sets what the database's schema version v changes in the
 // queries that read it.
 func (db *DB) noteSchema(v int) {
-	db.qAttempts = qReadAttempts
+	db.qAttempts, db.qTasks = qReadAttempts, qReadTasks
 	if v < 3 {
 		db.qAttempts = qReadAttemptsV2
+	}
+	if v < 4 {
+		db.qTasks = qReadTasksV3
 	}
 }
 
@@ -193,6 +204,20 @@ func (db *DB) SQL() *sql.DB { return db.sql }
 // schema gives ErrNewer, an unreadable one ErrCorrupt; neither is
 // changed. Close it to flush its last changes.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	db, err := openWritable(ctx, path, &opts)
+	if err != nil {
+		return nil, err
+	}
+	if db.w, err = newWriter(ctx, db, opts); err != nil {
+		db.sql.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// openWritable opens, checks and migrates the database at path, as Open
+// does, without its writer; it fills opts' defaults.
+func openWritable(ctx context.Context, path string, opts *Options) (*DB, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -230,10 +255,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.noteSchema(schemaTarget)
-	if db.w, err = newWriter(ctx, db, opts); err != nil {
-		sdb.Close()
-		return nil, err
-	}
 	return db, nil
 }
 

@@ -27,6 +27,12 @@
 // StreamReport hands a head and its stream of tasks to an encoder
 // (`p2pc report`).
 //
+// A task's key (package job's TaskKey, NULL when a p2pc without keys
+// wrote the row) lets an edited job keep the tasks it did not change:
+// Rebase renumbers the kept tasks' rows to their places in the edited job
+// and drops every other task's, in one transaction. MarkReused marks, at a
+// run's start, the done tasks as an earlier run's (report.json's reused).
+//
 // The schema is a documented interface (docs/report.md). Its version
 // lives in the table schema_version; Open migrates an older database and
 // refuses one written by a newer p2pc (ErrNewer), and a file that is not a
@@ -34,13 +40,13 @@
 // silently. Errors of the writer (a full disk: ErrFull) are sticky: every
 // later call reports them, and the run stops.
 //
-// Tables (version 3; version 2 lacked attempts.handed_over, version 1
-// the vc_ tables too):
+// Tables (version 4; version 3 lacked tasks.key and tasks.reused,
+// version 2 attempts.handed_over too, version 1 the vc_ tables too):
 //
 //	schema_version(version, p2pc, applied)
 //	job(key, value)                        job metadata, one row per field
 //	tasks(idx, id, params, state, peer, peer_id, digest, files, error,
-//	      verdict, checkpoints, updated)
+//	      verdict, checkpoints, updated, key, reused)
 //	attempts(task, n, peer, peer_id, start, end, outcome, error, resumed,
 //	         trusted, handed_over)
 //	votes(task, n, peer, peer_id, digest)

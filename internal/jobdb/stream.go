@@ -16,7 +16,9 @@ import (
 // ORDER BY may follow) and their scanners, shared by Load, LoadTask and
 // EachTask.
 const (
-	qReadTasks    = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints FROM tasks`
+	qReadTasks = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, key, reused FROM tasks`
+	// qReadTasksV3: schema 3 and older (read-only) lack key and reused.
+	qReadTasksV3  = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, NULL, 0 FROM tasks`
 	qReadAttempts = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over FROM attempts`
 	// qReadAttemptsV2: schema 2 and older (read-only) lack handed_over.
 	qReadAttemptsV2 = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, 0 FROM attempts`
@@ -45,8 +47,12 @@ func scanTask(rows *sql.Rows, t *report.Task) (int, error) {
 	var i int
 	var params string
 	var files sql.NullString
-	if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Error, &t.Verdict, &t.Checkpoints); err != nil {
+	var key []byte
+	if err := rows.Scan(&i, &t.ID, &params, &t.State, &t.Peer, &t.PeerID, &t.Digest, &files, &t.Error, &t.Verdict, &t.Checkpoints, &key, &t.Reused); err != nil {
 		return 0, err
+	}
+	if len(key) == len(t.Key) {
+		t.Key = [32]byte(key)
 	}
 	t.Params = json.RawMessage(params)
 	if files.Valid {
@@ -93,7 +99,7 @@ func scanPartial(rows *sql.Rows, p *report.Partial) (int, error) {
 // is committed: Flush first to read one's own latest changes.
 func (db *DB) LoadTask(ctx context.Context, idx int) (t *report.Task, found bool, err error) {
 	t = &report.Task{}
-	rows, err := db.sql.QueryContext(ctx, qReadTasks+` WHERE idx = ?`, idx)
+	rows, err := db.sql.QueryContext(ctx, db.qTasks+` WHERE idx = ?`, idx)
 	if err != nil {
 		return nil, false, db.wrap("read task", err)
 	}
@@ -183,7 +189,7 @@ func (db *DB) EachTask(ctx context.Context, fn func(idx int, t *report.Task) err
 			return db.wrap("read tasks", err)
 		}
 	}
-	rows, err := db.sql.QueryContext(ctx, qReadTasks+` ORDER BY idx`)
+	rows, err := db.sql.QueryContext(ctx, db.qTasks+` ORDER BY idx`)
 	if err != nil {
 		return db.wrap("read tasks", err)
 	}
@@ -236,14 +242,33 @@ func (db *DB) Head(ctx context.Context) (*report.Report, error) {
 	}
 	r.Summary.Done, r.Summary.Failed = by[report.TaskDone], by[report.TaskFailed]
 	r.Summary.Total = max(r.Summary.Total, rows)
-	return r, nil
+	r.Summary.Reused, err = db.countReused(ctx)
+	return r, err
 }
 
-// Shares counts the tasks each peer produced the accepted result of, by
-// peer name (report.json's tasks[].peer).
+// countReused counts the done tasks the last run reused.
+func (db *DB) countReused(ctx context.Context) (int, error) {
+	if db.qTasks != qReadTasks {
+		return 0, nil // an older schema: none
+	}
+	var n int
+	err := db.sql.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE state = ? AND reused != 0", report.TaskDone).Scan(&n)
+	if err != nil {
+		return 0, db.wrap("count reused tasks", err)
+	}
+	return n, nil
+}
+
+// Shares counts the tasks each peer produced the accepted result of in
+// the last run (a reused task's result is an earlier run's), by peer name
+// (report.json's tasks[].peer).
 func (db *DB) Shares(ctx context.Context) (map[string]int, error) {
 	count := map[string]int{}
-	err := db.each(ctx, `SELECT peer, count(*) FROM tasks WHERE peer != '' GROUP BY peer`, func(rows *sql.Rows) error {
+	q := `SELECT peer, count(*) FROM tasks WHERE peer != '' AND reused = 0 GROUP BY peer`
+	if db.qTasks != qReadTasks {
+		q = `SELECT peer, count(*) FROM tasks WHERE peer != '' GROUP BY peer` // an older schema
+	}
+	err := db.each(ctx, q, func(rows *sql.Rows) error {
 		var p string
 		var n int
 		if err := rows.Scan(&p, &n); err != nil {
@@ -279,16 +304,32 @@ func (db *DB) Failed(ctx context.Context, n int) ([]*report.Task, error) {
 	return out, nil
 }
 
-// Done calls fn with the index and digest of every task the database
-// holds as done with a digest, in task order (what a rerun may reuse).
-func (db *DB) Done(ctx context.Context, fn func(idx int, digest string) error) error {
-	return db.each(ctx, `SELECT idx, digest FROM tasks WHERE state = ? AND digest != '' ORDER BY idx`, func(rows *sql.Rows) error {
-		var i int
-		var d string
-		if err := rows.Scan(&i, &d); err != nil {
+// DoneRow is a task the database holds as done: what a rerun may reuse.
+type DoneRow struct {
+	Idx    int
+	ID     string
+	Digest string
+	// Key is the task's key; zero in a row of a p2pc that kept none.
+	Key [32]byte
+}
+
+// Done calls fn with every task the database holds as done with a
+// digest, in task order (what a rerun may reuse).
+func (db *DB) Done(ctx context.Context, fn func(DoneRow) error) error {
+	key := "key"
+	if db.qTasks != qReadTasks {
+		key = "NULL" // an older schema: no keys
+	}
+	return db.each(ctx, `SELECT idx, id, digest, `+key+` FROM tasks WHERE state = ? AND digest != '' ORDER BY idx`, func(rows *sql.Rows) error {
+		var d DoneRow
+		var k []byte
+		if err := rows.Scan(&d.Idx, &d.ID, &d.Digest, &k); err != nil {
 			return err
 		}
-		return fn(i, d)
+		if len(k) == len(d.Key) {
+			d.Key = [32]byte(k)
+		}
+		return fn(d)
 	}, report.TaskDone)
 }
 

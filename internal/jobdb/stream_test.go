@@ -85,8 +85,8 @@ func TestEachTaskAndLoadTask(t *testing.T) {
 		t.Errorf("Failed = %+v, %v", failed, err)
 	}
 	var done []string
-	if err := ro.Done(ctx, func(idx int, d string) error {
-		done = append(done, strconv.Itoa(idx)+" "+d)
+	if err := ro.Done(ctx, func(row DoneRow) error {
+		done = append(done, strconv.Itoa(row.Idx)+" "+row.Digest)
 		return nil
 	}); err != nil || !reflect.DeepEqual(done, []string{"0 dd", "3 ee"}) {
 		t.Errorf("Done gave %v, %v", done, err)

@@ -18,11 +18,16 @@ const (
 	qJob          = "INSERT OR REPLACE INTO job(key, value) VALUES (?, ?)"
 	qPutOutput    = "INSERT OR REPLACE INTO outputs(task, name, data) VALUES (?, ?, ?)"
 	qDeleteOutput = "DELETE FROM outputs WHERE task = ?"
-	qTask         = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qTask         = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated, key, reused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qTaskUpdate updates a row this writer wrote: an upsert, so that a
-	// batch's updates go many rows to a statement (batch.insert); id and
-	// params, set when the row was written, stay.
-	qTaskUpdate = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
+	// batch's updates go many rows to a statement (batch.insert); id,
+	// params and key, set when the row was written, stay.
+	qTaskUpdate = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated, key, reused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
+		` ON CONFLICT(idx) DO UPDATE SET state = excluded.state, peer = excluded.peer, peer_id = excluded.peer_id, digest = excluded.digest, files = excluded.files,` +
+		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated, reused = excluded.reused`
+	// qTaskV3 and qTaskUpdateV3: schema 3 and older lack key and reused.
+	qTaskV3       = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qTaskUpdateV3 = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
 		` ON CONFLICT(idx) DO UPDATE SET state = excluded.state, peer = excluded.peer, peer_id = excluded.peer_id, digest = excluded.digest, files = excluded.files,` +
 		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated`
 	qAttempt = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -189,12 +194,19 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	if params == "" {
 		params = "null"
 	}
-	q := qTask
+	q := tx.w.qTask
 	if rows.row {
-		q = qTaskUpdate
+		q = tx.w.qTaskUpdate
 	}
-	if err := tx.insert(q,
-		idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, tx.now); err != nil {
+	args := []any{idx, t.ID, params, t.State, peer, peerID, t.Digest, files, t.Error, t.Verdict, t.Checkpoints, tx.now}
+	if q == qTask || q == qTaskUpdate {
+		var key any // NULL: no key (a record of a p2pc that kept none)
+		if t.Key != ([32]byte{}) {
+			key = t.Key[:]
+		}
+		args = append(args, key, t.Reused)
+	}
+	if err := tx.insert(q, args...); err != nil {
 		return err
 	}
 	rows.row = true
@@ -280,7 +292,7 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		return r, err
 	}
 	idx := map[int]int{}
-	rows, err := db.sql.QueryContext(ctx, qReadTasks+` ORDER BY idx`)
+	rows, err := db.sql.QueryContext(ctx, db.qTasks+` ORDER BY idx`)
 	if err != nil {
 		return nil, db.wrap("read tasks", err)
 	}
@@ -296,6 +308,9 @@ func (db *DB) Load(ctx context.Context) (*report.Report, error) {
 		switch t.State {
 		case report.TaskDone:
 			r.Summary.Done++
+			if t.Reused {
+				r.Summary.Reused++
+			}
 		case report.TaskFailed:
 			r.Summary.Failed++
 		}

@@ -69,8 +69,9 @@ type writer struct {
 	// queries are the statements prepared (writeQueries and those).
 	multis  map[multiKey]string
 	queries []string
-	// qAttempt is the attempts insert of the database's schema.
-	qAttempt string
+	// qAttempt is the attempts insert of the database's schema, qTask and
+	// qTaskUpdate the tasks' (older schemas lack columns: tests only).
+	qAttempt, qTask, qTaskUpdate string
 
 	// rows says, per task index, what the database holds of the task's
 	// rows, so that a change writes only what is new (used by the loop
@@ -348,13 +349,21 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 		return nil, db.wrap("read tasks", err)
 	}
 	w.fresh = n == 0
-	w.qAttempt = qAttempt
-	if v, _, err := db.version(ctx); err == nil && v < 3 {
-		w.qAttempt = qAttemptV2
+	w.qAttempt, w.qTask, w.qTaskUpdate = qAttempt, qTask, qTaskUpdate
+	if v, _, err := db.version(ctx); err == nil && v < 4 {
+		w.qTask, w.qTaskUpdate = qTaskV3, qTaskUpdateV3
+		if v < 3 {
+			w.qAttempt = qAttemptV2
+		}
 	}
 	attempts := func(q string) string {
-		if q == qAttempt {
+		switch q {
+		case qAttempt:
 			return w.qAttempt
+		case qTask:
+			return w.qTask
+		case qTaskUpdate:
+			return w.qTaskUpdate
 		}
 		return q
 	}

@@ -138,9 +138,9 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	log.Info("building plugin", "component", "pluginbuild", "dir", dir)
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", tmp.Name(), ".")
+	cmd := exec.CommandContext(ctx, goBin, append(append([]string{"build"}, reproducible...), "-o", tmp.Name(), ".")...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = goEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -170,7 +170,7 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 	}
 	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-json", ".")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = goEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -181,11 +181,13 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 		return "", nil, fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
 	}
 	h := sha256.New()
-	env, err := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "GOAMD64", "GOARM64").Output()
+	goenv := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "GOAMD64", "GOARM64", "GOEXPERIMENT")
+	goenv.Env = goEnv()
+	env, err := goenv.Output()
 	if err != nil {
 		return "", nil, fmt.Errorf("build plugin %s: go env: %w", dir, err)
 	}
-	fmt.Fprintf(h, "p2pc-plugin-build-v1\n%s\n", env)
+	fmt.Fprintf(h, "p2pc-plugin-build-v2 %s\n%s\n", strings.Join(reproducible, " "), env)
 	dec := json.NewDecoder(&stdout)
 	var root *listedPackage
 	for {
@@ -236,6 +238,29 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 		return "", nil, fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
 	}
 	return hex.EncodeToString(h.Sum(nil)), st, nil
+}
+
+// reproducible are the flags of every plugin build: the executable
+// depends on the source, the Go toolchain and the target only, not on
+// where the source lies (-trimpath), on the version control system around
+// it (-buildvcs=false; its state would be stamped in, and the main
+// module's version taken from its tags), nor on a build ID (-buildid=).
+// Two users who build the same source with the same Go get the same bytes,
+// so the same plugin digest, job ID and task keys.
+var reproducible = []string{"-trimpath", "-buildvcs=false", "-ldflags=-buildid="}
+
+// goEnv is the environment of the go commands of a plugin build: this
+// process's, without cgo (a static executable a peer can run), and
+// without the user's GOFLAGS (which may ask for VCS stamping, other tags
+// or flags: the build would then differ between users).
+func goEnv() []string {
+	env := make([]string, 0, len(os.Environ())+2)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "CGO_ENABLED=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "CGO_ENABLED=0", "GOFLAGS=")
 }
 
 func slicesConcat(ss ...[]string) []string {

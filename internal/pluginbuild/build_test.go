@@ -189,3 +189,52 @@ func TestResolveNotAPlugin(t *testing.T) {
 		t.Errorf("executable resolved as %+v", p)
 	}
 }
+
+// TestReproducibleBuild: the same plugin source, copied to two folders
+// (one inside a git checkout) and built by two "users" with other homes,
+// other build caches of p2pc and other GOFLAGS (one asking for VCS
+// stamping), gives the same executable: the same digest, so the same job
+// ID and task keys.
+func TestReproducibleBuild(t *testing.T) {
+	needGo(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOCACHE", strings.TrimSpace(string(gocache))) // warm, whatever HOME is
+	src := writePackage(t, hello)
+	var digests []string
+	for i, user := range []struct {
+		goflags string
+		git     bool
+	}{{"-buildvcs=true", true}, {"", false}} {
+		home := t.TempDir()
+		dir := filepath.Join(t.TempDir(), "user", "src", "plugin")
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("HOME", home)
+		t.Setenv("GOFLAGS", user.goflags)
+		if user.git {
+			for _, args := range [][]string{{"init", "-q"}, {"add", "."},
+				{"-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "plugin"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+		}
+		p, err := Resolve(context.Background(), dir, filepath.Join(home, "cache"), nil)
+		if err != nil {
+			t.Fatalf("user %d: %v", i, err)
+		}
+		digests = append(digests, p.Digest.String())
+	}
+	if digests[0] != digests[1] {
+		t.Fatalf("the same source gave two plugins: %s (in git, GOFLAGS=-buildvcs=true) and %s", digests[0], digests[1])
+	}
+}

@@ -8,8 +8,12 @@
 // contents (packages of the main module or of locally replaced modules) or
 // its module path, version and go.sum hash. Computing it costs a `go list`
 // and a `go env` (hundreds of milliseconds); a miss runs `go build
-// -trimpath` with CGO_ENABLED=0 into a temp file that is renamed into the
-// cache, so concurrent builds of the same plugin are safe.
+// -trimpath -buildvcs=false -ldflags=-buildid=` with CGO_ENABLED=0 and
+// without the user's GOFLAGS into a temp file that is renamed into the
+// cache, so concurrent builds of the same plugin are safe. The build is
+// reproducible: the same source built with the same Go toolchain gives
+// the same bytes wherever it lies and whoever builds it (the plugin's
+// digest is part of the job ID and of every task's key).
 //
 // Warm runs pay neither that nor the hashing of the executable: both
 // answers are remembered in CACHE/memo (memo.go), the key with the

@@ -215,6 +215,10 @@ func (e *encoder) task(t *Task) {
 		e.key(1, false, "partials")
 		e.list(1, len(t.Partials), false, func(i int) { e.partial(&t.Partials[i]) })
 	}
+	if t.Reused {
+		e.key(1, false, "reused")
+		e.b = append(e.b, "true"...)
+	}
 	e.line(0)
 	e.b = append(e.b, '}')
 }

@@ -61,6 +61,10 @@ func randomTask(rng *rand.Rand) Task {
 		}
 	}
 	task.Checkpoints = rng.IntN(3) - 1
+	task.Reused = rng.IntN(2) == 0
+	if rng.IntN(2) == 0 {
+		task.Key[0] = 1 // not in report.json
+	}
 	if rng.IntN(3) > 0 {
 		task.Partials = []Partial{}
 		for range rng.IntN(3) {
@@ -119,7 +123,7 @@ func marshalOrErr(task Task) string {
 // be added to AppendTask too (and to randomTask).
 func TestAppendTaskKnowsEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[Task](): 13, reflect.TypeFor[Attempt](): 9, reflect.TypeFor[Vote](): 3, reflect.TypeFor[Partial](): 6,
+		reflect.TypeFor[Task](): 15, reflect.TypeFor[Attempt](): 9, reflect.TypeFor[Vote](): 3, reflect.TypeFor[Partial](): 6,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, AppendTask writes %d: teach AppendTask (encode.go) the new ones", typ, typ.NumField(), n)

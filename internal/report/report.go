@@ -91,6 +91,10 @@ type Summary struct {
 	Total  int `json:"total"`
 	Done   int `json:"done"`
 	Failed int `json:"failed"`
+	// Reused counts the done tasks whose results this run took from an
+	// earlier run into the same output folder rather than running them
+	// (Task.Reused).
+	Reused int `json:"reused"`
 }
 
 // Task is one task's record.
@@ -118,6 +122,14 @@ type Task struct {
 	Checkpoints int `json:"checkpoints,omitempty"`
 	// Partials are the task's last partial results, oldest first.
 	Partials []Partial `json:"partials,omitempty"`
+	// Reused: the last run did not run the task; its result and its
+	// record (attempts, peer, votes) are an earlier run's, kept because
+	// its key and its output were unchanged.
+	Reused bool `json:"reused,omitempty"`
+	// Key is the task's key (job.TaskKey: the digest of its plugin,
+	// params and inputs), zero when unknown; kept in the job database,
+	// not in report.json.
+	Key [32]byte `json:"-"`
 }
 
 // Vote is one replica's answer.

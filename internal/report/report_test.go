@@ -94,7 +94,7 @@ func TestFieldNames(t *testing.T) {
 	}{
 		{"report", m, []string{"error", "excluded", "finished", "format", "job_id", "name", "node", "outputs", "peers", "plugin", "spec", "started", "state", "summary", "tasks", "warnings"}},
 		{"plugin", m["plugin"].(map[string]any), []string{"digest", "name", "path", "version"}},
-		{"summary", m["summary"].(map[string]any), []string{"done", "failed", "total"}},
+		{"summary", m["summary"].(map[string]any), []string{"done", "failed", "reused", "total"}},
 		{"task", m["tasks"].([]any)[0].(map[string]any), []string{"attempts", "checkpoints", "digest", "files", "id", "params", "partials", "peer", "state", "verdict", "votes"}},
 		{"attempt", m["tasks"].([]any)[0].(map[string]any)["attempts"].([]any)[0].(map[string]any), []string{"end", "outcome", "peer", "resumed", "start"}},
 	} {

@@ -107,7 +107,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	if c.UI != "" {
 		stopUI, err := startUI(g.Ctx, g, c.UI, webui.DefaultJoinAddr, webui.Config{
-			Title: "peer " + n.Name(), Swarm: &nodePeers{n: n, presence: presence, conf: n.ConfinementLine()}})
+			Title: "peer " + n.Name(), Swarm: &nodePeers{n: n, presence: presence, conf: n.ConfinementLine()}, Served: nodeServed{n}})
 		if err != nil {
 			return err
 		}

@@ -110,31 +110,87 @@ func (p *runPeers) Peers() []webui.Peer {
 	}
 	byID := map[string]int{}
 	if p.members != nil {
-		for _, m := range p.members() {
-			if m.Name == p.member || m.GRPCAddr == "" {
-				continue // this run, and observers (p2pc peers): no work
-			}
-			st := ""
-			if m.State != discovery.StateAlive {
-				st = webui.PeerLost
-			}
-			byID[m.ID] = len(out)
-			out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox})
-		}
+		out = appendMembers(out, byID, p.members(), func(m discovery.Member) bool { return m.Name == p.member })
 	}
-	for _, s := range p.live.Sessions() {
+	for _, s := range latestSessions(p.live.Sessions()) {
 		name, id := report.SplitPeer(s.Peer)
 		i, ok := byID[id]
-		if !ok {
+		if !ok || id == "" {
 			i = len(out)
 			out = append(out, webui.Peer{Name: name, ID: id, Slots: s.Slots, Used: -1})
 		}
 		switch {
-		case !s.Up && s.Err != "":
+		case s.Up:
+			// Its session works: it is live whatever gossip still says
+			// of an earlier life (a restart under the same node ID).
+			out[i].Name = name
+			if out[i].State == webui.PeerLost {
+				out[i].State = ""
+			}
+			if s.Err != "" {
+				out[i].Note = "back; its earlier session broke: " + s.Err
+			}
+		case s.Err != "":
 			out[i].State, out[i].Note, out[i].Used = webui.PeerLost, s.Err, 0
-		case !s.Up:
+		default:
 			out[i].State, out[i].Note = webui.PeerIdle, "not working for this job"
 		}
+	}
+	return out
+}
+
+// appendMembers adds the members that run work to out, one per node ID
+// (a node that restarted under another name is one node: its live
+// entry wins), and notes their places in byID.
+func appendMembers(out []webui.Peer, byID map[string]int, members []discovery.Member, skip func(discovery.Member) bool) []webui.Peer {
+	for _, m := range members {
+		if skip(m) || m.GRPCAddr == "" {
+			continue // this node, and observers (p2pc peers): no work
+		}
+		st := ""
+		if m.State != discovery.StateAlive {
+			st = webui.PeerLost
+		}
+		pe := webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox}
+		if i, ok := byID[m.ID]; ok && m.ID != "" {
+			if out[i].State == webui.PeerLost && st == "" {
+				out[i] = pe
+			}
+			continue
+		}
+		byID[m.ID] = len(out)
+		out = append(out, pe)
+	}
+	return out
+}
+
+// latestSessions keeps the newest session of each node (by node ID,
+// else by key): a node that restarted is shown by its new session. When
+// that one is up and an older one broke, its Err is the older one's
+// error (the view shows it as past).
+func latestSessions(all []job.PeerSession) []job.PeerSession {
+	var out []job.PeerSession
+	at := map[string]int{}
+	for _, s := range all {
+		name, id := report.SplitPeer(s.Peer)
+		k := id
+		if k == "" {
+			k = name
+		}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			out = append(out, s)
+			continue
+		}
+		older, newer := out[i], s
+		if older.Since.After(newer.Since) {
+			older, newer = newer, older
+		}
+		if newer.Up && newer.Err == "" {
+			newer.Err = older.Err
+		}
+		out[i] = newer
 	}
 	return out
 }
@@ -148,17 +204,21 @@ type nodePeers struct {
 
 func (p *nodePeers) Peers() []webui.Peer {
 	busy, _, _ := p.n.Load()
-	out := []webui.Peer{{Name: p.n.Name(), ID: p.n.ID().String(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Slots: p.n.Slots(), Used: busy, Done: p.n.Stats().Leases, Confinement: p.conf, Self: true}}
-	for _, m := range p.presence.Members() {
-		if m.Name == p.n.Name() || m.GRPCAddr == "" {
-			continue // observers (p2pc peers) run no work
-		}
-		st := ""
-		if m.State != discovery.StateAlive {
-			st = webui.PeerLost
-		}
-		out = append(out, webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox})
+	self := webui.Peer{Name: p.n.Name(), ID: p.n.ID().String(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Slots: p.n.Slots(), Used: busy, Done: p.n.Stats().Done, Confinement: p.conf, Self: true}
+	byID := map[string]int{self.ID: 0}
+	return appendMembers([]webui.Peer{self}, byID, p.presence.Members(), func(m discovery.Member) bool { return m.Name == p.n.Name() || m.ID == self.ID })
+}
+
+// nodeServed lists the jobs a `p2pc join` serves, for its web view.
+type nodeServed struct{ n *node.Node }
+
+func (s nodeServed) Served() []webui.ServedJob {
+	var out []webui.ServedJob
+	for _, j := range s.n.Served() {
+		out = append(out, webui.ServedJob{ID: j.JobID, Name: j.JobName, Submitter: j.Coordinator, SubmitterID: j.CoordinatorID,
+			Since: j.Since, Serving: j.Sessions > 0, Running: j.Running, Queued: j.Queued, Done: j.Done, Failed: j.Failed,
+			CPUTime: j.CPU, Memory: j.Memory})
 	}
 	return out
 }

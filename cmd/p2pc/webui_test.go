@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/p2pc/p2pc/harness"
 )
@@ -256,4 +257,235 @@ func TestJoinWebView(t *testing.T) {
 	if r, err := http.Get(base + "/api/tasks"); err != nil || r.StatusCode != http.StatusNotFound {
 		t.Errorf("task table on a peer: %v %v", r.StatusCode, err)
 	}
+}
+
+// snapshotPeer is a peer as /api/snapshot gives it.
+type snapshotPeer struct {
+	Name  string  `json:"name"`
+	ID    string  `json:"id"`
+	Slots int     `json:"slots"`
+	Done  int     `json:"done"`
+	Rate  float64 `json:"rate"`
+	State string  `json:"state"`
+	Note  string  `json:"note"`
+	Self  bool    `json:"self"`
+}
+
+// viewSnapshot reads the web view's /api/snapshot at base.
+func viewSnapshot(t *testing.T, base string) (peers []snapshotPeer, job json.RawMessage) {
+	t.Helper()
+	resp, err := http.Get(base + "/api/snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var snap struct {
+		Job   json.RawMessage `json:"job"`
+		Peers []snapshotPeer  `json:"peers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+		t.Fatal(err)
+	}
+	return snap.Peers, snap.Job
+}
+
+// viewBase is the address of the web view a process printed.
+func viewBase(t *testing.T, p *harness.Proc) (url, base string) {
+	t.Helper()
+	waitStderr(t, p, webViewRe)
+	url = webViewRe.FindStringSubmatch(p.Stderr())[1]
+	return url, url[:strings.Index(url, "/?token=")]
+}
+
+// startRunOn starts `p2pc run spec` into dir/out on the peers at join
+// (none of its own slots), with extra flags; the test's end kills it.
+func startRunOn(t *testing.T, dir, spec, join string, extra ...string) *harness.Proc {
+	t.Helper()
+	args := append([]string{"--data", dataDir, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0",
+		"--join", join, "--no-progress"}, extra...)
+	run, err := harness.Start(p2pcBin, args, harness.Options{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(run.Kill)
+	return run
+}
+
+var nodeIDRe = regexp.MustCompile(`listening \S+ name \S+ slots \d+ id (\S+)`)
+
+// TestWebViewPeerRestarted: a peer killed in the middle of a job and
+// started again on its data (same node ID) under another name, as a bare
+// `p2pc join` does (its default name is HOST-PID), is one row of the
+// swarm, live again with its new name, its done count going on, and the
+// old session's error shown as past.
+func TestWebViewPeerRestarted(t *testing.T) {
+	dir := t.TempDir()
+	steady := startPeer(t, dir, "steady", 1)
+	flaky := startPeer(t, dir, "flaky", 1, "--join", steady.addr)
+	flakyID := nodeIDRe.FindStringSubmatch(flaky.proc.Stdout())[1]
+	spec := writeSpec(t, dir, "restart.yaml", `
+name: web-view-restart
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 400}
+tasks:
+  - range: {param: n, from: 1, to: 400}
+`)
+	run := startRunOn(t, dir, spec, steady.addr+","+flaky.addr, "--ui", "127.0.0.1:0")
+	_, base := viewBase(t, run)
+	row := func(peers []snapshotPeer) (snapshotPeer, int) {
+		var p snapshotPeer
+		n := 0
+		for _, x := range peers {
+			if x.ID == flakyID {
+				p, n = x, n+1
+			}
+		}
+		return p, n
+	}
+	var before snapshotPeer
+	waitFor(t, 60*time.Second, "the flaky peer has done tasks", func() bool {
+		peers, _ := viewSnapshot(t, base)
+		before, _ = row(peers)
+		return before.Done >= 2
+	})
+	flaky.proc.Kill() // SIGKILL: its session breaks
+	waitFor(t, 20*time.Second, "the killed peer shown lost", func() bool {
+		peers, _ := viewSnapshot(t, base)
+		p, _ := row(peers)
+		before = p
+		return p.State == "lost" && p.Note != ""
+	})
+	again, err := harness.Start(p2pcBin, []string{"--data", flaky.data, "join", "--listen", "127.0.0.1:0", "--name", "flaky-again", "--slots", "1", "--join", steady.addr},
+		harness.Options{Name: "flaky-again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Stop(5 * time.Second)
+	var now snapshotPeer
+	var rows int
+	waitFor(t, 60*time.Second, "the restarted peer live again, its done count going on", func() bool {
+		peers, _ := viewSnapshot(t, base)
+		now, rows = row(peers)
+		return now.Name == "flaky-again" && now.State != "lost" && now.Done > before.Done
+	})
+	if rows != 1 {
+		t.Errorf("the restarted node is %d rows of the swarm, want 1", rows)
+	}
+	if !strings.Contains(now.Note, "earlier session broke") {
+		t.Errorf("restarted peer: note %q, want the old error shown as past", now.Note)
+	}
+	t.Logf("before the kill: %+v; after the restart: %+v", before, now)
+	run.Stop(10 * time.Second) // the rest of the job is not this test's
+}
+
+// TestWebViewTasksAndEnd opens the web view of a job whose tasks run
+// on two peers each (replicas) and checks what a person sees: the task
+// table filled on the first paint, each running task with the peers
+// running it, and, once the run ended, the final state with no
+// "reconnecting" and no Cancel button.
+func TestWebViewTasksAndEnd(t *testing.T) {
+	dir := t.TempDir()
+	a := startPeer(t, dir, "peer-a", 1)
+	b := startPeer(t, dir, "peer-b", 1)
+	spec := writeSpec(t, dir, "replicas.yaml", `
+name: web-view-replicas
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 1500}
+verify: {replicas: 2}
+tasks:
+  - range: {param: n, from: 1, to: 8}
+`)
+	run := startRunOn(t, dir, spec, addrs([]*peer{a, b}), "--ui", "127.0.0.1:0")
+	url, _ := viewBase(t, run)
+	ctx := browser(t)
+	// The first paint: the table is there before any event (the event
+	// stream is blocked), then the page goes live as usual.
+	block := func(patterns ...string) {
+		t.Helper()
+		var ps []*network.BlockPattern
+		for _, p := range patterns {
+			ps = append(ps, &network.BlockPattern{URLPattern: p, Block: true})
+		}
+		if _, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: ps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block("*://*:*/api/events*")
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the job and its task table on first load, without events",
+		`document.getElementById("count-total").textContent === "8" && document.querySelectorAll("#tasks tbody tr").length === 8`, 10*time.Second)
+	screenshot(t, ctx, "webui-first-paint")
+	block()
+	if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the page live", `document.getElementById("conn").textContent === "live"`, 10*time.Second)
+	waitPage(t, ctx, "a running task with both its peers",
+		`[...document.querySelectorAll("#tasks tbody tr[data-state=running] td.peer")].some((td) => td.textContent.includes("peer-a") && td.textContent.includes("peer-b"))`,
+		30*time.Second)
+	screenshot(t, ctx, "webui-running-peers")
+
+	code, err := run.Wait(2 * time.Minute)
+	if err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, run.Stderr())
+	}
+	waitPage(t, ctx, "the final state, no Cancel",
+		`document.getElementById("job-state").textContent === "complete" && document.getElementById("conn").textContent === "ended: complete" && document.getElementById("cancel").hidden`,
+		10*time.Second)
+	// It stays so past the event stream's retry time (2 s): the page
+	// stopped listening, it does not reconnect.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("conn").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if conn != "ended: complete" {
+			t.Fatalf("after the run ended the page says %q", conn)
+		}
+		time.Sleep(100 * time.Millisecond) // sampling the page, not waiting for a condition
+	}
+	waitPage(t, ctx, "every task done in the table", `document.querySelectorAll("#tasks tbody tr[data-state=done]").length === 8`, 5*time.Second)
+	screenshot(t, ctx, "webui-ended")
+}
+
+// TestJoinWebViewServedJobs: `p2pc join --ui` shows the jobs the peer
+// serves (job, submitter, running and done tasks, rate, CPU and memory
+// of its tasks), and its own rate while it works.
+func TestJoinWebViewServedJobs(t *testing.T) {
+	dir := t.TempDir()
+	p := startPeer(t, dir, "server", 2, "--ui", "127.0.0.1:0")
+	url, base := viewBase(t, p.proc)
+	spec := writeSpec(t, dir, "served.yaml", `
+name: web-view-served
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 700}
+tasks:
+  - range: {param: n, from: 1, to: 30}
+`)
+	run := startRunOn(t, dir, spec, p.addr)
+	ctx := browser(t)
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	row := `document.querySelector('#jobs tbody tr[data-state="serving"]')`
+	cell := func(cls string) string { return row + `.querySelector("td.` + cls + `").textContent` }
+	waitPage(t, ctx, "the served job with its submitter, running tasks and memory",
+		row+` !== null && `+row+`.textContent.includes("web-view-served") && `+row+`.children[1].textContent.length > 1 && +`+cell("running")+` >= 1 && parseFloat(`+cell("mem")+`) > 0`,
+		60*time.Second)
+	waitPage(t, ctx, "done tasks and a rate while it works", `+`+cell("done")+` >= 4 && parseFloat(`+cell("rate")+`) > 0 && /^\d+%$/.test(`+cell("cpu")+`)`, 60*time.Second)
+	peers, _ := viewSnapshot(t, base)
+	if len(peers) == 0 || !peers[0].Self || peers[0].Rate <= 0 || peers[0].Done < 4 {
+		t.Errorf("the peer itself while it works: %+v, want its rate and done count", peers)
+	}
+	screenshot(t, ctx, "webui-peer-serving")
+	if code, err := run.Wait(2 * time.Minute); err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, run.Stderr())
+	}
+	waitPage(t, ctx, "the job ended with its 30 tasks done here",
+		`(() => { const r = document.querySelector('#jobs tbody tr[data-state="ended"]'); return r !== null && r.querySelector("td.done").textContent === "30" && r.querySelector("td.running").textContent === "0"; })()`,
+		30*time.Second)
+	screenshot(t, ctx, "webui-peer-ended")
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
@@ -19,6 +20,7 @@ import (
 type Live struct {
 	mu       sync.Mutex
 	r        *runner
+	q        *sched.Queue // the lease queue while the tasks run
 	sessions map[string]*PeerSession
 }
 
@@ -105,6 +107,40 @@ func (l *Live) EachTask(head func(*report.Report), task func(*report.Task)) bool
 		return false
 	}
 	return true
+}
+
+func (l *Live) attachQueue(q *sched.Queue) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.q = q
+	l.mu.Unlock()
+}
+
+// Running lists the attempts running now, by task ID, oldest first (the
+// first copy, then replicas and backups): each with its peer's key
+// (report.SplitPeer) in Peer and its start, no end and no outcome. It
+// takes the lease queue's lock only, never the coordinator's: call it
+// outside EachTask's callbacks.
+func (l *Live) Running() map[string][]report.Attempt {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	q := l.q
+	l.mu.Unlock()
+	if q == nil {
+		return nil
+	}
+	byTask := q.RunningCopies()
+	out := make(map[string][]report.Attempt, len(byTask))
+	for _, cs := range byTask {
+		for _, c := range cs {
+			out[c.TaskID] = append(out[c.TaskID], report.Attempt{Peer: c.Peer, Start: c.Start, Check: c.Check})
+		}
+	}
+	return out
 }
 
 func (l *Live) runner() *runner {

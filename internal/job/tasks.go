@@ -38,6 +38,8 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		return 0, ""
 	}
 	q := newQueue(r, pending)
+	r.opts.Live.attachQueue(q)
+	defer r.opts.Live.attachQueue(nil)
 	var gate *handoverGate
 	peers := &sessionList{}
 	if r.p.Previous != nil && r.opts.Remote != nil && r.opts.Remote.Swarm != nil {

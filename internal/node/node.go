@@ -112,6 +112,8 @@ type Node struct {
 	// confinement is ConfinementLine(), gossiped in the metadata.
 	confinement string
 	stats       Stats
+	// served are the jobs this node serves and served lately (served.go).
+	served map[servedKey]*ServedJob
 
 	gossipAddr func() string
 	// stopHooks run after running tasks finished (or the grace period
@@ -124,7 +126,9 @@ type Stats struct {
 	Sessions int `json:"sessions"`
 	Refused  int `json:"refused"`
 	Leases   int `json:"leases"`
-	Handed   int `json:"handed_back"`
+	// Done counts the attempts that ended here with a result.
+	Done   int `json:"done"`
+	Handed int `json:"handed_back"`
 	// Offered: results of lost sessions offered to a job's next session.
 	Offered int `json:"handed_over"`
 }

@@ -70,6 +70,7 @@ func (s *sched) runner(ctx context.Context, slot int) {
 			s.cond.Wait()
 		}
 		sess.running++
+		sess.runningTasks += len(batch)
 		s.busy++
 		s.mu.Unlock()
 
@@ -77,6 +78,7 @@ func (s *sched) runner(ctx context.Context, slot int) {
 
 		s.mu.Lock()
 		sess.running--
+		sess.runningTasks -= len(batch)
 		s.busy--
 		s.topUpLocked()
 		s.mu.Unlock()

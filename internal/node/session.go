@@ -94,7 +94,8 @@ type session struct {
 	ctx     context.Context // the session's: ends with its stream
 	hello   *peerpb.Hello
 	log     *slog.Logger
-	job     *jobFiles // nil until prepare
+	job     *jobFiles  // nil until prepare
+	served  *ServedJob // its job as Node.Served lists it; nil until welcomed
 	pool    *pluginhost.Pool
 	inputs  []sdk.File
 	timeout time.Duration
@@ -104,11 +105,13 @@ type session struct {
 	kick    chan struct{}
 
 	// Guarded by the scheduler's mutex.
-	queue    []*queued
-	groups   int // batches in queue
-	running  int
-	credited int
-	ready    bool
+	queue   []*queued
+	groups  int // batches in queue
+	running int
+	// runningTasks counts the leases of the running batches.
+	runningTasks int
+	credited     int
+	ready        bool
 
 	// base is the parent of the leases' contexts: not the stream's, so
 	// that running tasks may outlive a broken session (keep.go); stop
@@ -216,6 +219,8 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	n.mu.Lock()
 	n.stats.Sessions++
 	n.mu.Unlock()
+	sess.served = n.serveStart(hello, coordID)
+	defer n.serveEnd(sess.served)
 	sess.log.Info("job session started")
 	if err := sess.handOver(stream, handovers); err != nil {
 		return err
@@ -803,6 +808,7 @@ func (s *session) exec(batch []*queued, slot int) {
 			phasetrace.At("p.end", res.LeaseId, out.End)
 		}
 		s.n.malform(res)
+		s.n.serveCount(s.served, res.Outcome)
 		if s.log.Enabled(it.ctx, slog.LevelDebug) {
 			s.log.Debug("task ran", "task", it.lease.TaskId, "attempt", it.lease.Attempt, "outcome", res.Outcome)
 		}

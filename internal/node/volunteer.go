@@ -375,17 +375,24 @@ func parseProcStat(b []byte) (total, busy int64, err error) {
 }
 
 // selfCPU is utime+stime of /proc/self/stat, in jiffies.
-func selfCPU(b []byte) int64 {
+func selfCPU(b []byte) int64 { return statTicks(b, 2) }
+
+// statTicks sums n fields of a /proc/PID/stat from utime (field 14) on:
+// 2, utime+stime; 4, with the waited-for children's; in jiffies.
+func statTicks(b []byte, n int) int64 {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
+	if len(f) < 11+n {
 		return 0
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st
+	var ticks int64
+	for _, x := range f[11 : 11+n] {
+		v, _ := strconv.ParseInt(x, 10, 64)
+		ticks += v
+	}
+	return ticks
 }

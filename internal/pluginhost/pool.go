@@ -209,6 +209,26 @@ func (pl *Pool) Stats() Stats {
 	}
 }
 
+// Pids lists the process IDs of the pool's live processes (a watcher
+// reads their CPU and memory).
+func (pl *Pool) Pids() []int {
+	pl.mu.Lock()
+	procs := make([]*proc, 0, len(pl.all))
+	for p := range pl.all {
+		procs = append(procs, p)
+	}
+	pl.mu.Unlock()
+	var out []int
+	for _, p := range procs {
+		p.mu.Lock()
+		if p.pid != 0 && !p.reaped {
+			out = append(out, p.pid)
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
 // Close kills every process (with its process group), waits for them and
 // for every goroutine the pool started, and removes the private
 // directories. Calls in progress return ErrClosed. Close is idempotent;

@@ -4,9 +4,10 @@
 // fetched from elsewhere), fed by server-sent events.
 //
 // The view reads, it does not drive: the coordinator and the node give it
-// two small read-only interfaces, Job (the job's fields under the
-// coordinator's lock, and its tasks streamed one at a time: EachTask) and
-// Swarm (the peers as this node sees them). A hub builds a snapshot from
+// small read-only interfaces, Job (the job's fields under the
+// coordinator's lock, its tasks streamed one at a time: EachTask, and the
+// attempts running now: Running), Swarm (the peers as this node sees
+// them) and, on a peer, Served (the jobs it serves). A hub builds a snapshot from
 // them at most every Config.Every, and no more often than it takes to
 // keep the time a snapshot takes under 1 % of the time (a snapshot scans
 // every task; it holds one at a time, never the whole job, so a job of a

@@ -34,9 +34,14 @@ type hub struct {
 	nextScan time.Time
 	wake     chan struct{} // a client arrived: build at once
 	final    chan struct{} // closed by flush: streams send without waiting
-	// peerDone is each peer's Done over time, for its rate when there is
-	// no report to count from (the view of a peer).
-	peerDone map[string][]Point
+	// ended counts the pages sent the end, fetched the task tables
+	// fetched since (a page that got the end asks for its table's
+	// final state once: flush waits for it a little).
+	ended, fetched int
+	// meters keep counters over time for their rates: each peer's Done
+	// when there is no report to count from (the view of a peer), and
+	// each served job's done tasks and CPU time.
+	meters meters
 }
 
 // client is one event stream. pending holds the sections not yet sent
@@ -118,41 +123,32 @@ func (h *hub) build(now time.Time) map[string]any {
 	if h.cfg.Swarm != nil {
 		peers = h.cfg.Swarm.Peers()
 	}
-	finishPeers(peers, sc)
-	if sc == nil {
-		h.peerRates(peers, now)
+	var served []ServedJob
+	if h.cfg.Served != nil {
+		served = h.cfg.Served.Served()
 	}
+	h.mu.Lock()
+	if sc == nil {
+		for i := range peers {
+			p := &peers[i]
+			p.Rate = h.meters.rate("peer/"+p.ID+"/"+p.Name, now, float64(p.Done), RateWindow)
+		}
+	}
+	for i := range served {
+		j := &served[i]
+		k := "job/" + j.ID + "/" + j.SubmitterID
+		j.Rate = h.meters.rate(k+"/done", now, float64(j.Done), RateWindow)
+		j.CPU = h.meters.rate(k+"/cpu", now, j.CPUTime.Seconds(), cpuWindow)
+	}
+	h.meters.sweep(now)
+	h.mu.Unlock()
+	finishPeers(peers, sc)
 	out["peers"] = nonNil(peers)
+	if h.cfg.Served != nil {
+		out["jobs"] = nonNil(served)
+	}
 	out["title"] = h.cfg.Title
 	return out
-}
-
-// peerRates sets each peer's Rate from how its Done grew over RateWindow.
-func (h *hub) peerRates(peers []Peer, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.peerDone == nil {
-		h.peerDone = map[string][]Point{}
-	}
-	seen := map[string]bool{}
-	for i := range peers {
-		p := &peers[i]
-		k := p.ID + "/" + p.Name
-		seen[k] = true
-		hist := append(h.peerDone[k], Point{T: now.UnixMilli(), Settled: p.Done})
-		for len(hist) > 1 && now.Sub(time.UnixMilli(hist[0].T)) > RateWindow {
-			hist = hist[1:]
-		}
-		h.peerDone[k] = hist
-		if dt := now.Sub(time.UnixMilli(hist[0].T)).Seconds(); dt >= 1 {
-			p.Rate = float64(p.Done-hist[0].Settled) / dt
-		}
-	}
-	for k := range h.peerDone {
-		if !seen[k] {
-			delete(h.peerDone, k)
-		}
-	}
 }
 
 func nonNil[T any](xs []T) []T {
@@ -234,8 +230,34 @@ func (h *hub) leave(c *client) {
 }
 
 // flush publishes a last snapshot and waits, until deadline, for every
-// client to have taken what it was offered.
+// client to have taken what it was offered and, until the deadline
+// after that, for the pages that took it to fetch their task table.
 func (h *hub) flush(deadline time.Time) {
+	h.flushEvents(deadline)
+	for time.Now().Before(deadline.Add(time.Second)) {
+		h.mu.Lock()
+		left := h.ended - h.fetched
+		h.mu.Unlock()
+		if left <= 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fetchedTable notes that a page fetched its task table: after the end,
+// flush waits for it.
+func (h *hub) fetchedTable() {
+	select {
+	case <-h.final:
+		h.mu.Lock()
+		h.fetched++
+		h.mu.Unlock()
+	default:
+	}
+}
+
+func (h *hub) flushEvents(deadline time.Time) {
 	close(h.final)
 	h.mu.Lock()
 	watched := len(h.clients) > 0
@@ -243,7 +265,9 @@ func (h *hub) flush(deadline time.Time) {
 	if !watched {
 		return
 	}
-	h.publish(h.build(time.Now()))
+	snap := h.build(time.Now())
+	snap["end"] = true // the page stops listening: nothing comes after this
+	h.publish(snap)
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
 		left := 0
@@ -294,12 +318,18 @@ func (h *hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-c.poke:
-			data, err := json.Marshal(c.take())
+			secs := c.take()
+			data, err := json.Marshal(secs)
 			if err != nil {
 				return
 			}
 			if !write("event: update\ndata: " + string(data) + "\n\n") {
 				return
+			}
+			if _, end := secs["end"]; end && h.cfg.Job != nil {
+				h.mu.Lock()
+				h.ended++
+				h.mu.Unlock()
 			}
 			// Coalescing: whatever arrives meanwhile waits for the next.
 			select {

@@ -45,6 +45,9 @@ func (f *fakeJob) ReadJob(fn func(*report.Report)) bool {
 	return true
 }
 
+// Running: a fake job has no attempt running.
+func (f *fakeJob) Running() map[string][]report.Attempt { return nil }
+
 func newFakeJob(n int) *fakeJob {
 	rep := &report.Report{JobID: "j", Name: "fake", State: report.StateRunning, Started: time.Now(), Summary: report.Summary{Total: n}}
 	for i := range n {

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestPageOf(t *testing.T) {
 		{report.TaskDone, 100, 5, 100, 0, ""},
 		{report.TaskFailed, 0, 5, 0, 0, ""},
 	} {
-		pg := pageOf(job.rep, c.state, c.offset, c.limit)
+		pg := pageOf(job.rep, nil, c.state, c.offset, c.limit)
 		first := ""
 		if len(pg.Rows) > 0 {
 			first = pg.Rows[0].ID
@@ -135,5 +136,80 @@ func TestSnapshotWithoutPageIsFresh(t *testing.T) {
 			t.Fatal("the snapshot never showed the task done")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTaskPageRunningOn: a running task's row names the peers running
+// it, the first copy first, then its replicas and backups.
+func TestTaskPageRunningOn(t *testing.T) {
+	const idB = "bbbb-bbbb-cccc-dddd-eeee-ffff-gggg"
+	rep := &report.Report{Tasks: []report.Task{
+		{ID: "t0", State: report.TaskRunning},
+		{ID: "t1", State: report.TaskDone, Peer: "a"},
+		{ID: "t2", State: report.TaskPending},
+		{ID: "t3", State: report.TaskFailed, Attempts: []report.Attempt{{Peer: "a"}, {Peer: "b@" + idB, Outcome: report.OutcomeCrashed}}},
+	}}
+	running := map[string][]report.Attempt{"t0": {{Peer: "a"}, {Peer: "b@" + idB}}, "t1": {{Peer: "c"}}}
+	pg := pageOf(rep, running, "", 0, 10)
+	if r := pg.Rows[0]; r.Peer != "a" || strings.Join(r.On, ",") != "a,b" {
+		t.Errorf("running task: peer %q on %v, want a on a,b", r.Peer, r.On)
+	}
+	if r := pg.Rows[1]; r.Peer != "a" || r.On != nil {
+		t.Errorf("done task: peer %q on %v: a settled task runs nowhere", r.Peer, r.On)
+	}
+	if r := pg.Rows[3]; r.Peer != "b" {
+		t.Errorf("failed task: peer %q, want b, where it last ran", r.Peer)
+	}
+}
+
+func TestMeters(t *testing.T) {
+	var m meters
+	t0 := time.Unix(1000, 0)
+	for i := range 100 { // 2 a second, for 50 s
+		m.rate("k", t0.Add(time.Duration(i)*500*time.Millisecond), float64(i), RateWindow)
+	}
+	if r := m.rate("k", t0.Add(50*time.Second), 100, RateWindow); r < 1.9 || r > 2.1 {
+		t.Errorf("rate %.2f, want 2", r)
+	}
+	// A counter that went down (its processes started again) starts over.
+	if r := m.rate("k", t0.Add(51*time.Second), 3, RateWindow); r != 0 {
+		t.Errorf("rate after a reset %.2f, want 0 until a second of history", r)
+	}
+	m.sweep(t0.Add(51*time.Second + RateWindow + time.Second))
+	if len(m.hist) != 0 {
+		t.Errorf("a key not sampled for a window is kept: %v", m.hist)
+	}
+}
+
+// TestServedJobs: the view of a peer lists the jobs it serves, with the
+// rate of their done tasks and the CPU their processes use.
+func TestServedJobs(t *testing.T) {
+	sv := &fakeServed{jobs: []ServedJob{{ID: "j1", Name: "render", Submitter: "alice", Serving: true, Running: 2, Done: 0, Memory: 10 << 20}}}
+	h := newHub(Config{Served: sv, Swarm: fakeSwarm{{Name: "me", Self: true, Slots: 2}}, Every: time.Millisecond}, slog.Default())
+	t0 := time.Unix(1000, 0)
+	h.build(t0)
+	sv.jobs[0].Done, sv.jobs[0].CPUTime = 10, 4*time.Second
+	snap := h.build(t0.Add(2 * time.Second))
+	js := snap["jobs"].([]ServedJob)
+	if len(js) != 1 || js[0].Rate != 5 || js[0].CPU != 2 || js[0].Submitter != "alice" {
+		t.Errorf("served jobs %+v, want rate 5/s and 2 cores busy", js)
+	}
+	if _, ok := snap["job"]; ok {
+		t.Errorf("a peer's view has no job section")
+	}
+}
+
+type fakeServed struct{ jobs []ServedJob }
+
+func (f *fakeServed) Served() []ServedJob { return append([]ServedJob(nil), f.jobs...) }
+
+// TestFlushEnds: the last snapshot says the end, so that a page stops
+// listening (and offers nothing to act on) instead of reconnecting.
+func TestFlushEnds(t *testing.T) {
+	h := newHub(Config{Job: newFakeJob(3), Every: time.Millisecond, MaxStreams: 1}, slog.Default())
+	c, _ := h.join()
+	h.flushEvents(time.Now())
+	if _, ok := c.take()["end"]; !ok {
+		t.Errorf("the last snapshot has no end")
 	}
 }

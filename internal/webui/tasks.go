@@ -20,9 +20,12 @@ const (
 
 // TaskRow is one row of the task table.
 type TaskRow struct {
-	ID       string   `json:"id"`
-	State    string   `json:"state"`
-	Peer     string   `json:"peer,omitempty"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Peer  string `json:"peer,omitempty"`
+	// On are the peers running the task now, the first copy first, then
+	// its replicas and backups (a running task's Peer is the first).
+	On       []string `json:"on,omitempty"`
 	Attempts int      `json:"attempts"`
 	Duration float64  `json:"duration"` // seconds of the last attempt
 	Digest   string   `json:"digest,omitempty"`
@@ -41,8 +44,8 @@ type TaskPage struct {
 
 // pageOf copies one page of the tasks in state ("" or "all": every task)
 // from rep.
-func pageOf(rep *report.Report, state string, offset, limit int) TaskPage {
-	pg := newPager(state, offset, limit)
+func pageOf(rep *report.Report, running map[string][]report.Attempt, state string, offset, limit int) TaskPage {
+	pg := newPager(state, offset, limit, running)
 	for i := range rep.Tasks {
 		pg.add(&rep.Tasks[i])
 	}
@@ -55,10 +58,11 @@ type pager struct {
 	page          TaskPage
 	state         string
 	offset, limit int
+	running       map[string][]report.Attempt // Job.Running
 }
 
-func newPager(state string, offset, limit int) *pager {
-	return &pager{page: TaskPage{Offset: offset, Rows: []TaskRow{}}, state: state, offset: offset, limit: limit}
+func newPager(state string, offset, limit int, running map[string][]report.Attempt) *pager {
+	return &pager{page: TaskPage{Offset: offset, Rows: []TaskRow{}}, state: state, offset: offset, limit: limit, running: running}
 }
 
 // add counts task t and copies its row when it is on the page.
@@ -73,8 +77,20 @@ func (p *pager) add(t *report.Task) {
 	}
 	row := TaskRow{ID: t.ID, State: t.State, Attempts: len(t.Attempts), Digest: t.Digest, Votes: len(t.Votes), Verdict: t.Verdict}
 	row.Peer, _ = peerKey(t.Peer, t.PeerID)
+	if t.State == report.TaskRunning {
+		for _, a := range p.running[t.ID] {
+			name, _ := peerKey(a.Peer, a.PeerID)
+			row.On = append(row.On, name)
+		}
+		if len(row.On) > 0 && row.Peer == "" {
+			row.Peer = row.On[0]
+		}
+	}
 	if n := len(t.Attempts); n > 0 {
 		a := t.Attempts[n-1]
+		if row.Peer == "" && len(row.On) == 0 {
+			row.Peer, _ = peerKey(a.Peer, a.PeerID) // where it last ran (a failed task)
+		}
 		row.Duration = a.End.Sub(a.Start).Round(time.Millisecond).Seconds()
 		if a.Outcome != report.OutcomeOK {
 			row.Error = tail(a.Error, 300)
@@ -112,12 +128,21 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, maxPageRows)
-	pg := newPager(state, offset, limit)
-	if !s.cfg.Job.EachTask(func(*report.Report) {}, pg.add) {
-		pg = newPager(state, offset, limit)
+	running := s.cfg.Job.Running()
+	pg := newPager(state, offset, limit, running)
+	started := false
+	if !s.cfg.Job.EachTask(func(*report.Report) { started = true }, pg.add) {
+		if started {
+			// Reading the job database failed part way: the page says
+			// so and asks again, rather than show an empty table.
+			http.Error(w, "the task table could not be read now; try again", http.StatusServiceUnavailable)
+			return
+		}
+		pg = newPager(state, offset, limit, nil) // before the job starts: no tasks yet
 		pg.page.Offset = 0
 	}
 	writeJSON(w, pg.page)
+	s.hub.fetchedTable()
 }
 
 func intParam(v string, def int) (int, error) {

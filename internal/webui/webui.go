@@ -33,10 +33,44 @@ const (
 // neither keeps a reference into what it is given. Both report false
 // before the job starts, ReadJob without calling fn; EachTask reports
 // false also when it could not read every task (what it gave is then to
-// be dropped).
+// be dropped). Running lists the attempts running now by task ID, oldest
+// first (the first copy, then replicas and backups), each with its peer
+// and start; it is called outside EachTask, never from its callbacks.
 type Job interface {
 	ReadJob(fn func(*report.Report)) bool
 	EachTask(head func(*report.Report), task func(*report.Task)) bool
+	Running() map[string][]report.Attempt
+}
+
+// Served lists the jobs this node serves or served lately (the view of
+// a peer: p2pc join --ui), newest first.
+type Served interface {
+	Served() []ServedJob
+}
+
+// ServedJob is a job a peer serves: its counts on this peer, and the
+// CPU and memory its tasks' processes use here.
+type ServedJob struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Submitter   string    `json:"submitter"`
+	SubmitterID string    `json:"submitter_id,omitempty"`
+	Since       time.Time `json:"since"`
+	// Serving: a work session of the job is open now; else it ended.
+	Serving bool `json:"serving"`
+	Running int  `json:"running"`
+	Queued  int  `json:"queued"`
+	Done    int  `json:"done"`
+	Failed  int  `json:"failed"`
+	// CPUTime is the CPU time its plugin processes (and what they
+	// started) have used, as long as they live; Memory the bytes they
+	// hold resident now.
+	CPUTime time.Duration `json:"-"`
+	Memory  int64         `json:"memory"`
+	// Rate (tasks done per second over RateWindow) and CPU (cores busy,
+	// over the last few seconds) are filled in by the view.
+	Rate float64 `json:"rate"`
+	CPU  float64 `json:"cpu"`
 }
 
 // Swarm lists the peers as this node sees them.
@@ -79,9 +113,11 @@ type Peer struct {
 type Config struct {
 	// Title heads the page ("job NAME", "peer NAME").
 	Title string
-	// Job is nil on a peer: the page then shows the swarm only.
-	Job   Job
-	Swarm Swarm
+	// Job is nil on a peer: the page then shows the swarm and, with
+	// Served, the jobs the peer serves.
+	Job    Job
+	Swarm  Swarm
+	Served Served
 	// OutDir is the job's output folder: PNG outputs of done tasks are
 	// served from it (only files the report lists).
 	OutDir string
@@ -228,7 +264,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/tasks", s.read(s.serveTasks))
 	mux.HandleFunc("GET /api/file", s.read(s.serveFile))
 	mux.HandleFunc("GET /api/access", s.read(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"act": s.authorized(r), "cancel": s.cfg.Cancel != nil, "title": s.cfg.Title, "job": s.cfg.Job != nil})
+		writeJSON(w, map[string]any{"act": s.authorized(r), "cancel": s.cfg.Cancel != nil, "title": s.cfg.Title, "job": s.cfg.Job != nil, "served": s.cfg.Served != nil})
 	}))
 	mux.HandleFunc("POST /api/cancel", s.act(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Cancel == nil {

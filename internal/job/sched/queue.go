@@ -1184,6 +1184,33 @@ func (q *Queue) Running() int {
 	return len(seen)
 }
 
+// Copy is a running attempt of a task, as a watcher shows it.
+type Copy struct {
+	TaskID string
+	Peer   string // the worker's key (report.SplitPeer)
+	Start  time.Time
+	Check  bool // a trusted run on the submitter's slot
+}
+
+// RunningCopies lists where the running attempts of each undecided task
+// run, by task index, oldest first: the first copy, then its replicas
+// and backups. Only the running leases are scanned.
+func (q *Queue) RunningCopies() map[int][]Copy {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[int][]Copy, len(q.running))
+	for _, l := range q.running {
+		if ts := &q.tasks[l.Task]; ts.settled {
+			continue
+		}
+		out[l.Task] = append(out[l.Task], Copy{TaskID: l.TaskID, Peer: l.Peer, Start: l.Start, Check: l.Check})
+	}
+	for _, cs := range out {
+		slices.SortFunc(cs, func(a, b Copy) int { return a.Start.Compare(b.Start) })
+	}
+	return out
+}
+
 // Changed returns a channel closed at the next change.
 func (q *Queue) Changed() <-chan struct{} {
 	q.mu.Lock()

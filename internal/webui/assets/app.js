@@ -4,7 +4,8 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
-  const state = { page: 0, rows: 50, filter: "all", lastTasks: 0, tasksTimer: null, hasJob: false };
+  const state = { page: 0, rows: 50, filter: "all", lastTasks: 0, tasksTimer: null, hasJob: false, ended: false, es: null, jobState: "" };
+  const finalStates = { complete: true, failed: true, interrupted: true };
 
   function fmtDur(s) {
     if (s < 0 || !isFinite(s)) return "–";
@@ -13,6 +14,7 @@
     return h ? h + "h" + String(m).padStart(2, "0") + "m" : m ? m + "m" + String(r).padStart(2, "0") + "s" : r + "s";
   }
   const fmtRate = (r) => r >= 100 ? r.toFixed(0) : r >= 10 ? r.toFixed(1) : r.toFixed(2);
+  const fmtBytes = (b) => b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + " GiB" : (b / (1 << 20)).toFixed(1) + " MiB";
   const short = (id) => id ? id.slice(0, 13) : "";
 
   function renderJob(j) {
@@ -25,7 +27,24 @@
     $("bar-done").style.width = pct(j.done); $("bar-failed").style.width = pct(j.failed); $("bar-running").style.width = pct(j.running);
     $("job-error").hidden = !j.error; $("job-error").textContent = j.error || "";
     document.title = "p2pc: " + j.done + "/" + j.total + " " + (j.name || "");
+    state.jobState = j.state;
+    if (finalStates[j.state]) end();
     scheduleTasks();
+  }
+
+  // end: the job is over (its final state is shown); nothing more will
+  // come, so the page stops listening and offers no action.
+  function end() {
+    if (state.ended) return;
+    state.ended = true;
+    if (state.es) state.es.close();
+    const c = $("conn");
+    c.textContent = state.jobState ? "ended: " + state.jobState : "ended"; c.className = "conn ended " + (state.jobState || "");
+    $("cancel").hidden = true; $("act-note").textContent = "";
+    if (state.hasJob) { // the table's final state, at once: the server waits for it a moment only
+      if (state.tasksTimer) { clearTimeout(state.tasksTimer); state.tasksTimer = null; }
+      loadTasks();
+    }
   }
 
   function renderSeries(pts) {
@@ -66,6 +85,22 @@
     $("peer-count").textContent = "(" + peers.length + " peer" + (peers.length === 1 ? "" : "s") + ")";
   }
 
+  function renderJobs(js) {
+    $("jobs-view").hidden = false;
+    const tb = $("jobs").tBodies[0]; tb.textContent = "";
+    if (!js.length) { const tr = el("tr"); const td = el("td", "muted", "no job yet"); td.colSpan = 10; tr.append(td); tb.append(tr); }
+    for (const j of js) {
+      const tr = el("tr"); tr.dataset.job = j.id; tr.dataset.state = j.serving ? "serving" : "ended";
+      const name = el("td"); name.append(el("div", "", j.name || "–"), el("div", "mono muted", short(j.id)));
+      const sub = el("td"); sub.append(el("div", "", j.submitter || "–"), el("div", "mono muted", short(j.submitter_id)));
+      const st = el("td"); st.append(el("span", "state " + (j.serving ? "working" : "idle"), j.serving ? "serving" : "ended"));
+      tr.append(name, sub, st, el("td", "num running", j.running), el("td", "num queued", j.queued), el("td", "num done", j.done),
+        el("td", "num failed", j.failed), el("td", "num rate", fmtRate(j.rate) + "/s"),
+        el("td", "num cpu", Math.round(100 * j.cpu) + "%"), el("td", "num mem", fmtBytes(j.memory)));
+      tb.append(tr);
+    }
+  }
+
   function renderFailures(fs) {
     const box = $("failures"); box.textContent = "";
     if (!fs.length) { box.append(el("p", "muted", "none")); return; }
@@ -99,7 +134,11 @@
     state.tasksTimer = null; state.lastTasks = Date.now();
     const q = "/api/tasks?state=" + state.filter + "&offset=" + state.page * state.rows + "&limit=" + state.rows;
     let pg;
-    try { const r = await fetch(q); if (!r.ok) return; pg = await r.json(); } catch (e) { return; }
+    try {
+      const r = await fetch(q);
+      if (!r.ok) { if (r.status === 503) scheduleTasks(); return; } // the table could not be read now: ask again
+      pg = await r.json();
+    } catch (e) { return; }
     const tb = $("tasks").tBodies[0]; tb.textContent = "";
     for (const t of pg.rows) {
       const tr = el("tr"); tr.dataset.state = t.state;
@@ -109,7 +148,9 @@
       for (const png of t.pngs || []) {
         const a = el("a", "", png); a.href = "/api/file?task=" + encodeURIComponent(t.id) + "&name=" + encodeURIComponent(png); a.target = "_blank"; note.append(" ", a);
       }
-      tr.append(el("td", "mono", t.id), st, el("td", "", t.peer || ""), el("td", "", t.attempts),
+      const peer = el("td", "peer", t.on && t.on.length ? t.on.join(", ") : t.peer || "");
+      if (t.on && t.on.length > 1) { peer.append(el("div", "muted", t.on.length + " copies: the first, then replicas or backups")); }
+      tr.append(el("td", "mono", t.id), st, peer, el("td", "", t.attempts),
         el("td", "", t.duration ? t.duration.toFixed(3) + "s" : ""), el("td", "mono", (t.digest || "").slice(0, 12)),
         el("td", "", t.votes || ""), note);
       tb.append(tr);
@@ -120,22 +161,39 @@
   }
 
   const render = { job: renderJob, series: renderSeries, peers: renderPeers, failures: renderFailures, partials: renderPartials,
-    title: (t) => { $("title").textContent = t; } };
+    jobs: renderJobs, title: (t) => { $("title").textContent = t; } };
+
+  function apply(secs) {
+    for (const k in secs) if (render[k]) render[k](secs[k]);
+    // Running tasks move between peers without the counts changing.
+    if (state.hasJob && secs.peers) scheduleTasks();
+    if (secs.end) end();
+  }
+
+  // The first paint comes from the snapshot: the whole current state,
+  // the task table included, before any event.
+  async function first() {
+    try {
+      const r = await fetch("/api/snapshot");
+      if (r.ok && !state.ended) apply(await r.json());
+    } catch (e) { /* the events say whether the view is reachable */ }
+  }
 
   function connect() {
     const es = new EventSource("/api/events");
+    state.es = es;
     es.addEventListener("update", (ev) => {
-      const secs = JSON.parse(ev.data);
-      for (const k in secs) if (render[k]) render[k](secs[k]);
+      if (state.ended) return;
       $("conn").textContent = "live"; $("conn").className = "conn live";
+      apply(JSON.parse(ev.data));
     });
-    es.onerror = () => { $("conn").textContent = "reconnecting"; $("conn").className = "conn"; };
+    es.onerror = () => { if (!state.ended) { $("conn").textContent = "reconnecting"; $("conn").className = "conn"; } };
   }
 
   async function access() {
     try {
       const r = await fetch("/api/access"); const a = await r.json();
-      if (a.cancel) {
+      if (a.cancel && !state.ended) {
         $("cancel").hidden = false;
         if (!a.act) { $("cancel").disabled = true; $("act-note").textContent = "open the URL p2pc printed (with its token) to act"; }
       }
@@ -151,5 +209,6 @@
   $("prev").addEventListener("click", () => { if (state.page > 0) { state.page--; loadTasks(); } });
   $("next").addEventListener("click", () => { state.page++; loadTasks(); });
   access();
+  first();
   connect();
 })();

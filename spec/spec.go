@@ -89,8 +89,11 @@ type Input struct {
 	Pos  Pos
 }
 
-// Verify holds the redundancy settings. Reserved: parsed and validated,
-// honoured by a later release.
+// Verify holds the redundancy settings the coordinator applies: how many
+// peers run each task, how many matching results it accepts, how far it
+// adds replicas when they disagree, adaptive trust and spot checks
+// (docs/spec.md, "verify"). A plugin that implements sdk.Verifier has
+// each output checked by the coordinator instead of by votes.
 type Verify struct {
 	Replicas    int    // copies of each task run on distinct peers, >= 1
 	Quorum      int    // matching results needed to accept, 1..Replicas

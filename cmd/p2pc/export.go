@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"unicode/utf8"
 
+	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/report"
 )
 
 // ExportCmd is `p2pc export OUT`: the inline outputs kept in the job
@@ -19,7 +23,7 @@ import (
 type ExportCmd struct {
 	Out    string `arg:"" help:"The job's output folder." type:"path"`
 	Format string `help:"files: write TO/tasks/<id>/<name> per output; jsonl: one JSON object per output." default:"files" enum:"files,jsonl"`
-	To     string `help:"Where to write: a folder for files (default OUT), a file for jsonl (default stdout)." type:"path" placeholder:"PATH"`
+	To     string `help:"Where to write: a folder for files (default OUT), a file for jsonl (default and '-': stdout)." type:"path" placeholder:"PATH"`
 }
 
 // exportLine is one output in --format jsonl.
@@ -32,8 +36,13 @@ type exportLine struct {
 	Base64 []byte  `json:"base64,omitempty"`
 }
 
-// Run reads the job database (read-only: a run may be writing it).
+// Run reads the job database (read-only: a run may be writing it). Every
+// file it writes goes through a temporary file, synced, then renamed: a
+// full disk leaves no file that looks whole but is not.
 func (c *ExportCmd) Run(g *Globals) error {
+	if c.To == "-" && c.Format == "files" {
+		return withCode(exitBadInput, errors.New("export: --to -: --format files writes a folder of files (TO/tasks/<id>/<name>); --format jsonl prints the outputs on stdout"))
+	}
 	db, err := jobdb.OpenReadOnly(g.Ctx, filepath.Join(c.Out, jobdb.FileName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -44,49 +53,90 @@ func (c *ExportCmd) Run(g *Globals) error {
 		return withCode(exitInternal, err)
 	}
 	defer db.Close()
-	n := 0
-	if c.Format == "files" {
-		to := c.To
-		if to == "" {
-			to = c.Out
-		}
-		err = db.Outputs(g.Ctx, func(o jobdb.Output) error {
-			n++
-			return jobdb.WriteOutput(to, o)
-		})
-	} else {
-		var w io.Writer = os.Stdout
-		var f *os.File
-		if c.To != "" {
-			if f, err = os.Create(c.To); err != nil {
-				return withCode(exitBadInput, fmt.Errorf("export: %w", err))
+	n, where := 0, "stdout"
+	// werr is the write that failed, told apart from the database's
+	// errors (which wrap it as a failed read).
+	var werr error
+	count := func(write func(jobdb.Output) error) func(jobdb.Output) error {
+		return func(o jobdb.Output) error {
+			if werr = write(o); werr == nil {
+				n++
 			}
-			defer f.Close()
-			w = f
+			return werr
 		}
-		bw := bufio.NewWriter(w)
-		enc := json.NewEncoder(bw)
-		err = db.Outputs(g.Ctx, func(o jobdb.Output) error {
-			n++
-			line := exportLine{ID: o.TaskID, Params: o.Params, Name: o.Name}
-			if utf8.Valid(o.Data) {
-				s := string(o.Data)
-				line.Text = &s
-			} else {
-				line.Base64 = o.Data
+	}
+	switch {
+	case c.Format == "files":
+		where = c.To
+		if where == "" {
+			where = c.Out
+		}
+		err = db.Outputs(g.Ctx, count(func(o jobdb.Output) error {
+			path, err := jobdb.OutputPath(where, o)
+			if err != nil {
+				return err
 			}
-			return enc.Encode(line)
-		})
+			return report.WriteFileAtomic(path, o.Data, 0o644)
+		}))
+	case c.To == "" || c.To == "-":
+		bw := bufio.NewWriter(os.Stdout)
+		err = db.Outputs(g.Ctx, count(jsonlEncoder(bw)))
 		if err == nil {
 			err = bw.Flush()
 		}
-		if err == nil && f != nil {
-			err = f.Close()
-		}
+	default:
+		where = c.To
+		err = report.WriteAtomic(c.To, 0o644, func(w io.Writer) error {
+			bw := bufio.NewWriter(w)
+			err := db.Outputs(g.Ctx, count(jsonlEncoder(bw)))
+			if werr != nil {
+				err = werr
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+			return err
+		})
+		werr = nil
 	}
 	if err != nil {
-		return withCode(exitInternal, fmt.Errorf("export: %w", err))
+		if werr != nil {
+			err = werr
+		}
+		return exportErr(g.Ctx, err)
 	}
-	fmt.Fprintf(os.Stderr, "exported %d inline outputs\n", n)
+	fmt.Fprintf(os.Stderr, "exported %d inline outputs to %s\n", n, where)
 	return nil
+}
+
+// jsonlEncoder writes each output to w as one line of --format jsonl.
+func jsonlEncoder(w io.Writer) func(jobdb.Output) error {
+	enc := json.NewEncoder(w)
+	return func(o jobdb.Output) error {
+		line := exportLine{ID: o.TaskID, Params: o.Params, Name: o.Name}
+		if utf8.Valid(o.Data) {
+			s := string(o.Data)
+			line.Text = &s
+		} else {
+			line.Base64 = o.Data
+		}
+		return enc.Encode(line)
+	}
+}
+
+// exportErr is the exit of an export that failed with err: 4 for a disk
+// that refused the writes (full, read-only, ...), 2 for a --to whose
+// folder does not exist.
+func exportErr(ctx context.Context, err error) error {
+	err = fmt.Errorf("export: %w", err)
+	switch {
+	case ctx.Err() != nil:
+		return withCode(exitInterrupted, fmt.Errorf("interrupted: %w", err))
+	case job.LocalDisk(err):
+		return withCode(exitLocalDisk, fmt.Errorf("%w (nothing half-written is left: free space, then export again)", err))
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return withCode(exitBadInput, err)
+	default:
+		return withCode(exitInternal, err)
+	}
 }

@@ -212,7 +212,8 @@ tasks:
 
 // TestStatus: p2pc status reads a running job from another process, says
 // when its run died (SIGKILL), and shows the end with the failures'
-// reasons.
+// reasons; it exits 5 while the job is running or interrupted, 3 once it
+// failed.
 func TestStatus(t *testing.T) {
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "s.yaml", `
@@ -228,11 +229,11 @@ tasks:
 		t.Fatal(err)
 	}
 	defer run.Kill()
-	status := func(args ...string) jobdb.Status {
+	status := func(code int, args ...string) jobdb.Status {
 		t.Helper()
 		r := p2pc(t, append([]string{"status", out, "--json"}, args...)...)
 		var s jobdb.Status
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+		if r.code != code || json.Unmarshal([]byte(r.stdout), &s) != nil {
 			t.Fatalf("status: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
 		return s
@@ -240,7 +241,7 @@ tasks:
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if doneTasks(out) >= 2 {
-			s := status()
+			s := status(exitIncomplete)
 			if s.State != "running" || s.Total != 25 || s.Done < 2 || s.Done+s.Failed+s.Running+s.Queued != 25 {
 				t.Fatalf("status during the run: %+v", s)
 			}
@@ -253,18 +254,18 @@ tasks:
 	}
 	run.Kill()
 	run.Wait(10 * time.Second)
-	if s := status(); s.State != "interrupted" || !strings.Contains(s.Error, "run died") {
+	if s := status(exitIncomplete); s.State != "interrupted" || !strings.Contains(s.Error, "run died") {
 		t.Fatalf("status after SIGKILL: %+v", s)
 	}
 	if r := p2pc(t, "run", spec, "--out", out, "--slots", "2"); r.code != exitTaskFailed {
 		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
 	}
-	s := status("--watch") // the job is over: --watch prints once
+	s := status(exitTaskFailed, "--watch") // the job is over: --watch prints once
 	if s.State != "failed" || s.Done != 24 || s.Failed != 1 || len(s.Failures) == 0 || s.Failures[0].Task != "bad" || s.Failures[0].Outcome != "task_error" {
 		t.Fatalf("status at the end: %+v", s)
 	}
 	r := p2pc(t, "status", out)
-	if r.code != 0 || !strings.Contains(r.stdout, "24/25 done, 1 failed, 0 running, 0 queued") || !strings.Contains(r.stdout, "task bad on") {
+	if r.code != exitTaskFailed || !strings.Contains(r.stdout, "24/25 done, 1 failed, 0 running, 0 queued") || !strings.Contains(r.stdout, "task bad on") {
 		t.Fatalf("status text:\n%s", r.stdout)
 	}
 }
@@ -274,18 +275,9 @@ tasks:
 // the same command resumes and runs none of the tasks that reached the
 // database again.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	if err := os.Mkdir(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", out, "tmpfs", 0, "size=3m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(out, syscall.MNT_DETACH) })
+	mountTmpfs(t, out, "3m")
 	spec := writeSpec(t, dir, "full.yaml", `
 plugin: {{repo}}/plugins/echo
 params: {output_bytes: 8000, sleep_ms: 2}

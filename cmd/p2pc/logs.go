@@ -19,11 +19,14 @@ import (
 // excerpts.
 type LogsCmd struct {
 	Out  string `arg:"" help:"The job's output folder (where report.json is)." type:"path" placeholder:"OUT"`
-	Task string `arg:"" help:"The task's ID, as the summary and report.json name it." placeholder:"TASK"`
+	Task string `arg:"" optional:"" help:"The task's ID, as the summary and report.json name it (without it: a list of the job's task IDs, failed ones first)." placeholder:"TASK"`
 }
 
 // Run prints the task's state, why it failed, and each attempt.
 func (c *LogsCmd) Run(g *Globals) error {
+	if c.Task == "" {
+		return withCode(exitBadInput, whichTask(c.Out))
+	}
 	tl, err := readTaskLog(c.Out, c.Task)
 	if err != nil {
 		return withCode(exitBadInput, err)
@@ -49,20 +52,51 @@ func readTaskLog(out, id string) (*taskLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
 	for _, t := range rep.Tasks {
 		if t.ID == id {
 			return &taskLog{JobName: rep.Name, JobID: rep.JobID, Task: t}, nil
+		}
+	}
+	return nil, fmt.Errorf("job %s in %s has no task %q; its tasks: %s", rep.Name, out, id, taskIDs(rep))
+}
+
+// whichTask is the error of `p2pc logs OUT` without a task: what to give,
+// and the IDs to choose from.
+func whichTask(out string) error {
+	usage := "logs: which task? Give its ID after the output folder: p2pc logs OUT TASK"
+	rep, err := jobdb.ReadReport(context.Background(), out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s; and %s holds no job (no %s or %s)", usage, out, jobdb.FileName, report.FileName)
+	case err != nil:
+		return fmt.Errorf("%s (%w)", usage, err)
+	}
+	return fmt.Errorf("%s; job %s in %s has tasks %s", usage, rep.Name, out, taskIDs(rep))
+}
+
+// taskIDs lists up to ten of the job's task IDs, its failed tasks first:
+// "a, b, … (200 in all)".
+func taskIDs(rep *report.Report) string {
+	var failed, ids []string
+	for _, t := range rep.Tasks {
+		if t.State == report.TaskFailed && len(failed) < 10 {
+			failed = append(failed, t.ID)
 		}
 		if len(ids) < 10 {
 			ids = append(ids, t.ID)
 		}
 	}
-	more := ""
-	if len(rep.Tasks) > len(ids) {
-		more = fmt.Sprintf(", … (%d in all)", len(rep.Tasks))
+	list := func(ids []string, n int) string {
+		s := strings.Join(ids, ", ")
+		if n > len(ids) {
+			s += fmt.Sprintf(", … (%d in all)", n)
+		}
+		return s
 	}
-	return nil, fmt.Errorf("job %s in %s has no task %q; its tasks: %s%s", rep.Name, out, id, strings.Join(ids, ", "), more)
+	if len(failed) > 0 {
+		return fmt.Sprintf("%s; failed: %s", list(ids, len(rep.Tasks)), list(failed, rep.Summary.Failed))
+	}
+	return list(ids, len(rep.Tasks))
 }
 
 func printTaskLog(w io.Writer, tl *taskLog) {

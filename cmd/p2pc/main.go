@@ -27,13 +27,15 @@ import (
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
-// Exit codes, documented in README.md.
+// Exit codes, documented in README.md's table (TestExitCodesDocumented
+// holds the two together).
 const (
 	exitOK          = 0
 	exitInternal    = 1
 	exitBadInput    = 2
 	exitTaskFailed  = 3
 	exitLocalDisk   = 4
+	exitIncomplete  = 5 // p2pc status: the job is running or was interrupted
 	exitInterrupted = 130
 )
 

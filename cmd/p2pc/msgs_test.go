@@ -134,15 +134,7 @@ params: {panic: true}
 // checks the output for its own).
 func p2pcPanics(t *testing.T, args ...string) result {
 	t.Helper()
-	p, err := harness.Start(p2pcBin, append([]string{"--data", dataDir}, args...), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := p.Wait(2 * time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, p.Stdout(), p.Stderr()}
+	return p2pcIn(t, "", args...)
 }
 
 // No silent wait: a peers-only run that can never find a peer is refused

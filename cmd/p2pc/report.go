@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
@@ -27,13 +28,43 @@ func (c *ReportCmd) Run(g *Globals) error {
 	if c.Salvage {
 		return c.salvage(g)
 	}
+	var job *report.Report
 	err := jobdb.StreamReport(g.Ctx, c.Out, func(head *report.Report, each func(yield func(*report.Task) error) error) error {
+		job = head
 		if c.Stdout {
 			return report.EncodeEach(os.Stdout, head, each)
 		}
 		return report.WriteEach(c.Out, head, each)
 	})
-	return reportErr(c.Out, err)
+	if err != nil {
+		return reportErr(c.Out, err)
+	}
+	c.said(job)
+	return nil
+}
+
+// said tells on stderr what the command did: where the report went, and
+// the job's state and counts in one line.
+func (c *ReportCmd) said(rep *report.Report) {
+	where := "printed the report on stdout"
+	if !c.Stdout {
+		where = "wrote " + filepath.Join(c.Out, report.FileName)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %s\n", where, jobLine(rep))
+}
+
+// jobLine is a job's state and counts in one line, as the run's summary
+// begins: "job NAME (ID) STATE: D of T tasks done (R reused from an
+// earlier run), F failed".
+func jobLine(rep *report.Report) string {
+	line := fmt.Sprintf("job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
+	if rep.Summary.Reused > 0 {
+		line += fmt.Sprintf(" (%d reused from an earlier run)", rep.Summary.Reused)
+	}
+	if rep.Summary.Failed > 0 {
+		line += fmt.Sprintf(", %d failed", rep.Summary.Failed)
+	}
+	return line
 }
 
 // reportErr is the exit of `p2pc report out` whose reading failed with err.
@@ -69,10 +100,9 @@ func (c *ReportCmd) salvage(g *Globals) error {
 		if err := report.Encode(os.Stdout, rep); err != nil {
 			return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 		}
-		return nil
-	}
-	if err := report.Write(c.Out, rep); err != nil {
+	} else if err := report.Write(c.Out, rep); err != nil {
 		return withCode(exitInternal, err)
 	}
+	c.said(rep)
 	return nil
 }

@@ -25,7 +25,9 @@ type StatusCmd struct {
 	Failures int           `help:"How many of the last failed attempts to show." default:"5"`
 }
 
-// Run opens the database read-only (safe while the run writes it).
+// Run opens the database read-only (safe while the run writes it). It
+// exits 0 for a complete job, 3 for a failed one and 5 for one that is
+// running or was interrupted (with --watch: as the job ends).
 func (c *StatusCmd) Run(g *Globals) error {
 	ctx := g.Ctx
 	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(c.Out, jobdb.FileName))
@@ -60,16 +62,29 @@ func (c *StatusCmd) Run(g *Globals) error {
 			printStatus(os.Stdout, s)
 		}
 		if !c.Watch || s.State != report.StateRunning {
-			return nil
+			return stateExit(s.State)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return withCode(exitInterrupted, nil)
 		case <-time.After(c.Every):
 		}
 		if !c.JSON {
 			fmt.Println()
 		}
+	}
+}
+
+// stateExit is the exit of p2pc status for a job in state: 0 only for a
+// complete job, so that a script can tell (README's exit codes).
+func stateExit(state string) error {
+	switch state {
+	case report.StateComplete:
+		return nil
+	case report.StateFailed:
+		return withCode(exitTaskFailed, nil)
+	default: // running, interrupted, or a run killed before its first commit
+		return withCode(exitIncomplete, nil)
 	}
 }
 

@@ -4,32 +4,49 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
+	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/spec"
 )
 
 // ValidateCmd is `p2pc validate`.
 type ValidateCmd struct {
-	Specs []string `arg:"" optional:"" help:"Job specs (YAML) to check." type:"path" placeholder:"JOB.yaml"`
+	Specs    []string `arg:"" optional:"" help:"Job specs (YAML) to check." type:"path" placeholder:"JOB.yaml"`
+	TaskUser string   `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account the plugin is started as (as p2pc run's)." placeholder:"USER"`
 }
 
-// Run parses each spec and checks that its plugin and inputs exist.
+// Run parses each spec and checks its plugin (built, started, asked what
+// it is: as p2pc run does before its first task) and its inputs.
 func (c *ValidateCmd) Run(g *Globals) error {
 	if len(c.Specs) == 0 {
 		return withCode(exitBadInput, errors.New("validate: which job? Give one or more job specs (YAML files) to check, e.g. 'p2pc validate examples/echo.yaml'"))
+	}
+	taskUser, err := sandbox.TaskUser(c.TaskUser)
+	if err != nil {
+		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
 	}
 	var bad int
 	for _, path := range c.Specs {
 		js, err := spec.ParseFile(path)
 		if err == nil {
-			err = checkFiles(js)
+			err = checkInputs(js)
+		}
+		var what string
+		if err == nil {
+			info, cerr := job.CheckPlugin(g.Ctx, js, job.CheckOptions{CacheDir: filepath.Join(g.Data, "plugins"), TaskUser: taskUser, Logger: g.Logger})
+			err, what = cerr, fmt.Sprintf("%s %s", info.Name, info.Version)
+		}
+		if g.Ctx.Err() != nil {
+			return withCode(exitInterrupted, errors.New("validate: interrupted"))
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			bad++
 			continue
 		}
-		fmt.Printf("%s: ok: job %q, %d tasks, plugin %s\n", path, js.Name, js.Tasks.Len(), js.Plugin)
+		fmt.Printf("%s: ok: job %q, %d tasks, plugin %s (%s)\n", path, js.Name, js.Tasks.Len(), js.Plugin, what)
 	}
 	if bad > 0 {
 		return withCode(exitBadInput, nil)
@@ -37,14 +54,16 @@ func (c *ValidateCmd) Run(g *Globals) error {
 	return nil
 }
 
-// checkFiles reports a missing plugin or input with its place in the spec.
-func checkFiles(js *spec.Job) error {
-	if _, err := os.Stat(js.PluginPath); err != nil {
-		return fmt.Errorf("%s:%s: plugin %q: %w", js.File, js.PluginPos, js.Plugin, err)
-	}
+// checkInputs reports an input that is missing or no regular file, with
+// its place in the spec.
+func checkInputs(js *spec.Job) error {
 	for _, in := range js.Inputs {
-		if _, err := os.Stat(in.Path); err != nil {
+		fi, err := os.Stat(in.Path)
+		if err != nil {
 			return fmt.Errorf("%s:%d:%d: input %q: %w", js.File, in.Pos.Line, in.Pos.Col, in.Name, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s:%d:%d: input %q: %s is not a regular file", js.File, in.Pos.Line, in.Pos.Col, in.Name, in.Path)
 		}
 	}
 	return nil

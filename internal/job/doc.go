@@ -1,6 +1,7 @@
 // Package job runs a job on the submitter: it prepares the job (resolves
 // or builds the plugin, hashes the inputs, computes the job ID, checks the
-// output folder), farms the tasks out to the local machine's slots and to
+// output folder; CheckPlugin alone checks the plugin as a run would, for
+// p2pc validate), farms the tasks out to the local machine's slots and to
 // the swarm's peers (both run an attempt through package taskrun, the one
 // execution path), verifies outputs, retries failed attempts, collects each task's
 // output atomically into the output folder, runs the optional reduce step

@@ -35,6 +35,13 @@ func (e *diskFault) Error() string { return fmt.Sprintf("%s: %v", e.where, e.err
 
 func (e *diskFault) Unwrap() []error { return []error{e.err, ErrLocalDisk} }
 
+// LocalDisk says whether err is a write this machine's disk refused
+// (full, over quota, read-only, not writable): exit code 4 of the CLI.
+func LocalDisk(err error) bool {
+	_, ok := localDiskErrno(err)
+	return ok
+}
+
 // localDiskErrno reports whether err is one of the errors of a disk that
 // cannot take writes, whoever tries.
 func localDiskErrno(err error) (syscall.Errno, bool) {

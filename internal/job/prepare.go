@@ -157,7 +157,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	}()
 	plug, err := pluginbuild.Resolve(ctx, job.PluginPath, opts.CacheDir, log)
 	if err != nil {
-		return nil, bad(fmt.Errorf("%s:%s: plugin %q: %w", job.File, job.PluginPos, job.Plugin, err))
+		return nil, pluginErr(ctx, job, err)
 	}
 	p.Plugin = plug
 	for _, in := range job.Inputs {

@@ -257,13 +257,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 				removeDB(r.p.OutDir)
 			}
 		}
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.Is(d.err, errNoReduce):
-			return nil, bad(fmt.Errorf("%s:%s: the spec asks for reduce, but plugin %q has no reduce step", job.File, job.PluginPos, job.Plugin))
-		}
-		return nil, bad(fmt.Errorf("%s:%s: plugin %q: %w", job.File, job.PluginPos, job.Plugin, d.err))
+		return nil, pluginErr(ctx, job, d.err)
 	}
 	if errors.Is(dbErr, jobdb.ErrCorrupt) || errors.Is(dbErr, jobdb.ErrNewer) {
 		// Damage that reading the earlier run's state did not meet (an
@@ -409,14 +403,10 @@ func (r *runner) describe(ctx context.Context) (pluginproto.PluginInfo, error) {
 	if known && !r.p.StartsPlugin(r.opts.Slots) {
 		return info, nil
 	}
-	d := r.p.Plugin.Digest
-	info, err := r.pool.Describe(ctx)
-	if err == nil && !known {
-		if err := pluginbuild.RememberInfo(r.p.cacheDir, infoMemo, d, info); err != nil {
-			r.log.Debug("plugin info not remembered", "err", err)
-		}
+	if known {
+		return r.pool.Describe(ctx)
 	}
-	return info, err
+	return describePlugin(ctx, r.pool, r.p, r.log)
 }
 
 // recallInfo is the plugin's Describe answer an earlier run remembered

@@ -80,16 +80,26 @@ func StreamReport(ctx context.Context, dir string, encode func(head *report.Repo
 // WriteOutput writes an inline output where its task's folder would be:
 // dir/tasks/<id>/<name>.
 func WriteOutput(dir string, o Output) error {
-	name := filepath.FromSlash(o.Name)
-	if !filepath.IsLocal(o.TaskID) || !filepath.IsLocal(name) {
-		return fmt.Errorf("write output of task %q: %q is not a local name", o.TaskID, o.Name)
-	}
-	path := filepath.Join(dir, "tasks", o.TaskID, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	path, err := OutputPath(dir, o)
+	if err != nil {
+		return err
 	}
 	if err := os.WriteFile(path, o.Data, 0o644); err != nil {
 		return fmt.Errorf("write output of task %s: %w", o.TaskID, err)
 	}
 	return nil
+}
+
+// OutputPath is where WriteOutput writes o in dir (tasks/<id>/<name>),
+// its folder made.
+func OutputPath(dir string, o Output) (string, error) {
+	name := filepath.FromSlash(o.Name)
+	if !filepath.IsLocal(o.TaskID) || !filepath.IsLocal(name) {
+		return "", fmt.Errorf("write output of task %q: %q is not a local name", o.TaskID, o.Name)
+	}
+	path := filepath.Join(dir, "tasks", o.TaskID, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("write output of task %s: %w", o.TaskID, err)
+	}
+	return path, nil
 }

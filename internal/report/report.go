@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,14 +213,14 @@ type Attempt struct {
 // Write stores r as dir/report.json atomically: a temp file, fsync,
 // rename, fsync of the folder. A reader never sees half a report.
 func Write(dir string, r *Report) error {
-	return writeAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return Encode(w, r) })
+	return WriteAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return Encode(w, r) })
 }
 
 // WriteEach stores as dir/report.json, atomically like Write, the report
 // whose job-level fields are head's and whose tasks each yields
 // (EncodeEach).
 func WriteEach(dir string, head *Report, each func(yield func(*Task) error) error) error {
-	return writeAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return EncodeEach(w, head, each) })
+	return WriteAtomic(filepath.Join(dir, FileName), 0o644, func(w io.Writer) error { return EncodeEach(w, head, each) })
 }
 
 // Encode writes r as report.json holds it: json.MarshalIndent(r, "", "  ")
@@ -367,14 +368,16 @@ func (p *Pending) Abort() { os.Remove(p.tmp) }
 // WriteFileAtomic writes data to path through a temp file in the same
 // folder, fsyncs it, renames it into place and fsyncs the folder.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeAtomic(path, perm, func(w io.Writer) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
-// writeAtomic is WriteFileAtomic with the content written by write.
-func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
+// WriteAtomic is WriteFileAtomic with the content written by write: a
+// failure (a full disk) removes the temp file and leaves path as it was.
+// Its errors name path, not the temp file.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -386,17 +389,23 @@ func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error) (er
 			os.Remove(f.Name())
 		}
 	}()
-	if err = write(f); err != nil {
+	fail := func(err error) error {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == f.Name() {
+			err = pe.Err
+		}
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = write(f); err != nil {
+		return fail(err)
 	}
 	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err = os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

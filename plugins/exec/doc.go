@@ -12,7 +12,8 @@
 //	                                /bin/sh -c instead (default false)
 //	outputs      []string           files the command writes, relative to
 //	                                the work dir (local paths only); each
-//	                                must exist as a regular file afterwards
+//	                                must exist as a regular file afterwards;
+//	                                $NAME and ${NAME} expand (below)
 //	env          map[string]string  extra environment variables
 //	stdout       bool               capture stdout as the task's data
 //	                                (default true; at most 64 MiB); false
@@ -73,6 +74,16 @@
 //
 // then the env param, whose entries win. So a range of tasks over `band`
 // can run `render --band $P2PC_PARAM_BAND > band.bin` with shell: true.
+//
+// Output names (outputs of the task, of normalize and of reduce) expand
+// $NAME and ${NAME} with the variables of that environment, as the
+// command sees them, before the command runs: with a param scene: hall,
+// outputs: [$P2PC_PARAM_SCENE.png] names hall.png (normalize's outputs
+// expand as the task's). A variable that is not set, or a $ that starts
+// no name, fails the task (an output name never expands to less than was
+// asked for), and so does a name that is no local path inside the work
+// dir once expanded (a param ../x, or $HOME/x): outputs never leave the
+// work dir. Apart from this, output names are taken as they are.
 //
 // Inputs: every job input is symlinked into the work dir under its name
 // (names may contain directories, which are made). The links point at

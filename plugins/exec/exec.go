@@ -88,44 +88,136 @@ func decodeParams(req *sdk.Request) (*params, error) {
 		if n.Stdout != nil {
 			return nil, errors.New("exec: normalize writes the normalised output on its stdout: it takes no stdout param")
 		}
-		for _, o := range n.Outputs {
-			if filepath.Clean(o) != sdk.DataFile && !slices.ContainsFunc(p.Outputs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(o) }) {
-				return nil, fmt.Errorf("exec: normalize output %q is not a declared output (nor %q, the captured stdout)", o, sdk.DataFile)
-			}
-		}
 	}
 	return &p, nil
 }
 
-// check validates a step; what names it in errors ("" for the task's
-// own command, whose keys are top-level params).
-func (s *step) check(what string) error {
-	key := func(k string) string {
-		if what == "" {
-			return k
-		}
-		return what + "." + k
+// expandOutputs expands the output names of the task and of its
+// normalize filter in env, the task command's environment, and checks
+// that the filter's name declared outputs.
+func (p *params) expandOutputs(env map[string]string) error {
+	if err := p.step.expandOutputs("", env); err != nil {
+		return err
 	}
-	if len(s.Command) == 0 || s.Command[0] == "" {
-		return fmt.Errorf("exec: params need a %s (a non-empty list of strings)", key("command"))
+	n := p.Normalize
+	if n == nil {
+		return nil
 	}
-	seen := make(map[string]bool)
-	for _, o := range s.Outputs {
-		if !filepath.IsLocal(o) {
-			return fmt.Errorf("exec: %s %q is not a local path inside the work dir", key("output"), o)
-		}
-		c := filepath.Clean(o)
-		if seen[c] {
-			return fmt.Errorf("exec: %s %q is declared twice", key("output"), o)
-		}
-		seen[c] = true
+	if err := n.expandOutputs("normalize", env); err != nil {
+		return err
 	}
-	for k, v := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("exec: %s entry %q=%q is not a valid environment variable", key("env"), k, v)
+	for _, o := range n.Outputs {
+		if filepath.Clean(o) != sdk.DataFile && !slices.ContainsFunc(p.Outputs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(o) }) {
+			return fmt.Errorf("exec: normalize output %q is not a declared output (nor %q, the captured stdout)", o, sdk.DataFile)
 		}
 	}
 	return nil
+}
+
+// key names a step's param k in errors: what is "" for the task's own
+// command, whose keys are top-level params.
+func key(what, k string) string {
+	if what == "" {
+		return k
+	}
+	return what + "." + k
+}
+
+// check validates a step's command and env; what names it in errors.
+func (s *step) check(what string) error {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return fmt.Errorf("exec: params need a %s (a non-empty list of strings)", key(what, "command"))
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("exec: %s entry %q=%q is not a valid environment variable", key(what, "env"), k, v)
+		}
+	}
+	return nil
+}
+
+// expandOutputs replaces each of the step's output names by its
+// expansion in env (expandName) and checks that it is a local path
+// inside the work dir, declared once; what names the step in errors.
+func (s *step) expandOutputs(what string, env map[string]string) error {
+	seen := make(map[string]bool)
+	for i, o := range s.Outputs {
+		x, err := expandName(o, env)
+		if err != nil {
+			return fmt.Errorf("exec: %s %q: %w", key(what, "output"), o, err)
+		}
+		if !filepath.IsLocal(x) {
+			if x != o {
+				return fmt.Errorf("exec: %s %q is %q once expanded: not a local path inside the work dir", key(what, "output"), o, x)
+			}
+			return fmt.Errorf("exec: %s %q is not a local path inside the work dir", key(what, "output"), o)
+		}
+		c := filepath.Clean(x)
+		if seen[c] {
+			return fmt.Errorf("exec: %s %q is declared twice", key(what, "output"), x)
+		}
+		seen[c] = true
+		s.Outputs[i] = x
+	}
+	return nil
+}
+
+// expandName replaces $NAME and ${NAME} in an output name by the value
+// of the variable NAME in env, as the command sees it (P2PC_PARAM_SCENE
+// for a task's param scene). A variable env lacks, or a $ that starts no
+// name, is an error: an output name never expands to less than asked.
+func expandName(name string, env map[string]string) (string, error) {
+	if !strings.Contains(name, "$") {
+		return name, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		if name[i] != '$' {
+			b.WriteByte(name[i])
+			i++
+			continue
+		}
+		rest := name[i+1:]
+		var v string
+		var n int // bytes after the $
+		if strings.HasPrefix(rest, "{") {
+			end := strings.IndexByte(rest, '}')
+			if end < 0 {
+				return "", errors.New("${ without its closing }")
+			}
+			v, n = rest[1:end], end+1
+		} else {
+			for n < len(rest) && isNameByte(rest[n], n == 0) {
+				n++
+			}
+			v = rest[:n]
+		}
+		if v == "" || !isName(v) {
+			return "", fmt.Errorf("the $ at byte %d starts no variable name ($NAME or ${NAME})", i+1)
+		}
+		val, ok := env[v]
+		if !ok {
+			return "", fmt.Errorf("$%s is not set (a task's top-level string, number or bool param p is $P2PC_PARAM_P)", v)
+		}
+		b.WriteString(val)
+		i += 1 + n
+	}
+	return b.String(), nil
+}
+
+// isNameByte says whether c may stand in a variable name (first: as its
+// first byte).
+func isNameByte(c byte, first bool) bool {
+	return c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || !first && c >= '0' && c <= '9'
+}
+
+func isName(v string) bool {
+	for i := range len(v) {
+		if !isNameByte(v[i], i == 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // argv is the command line to run.
@@ -139,9 +231,19 @@ func (s *step) argv() []string {
 // captureStdout says whether stdout becomes the task's data.
 func (s *step) captureStdout() bool { return s.Stdout == nil || *s.Stdout }
 
-// environ builds a command's scrubbed environment, sorted by name: the
-// fixed variables, the params' scalars, then extra (which wins).
-func environ(workDir, jobID, taskID string, params json.RawMessage, extra ...map[string]string) []string {
+// environ builds a command's scrubbed environment (envMap) as a list
+// sorted by name.
+func environ(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// envMap is a command's scrubbed environment: the fixed variables, the
+// params' scalars, then extra (which wins).
+func envMap(workDir, jobID, taskID string, params json.RawMessage, extra ...map[string]string) map[string]string {
 	env := map[string]string{
 		"PATH":        DefaultPath,
 		"HOME":        workDir,
@@ -156,11 +258,7 @@ func environ(workDir, jobID, taskID string, params json.RawMessage, extra ...map
 	for _, e := range extra {
 		maps.Copy(env, e)
 	}
-	out := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
+	return env
 }
 
 // paramEnv exports every top-level scalar param as P2PC_PARAM_<NAME>,
@@ -248,8 +346,11 @@ func (x *execTask) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*s
 	if err := os.MkdirAll(filepath.Join(req.WorkDir, "tmp"), 0o700); err != nil {
 		return nil, fmt.Errorf("exec: make TMPDIR: %w", err)
 	}
-	env := environ(req.WorkDir, req.JobID, req.TaskID, req.Params, p.Env)
-	stdout, err := x.runStep(ctx, &p.step, req.WorkDir, env, req.TaskID, nil, nil)
+	vars := envMap(req.WorkDir, req.JobID, req.TaskID, req.Params, p.Env)
+	if err := p.expandOutputs(vars); err != nil {
+		return nil, err
+	}
+	stdout, err := x.runStep(ctx, &p.step, req.WorkDir, environ(vars), req.TaskID, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +438,7 @@ func (x *execTask) filter(ctx context.Context, req *sdk.Request, n *step, name, 
 		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
 	}
 	defer out.Close()
-	env := environ(req.WorkDir, req.JobID, req.TaskID, req.Params, n.Env, map[string]string{"P2PC_OUTPUT": name})
+	env := environ(envMap(req.WorkDir, req.JobID, req.TaskID, req.Params, n.Env, map[string]string{"P2PC_OUTPUT": name}))
 	if _, err := x.runStep(ctx, n, req.WorkDir, env, req.TaskID, in, out); err != nil {
 		os.Remove(out.Name())
 		return "", fmt.Errorf("exec: normalize %s: %w", name, err)
@@ -383,11 +484,14 @@ func (x *execTask) Reduce(ctx context.Context, req *sdk.ReduceRequest, host sdk.
 	if err := os.MkdirAll(filepath.Join(req.WorkDir, "tmp"), 0o700); err != nil {
 		return nil, fmt.Errorf("exec: make TMPDIR: %w", err)
 	}
-	env := environ(req.WorkDir, req.JobID, "", req.Params, map[string]string{
+	vars := envMap(req.WorkDir, req.JobID, "", req.Params, map[string]string{
 		"P2PC_TASKS_DIR": tasksDir,
 		"P2PC_TASK_IDS":  strings.Join(ids, " "),
 	}, r.Env)
-	stdout, err := x.runStep(ctx, r, req.WorkDir, env, "reduce", nil, nil)
+	if err := r.expandOutputs("reduce", vars); err != nil {
+		return nil, err
+	}
+	stdout, err := x.runStep(ctx, r, req.WorkDir, environ(vars), "reduce", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w (reduce)", err)
 	}

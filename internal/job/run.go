@@ -215,13 +215,14 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	for _, in := range r.p.Inputs {
 		readOnly = append(readOnly, in.Path)
 	}
+	pol := sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser}
 	r.pool = pluginhost.NewPool(pluginhost.Config{
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
 		Verified: r.p.Plugin.Identity,
 		Logger:   r.opts.Logger,
-		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser},
-		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
+		Sandbox:  pol,
+		Limits:   sandbox.Limits{Memory: job.Resources.Memory, FileSize: sandbox.DefaultFileSize},
 	}, max(r.opts.Slots, 1))
 	defer func() {
 		r.pool.Close()

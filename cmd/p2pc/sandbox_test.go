@@ -202,6 +202,39 @@ tasks:
 	}
 }
 
+// TestRootOnlyInputNamed: a root submitter whose input only root may read
+// (mode 0600, in a folder of mode 0700) says so once, naming the file,
+// and its local tasks (run as the task user) still read it.
+func TestRootOnlyInputNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root submitter runs local tasks as another user")
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "private", "secret.txt")
+	if err := os.MkdirAll(filepath.Dir(secret), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "secret.yaml", `
+plugin: {{repo}}/plugins/exec
+inputs: [private/secret.txt]
+params: {command: ["cat secret.txt"], shell: true}
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 3}
+`)
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "2")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	re := regexp.MustCompile(`secret.txt\\?": the task user \S+ cannot read ` + regexp.QuoteMeta(secret) + ` by its permissions`)
+	if n := len(re.FindAllString(r.stderr, -1)); n != 1 {
+		t.Fatalf("the root-only input is named %d times, want once:\n%s", n, r.stderr)
+	}
+}
+
 // TestForkBombWithoutCgroups: a peer that makes no cgroups (here:
 // P2PC_NO_CGROUPS=1) says which limits its tasks get instead, on its
 // start line and in p2pc peers, and a task's fork bomb stops at its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 var confinedRe = regexp.MustCompile(`tasks confined: (.*) allow-network=`)
@@ -198,5 +199,72 @@ tasks:
 		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 || st.Nlink != 1 {
 			t.Errorf("%s: mode %v, %d links; want no set-user-ID bit and one link", name, fi.Mode(), st.Nlink)
 		}
+	}
+}
+
+// TestRootOnlyInputNamed: a root submitter whose input only root may read
+// (mode 0600, in a folder of mode 0700) says so once, naming the file,
+// and its local tasks (run as the task user) still read it.
+func TestRootOnlyInputNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root submitter runs local tasks as another user")
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "private", "secret.txt")
+	if err := os.MkdirAll(filepath.Dir(secret), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, dir, "secret.yaml", `
+plugin: {{repo}}/plugins/exec
+inputs: [private/secret.txt]
+params: {command: ["cat secret.txt"], shell: true}
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 3}
+`)
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "2")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	re := regexp.MustCompile(`secret.txt\\?": the task user \S+ cannot read ` + regexp.QuoteMeta(secret) + ` by its permissions`)
+	if n := len(re.FindAllString(r.stderr, -1)); n != 1 {
+		t.Fatalf("the root-only input is named %d times, want once:\n%s", n, r.stderr)
+	}
+}
+
+// TestForkBombWithoutCgroups: a peer that makes no cgroups (here:
+// P2PC_NO_CGROUPS=1) says which limits its tasks get instead, on its
+// start line and in p2pc peers, and a task's fork bomb stops at its
+// process cap (RLIMIT_NPROC) instead of running 200 processes.
+func TestForkBombWithoutCgroups(t *testing.T) {
+	dir := t.TempDir()
+	p, addr, _ := startJoin(t, dir, "nocg", []string{sandbox.NoCgroupsEnv + "=1"})
+	waitStderr(t, p, confinedRe)
+	confined := confinedRe.FindStringSubmatch(p.Stderr())[1]
+	if !strings.Contains(confined, "cgroup=none (switched off by P2PC_NO_CGROUPS=1) limits=rlimit(nproc,as,fsize)") {
+		t.Fatalf("the peer does not say that rlimits stand in for cgroups: %q", confined)
+	}
+	if r := p2pc(t, "peers", "--no-mdns", "--join", addr, "--wait", "1s"); !strings.Contains(r.stdout, "limits=rlimit(nproc,as,fsize)") {
+		t.Errorf("p2pc peers does not say which limits the peer's tasks get:\n%s", r.stdout)
+	}
+	spec := writeSpec(t, dir, "bomb.yaml", `
+plugin: {{repo}}/plugins/exec
+params:
+  command: ['n=0; while [ $n -lt 200 ]; do sleep 5 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo "started $n" >&2; done']
+  shell: true
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 0}
+`)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addr)
+	if r.code != exitTaskFailed {
+		t.Fatalf("fork bomb on a peer without cgroups: exit %d, want %d (stopped at the process cap)\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	if !strings.Contains(strings.ToLower(r.stderr), "fork") {
+		t.Errorf("the failed task does not say that a fork failed:\n%s", r.stderr)
 	}
 }

@@ -362,3 +362,38 @@ func TestJoinKeepResultsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseOutputOverDiskLimit: a sparse output counts at its length
+// (apparent size), not at the blocks it takes, on a peer (a 1 GiB
+// sparse file where its tasks may hold 2 MiB) and on the submitter's own
+// slots (a 5 GiB one, over sandbox.DefaultFileSize): the task fails with
+// "exceeded disk limit" and nothing of it is kept.
+func TestSparseOutputOverDiskLimit(t *testing.T) {
+	dir := t.TempDir()
+	_, addr, _ := startJoin(t, dir, "tight", nil, "--disk", "64MiB", "--slots", "32") // 2 MiB per task
+	for _, c := range []struct {
+		name, size, want string
+		args             []string
+	}{
+		{"peer", "1G", "exceeded disk limit 2 MiB", []string{"--local-slots", "0", "--join", addr}},
+		{"local", "5G", "exceeded disk limit 4 GiB", []string{"--local-slots", "1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := writeSpec(t, dir, c.name+".yaml", `
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["truncate -s `+c.size+` big"]
+  shell: true
+  outputs: [big]
+retries: 0
+tasks:
+  - range: {param: n, from: 0, to: 0}
+`)
+			out := filepath.Join(dir, c.name)
+			r := p2pc(t, append([]string{"run", spec, "--out", out, "--no-mdns"}, c.args...)...)
+			if r.code != exitTaskFailed || !strings.Contains(r.stderr, c.want) {
+				t.Fatalf("exit %d, want %d and %s\n%s", r.code, exitTaskFailed, c.want, r.stderr)
+			}
+		})
+	}
+}

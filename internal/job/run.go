@@ -190,6 +190,26 @@ type runner struct {
 	faulted chan struct{}
 }
 
+// warnUnreadable says, once per input and before any task runs, which
+// inputs the local tasks' user (a root submitter's task user) could not
+// read by the file's own permissions: the plugin host gives that user an
+// ACL entry on the file (sandbox.Grant), which outlives the job.
+func (r *runner) warnUnreadable(pol sandbox.Policy) {
+	paths := make([]string, len(r.p.Inputs))
+	for i, in := range r.p.Inputs {
+		paths[i] = in.Path
+	}
+	for _, path := range sandbox.Unreadable(paths, pol) {
+		for _, in := range r.p.Inputs {
+			if in.Path == path {
+				r.log.Warn(fmt.Sprintf("input %q: the task user %s cannot read %s by its permissions; this machine's tasks get read access through an ACL entry on it, which stays after the job (setfacl -x u:%d %s takes it back)",
+					in.Name, pol.User, path, pol.User.UID, path), "input", in.Name, "path", path)
+				break
+			}
+		}
+	}
+}
+
 func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	job := r.p.Spec
 	workRoot := filepath.Join(r.p.OutDir, ".p2pc", "work")
@@ -215,13 +235,17 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	for _, in := range r.p.Inputs {
 		readOnly = append(readOnly, in.Path)
 	}
+	pol := sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser}
+	if r.opts.Slots > 0 {
+		r.warnUnreadable(pol)
+	}
 	r.pool = pluginhost.NewPool(pluginhost.Config{
 		Path:     r.p.Plugin.Path,
 		Checksum: r.p.Plugin.Digest,
 		Verified: r.p.Plugin.Identity,
 		Logger:   r.opts.Logger,
-		Sandbox:  sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser},
-		Limits:   sandbox.Limits{Memory: job.Resources.Memory},
+		Sandbox:  pol,
+		Limits:   sandbox.Limits{Memory: job.Resources.Memory, FileSize: sandbox.DefaultFileSize},
 	}, max(r.opts.Slots, 1))
 	defer func() {
 		r.pool.Close()

@@ -349,6 +349,7 @@ func (r *runner) attempt(l *sched.Lease, host sdk.Host) taskrun.Attempt {
 		Inputs:  r.inputFiles(),
 		Timeout: r.p.Spec.Timeout,
 		Host:    host,
+		Disk:    sandbox.DefaultFileSize,
 	}
 }
 

@@ -374,9 +374,10 @@ func (n *Node) pool(j *jobFiles, digest [32]byte, path string, network bool, mem
 func (n *Node) Confinement() sandbox.Status { return sandbox.Probe().WithUser(n.cfg.TaskUser) }
 
 // ConfinementLine is Confinement with the cgroups this machine gives
-// each plugin process: what p2pc join prints and the peer gossips.
+// each plugin process and which limits apply (cgroup, or rlimits where
+// there is none): what p2pc join prints and the peer gossips.
 func (n *Node) ConfinementLine() string {
-	return fmt.Sprintf("%s cgroup=%s", n.Confinement(), sandbox.Cgroups())
+	return fmt.Sprintf("%s cgroup=%s limits=%s", n.Confinement(), sandbox.Cgroups(), sandbox.TaskLimits())
 }
 
 // taskPolicy is what a task of job j on this peer may touch (package

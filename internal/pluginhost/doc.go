@@ -136,6 +136,8 @@
 // Cgroups (where the machine gives them, see sandbox.Cgroups): each
 // process is born in a cgroup of its own with Config.Limits (memory,
 // processes; file size and idle priority apply without cgroups too).
+// Without a cgroup the process gets sandbox.Rlimits instead (processes
+// of the task user, address space, file size).
 // After every call that leaves the process warm, every other process of
 // its cgroup is killed (what the task started, double-forked daemons
 // included); when the process ends or is killed the whole cgroup is

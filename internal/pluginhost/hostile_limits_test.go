@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,12 @@ func limitAttack(name, arg string) (*sdk.Result, error) {
 			}
 		}
 		return ok(fmt.Sprintf("started %d processes", n))
+	case "shellbomb": // a shell starts arg processes and keeps them; the answer is how many it started
+		out, err := exec.Command("sh", "-c", `n=0; while [ $n -lt "$1" ]; do sleep 30 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo "started $n"; done`, "sh", arg).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", err, out)
+		}
+		return ok(string(out))
 	case "alloc": // touch arg MiB
 		n, _ := strconv.Atoi(arg)
 		b := make([]byte, n<<20)
@@ -162,6 +169,56 @@ func TestHostileForkBomb(t *testing.T) {
 		}
 		record(t, false, "succeeded")
 	})
+}
+
+// TestHostileForkBombWithoutCgroups: where p2pc makes no cgroups, a fork
+// bomb still stops at a process cap (RLIMIT_NPROC on the task user,
+// sandbox.Rlimits), and the plugin process has its address-space and
+// file-size caps too.
+func TestHostileForkBombWithoutCgroups(t *testing.T) {
+	t.Cleanup(sandbox.NoCgroupsForTest())
+	cfg, capt := testConfig(t, "task")
+	defer func() {
+		if t.Failed() {
+			capt.store.mu.Lock()
+			for _, r := range capt.store.recs {
+				t.Logf("%s %v", r.msg, r.attrs)
+			}
+			capt.store.mu.Unlock()
+		}
+	}()
+	cfg.Limits = sandbox.Limits{Pids: 32, Memory: 256 << 20}
+	if os.Geteuid() == 0 { // root's own processes have no RLIMIT_NPROC
+		cfg.Sandbox = sandbox.Policy{User: taskUser(t)}
+	}
+	pl := NewPool(cfg, 1)
+	t.Cleanup(func() { pl.Close() })
+	res, err := pl.Run(t.Context(), req("limits", params{Op: "attack", Msg: "limits"}), newTestHost(), 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("as %d fsize %d nproc ", 256<<20+sandbox.AddressSlack, sandbox.DefaultFileSize)
+	if !strings.Contains(string(res.Data), want) {
+		t.Fatalf("limits of the plugin process: %q, want %q", res.Data, want)
+	}
+	// The cap is on the task user's processes machine-wide: 32 more
+	// than it ran at the plugin's start.
+	nproc, err := strconv.Atoi(strings.Fields(string(res.Data)[strings.Index(string(res.Data), "nproc "):])[1])
+	if err != nil || nproc <= 0 || nproc >= 200 {
+		t.Fatalf("process cap of the plugin process: %q, want one below 200", res.Data)
+	}
+	_, err = runAttack(t, pl, "shellbomb", "200", 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "fork") {
+		t.Fatalf("fork bomb without cgroups: got %v, want a refused fork", err)
+	}
+	var n int
+	if m := regexp.MustCompile(`(?s).*started (\d+)`).FindStringSubmatch(err.Error()); m != nil {
+		n, _ = strconv.Atoi(m[1])
+	}
+	t.Logf("bounded after %d processes: %.200s", n, err)
+	if n < 1 || n >= nproc {
+		t.Errorf("the fork bomb started %d processes, want 1 to %d (the cap)", n, nproc)
+	}
 }
 
 func TestHostileAllocate10xMemory(t *testing.T) {

@@ -76,10 +76,13 @@ func attack(name, arg string) (*sdk.Result, error) {
 		unix.PtraceDetach(pid)
 		return ok("traced " + arg)
 	case "limits":
-		var core, files unix.Rlimit
+		var core, files, as, fsize, nproc unix.Rlimit
 		unix.Getrlimit(unix.RLIMIT_CORE, &core)
 		unix.Getrlimit(unix.RLIMIT_NOFILE, &files)
-		return ok(fmt.Sprintf("core %d nofile %d", core.Max, files.Max))
+		unix.Getrlimit(unix.RLIMIT_AS, &as)
+		unix.Getrlimit(unix.RLIMIT_FSIZE, &fsize)
+		unix.Getrlimit(unix.RLIMIT_NPROC, &nproc)
+		return ok(fmt.Sprintf("core %d nofile %d as %d fsize %d nproc %d", core.Max, files.Max, int64(as.Max), int64(fsize.Max), int64(nproc.Max)))
 	case "environ":
 		b, err := os.ReadFile(filepath.Join("/proc", arg, "environ"))
 		if err != nil {

@@ -14,7 +14,7 @@ func (pl *Pool) newCgroup() *sandbox.Cgroup {
 	cg, err := sandbox.NewCgroup(pl.cfg.Limits)
 	if err != nil {
 		pl.cgroupOnce.Do(func() {
-			pl.hostLog.Warn("plugin processes run without cgroups: no memory, process or lifetime limits", "err", err)
+			pl.hostLog.Warn("plugin processes run without cgroups: processes, address space and file size capped by rlimits instead; no memory or lifetime limit for what they start", "err", err)
 		})
 		return nil
 	}

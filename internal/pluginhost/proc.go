@@ -389,6 +389,11 @@ func (r *procRunner) Start(context.Context) error {
 	if err := sandbox.Floor(p.pid, p.pool.cfg.Limits); err != nil {
 		p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
 	}
+	if p.cg == nil && !sandbox.Probe().Disabled {
+		if err := sandbox.Rlimits(p.pid, p.pool.cfg.Limits); err != nil {
+			p.pool.hostLog.Warn("plugin resource limits", "pid", p.pid, "err", err)
+		}
+	}
 	return nil
 }
 

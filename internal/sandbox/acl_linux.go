@@ -83,6 +83,51 @@ func Grant(p Policy, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
+// Unreadable returns those of paths that p's task user could not read by
+// their own permissions (mode bits, or an ACL entry for that user): the
+// files Grant opens to it with an ACL entry of their own when they are in
+// p.ReadOnly. None when tasks run as the host's user.
+func Unreadable(paths []string, p Policy) []string {
+	if Credential(p) == nil {
+		return nil
+	}
+	var out []string
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // the caller reports what cannot be read at all
+		}
+		if !allowed(fi, *p.User, permR) && !aclAllows(path, p.User.UID, permR) {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// aclAllows reports whether path's access ACL gives uid perm by an entry
+// of its own (within the mask).
+func aclAllows(path string, uid uint32, perm uint16) bool {
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(path, aclAccess, buf)
+	if err != nil {
+		return false
+	}
+	acl, err := decodeACL(buf[:n])
+	if err != nil {
+		return false
+	}
+	mask, mine := uint16(7), uint16(0)
+	for _, e := range acl {
+		switch {
+		case e.tag == tagMask:
+			mask = e.perm
+		case e.tag == tagUser && e.id == uid:
+			mine = e.perm
+		}
+	}
+	return mine&mask&perm == perm
+}
+
 // grantSearch lets u search dir and every folder above it.
 func grantSearch(dir string, u User, done map[string]bool, log *slog.Logger) error {
 	for ; !done[dir]; dir = filepath.Dir(dir) {

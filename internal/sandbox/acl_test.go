@@ -66,3 +66,29 @@ func TestGrant(t *testing.T) {
 		t.Errorf("ACL of a file not named: %v %v, want none", acl, err)
 	}
 }
+
+// TestUnreadable: the files a task user cannot read by their own
+// permissions are those Grant must open, and no longer once it has.
+func TestUnreadable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a task user other than the host's)")
+	}
+	u, err := TaskUser("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	open, closed := filepath.Join(dir, "open"), filepath.Join(dir, "closed")
+	os.WriteFile(open, []byte("x"), 0o644)
+	os.WriteFile(closed, []byte("x"), 0o600)
+	pol := Policy{ReadOnly: []string{open, closed}, User: u}
+	if got := Unreadable([]string{open, closed}, pol); len(got) != 1 || got[0] != closed {
+		t.Fatalf("Unreadable = %v, want [%s]", got, closed)
+	}
+	if err := Grant(pol, nil); err != nil {
+		t.Skipf("no ACLs here: %v", err)
+	}
+	if got := Unreadable([]string{open, closed}, pol); len(got) != 0 {
+		t.Fatalf("after Grant: Unreadable = %v, want none", got)
+	}
+}

@@ -86,6 +86,10 @@ func cgroupRoot() (*cgroupTree, CgroupStatus) {
 	defer cgroups.Unlock()
 	if !cgroups.done {
 		cgroups.done = true
+		if noCgroupsEnv {
+			cgroups.status = CgroupStatus{Reason: "switched off by " + NoCgroupsEnv + "=1"}
+			return nil, cgroups.status
+		}
 		t, err := openTree()
 		if err != nil {
 			cgroups.status = CgroupStatus{Reason: err.Error()}
@@ -94,6 +98,22 @@ func cgroupRoot() (*cgroupTree, CgroupStatus) {
 		}
 	}
 	return cgroups.tree, cgroups.status
+}
+
+// NoCgroupsForTest makes this process give its plugins no cgroups until
+// restore, as on a machine without them (a tree made before stays, unused).
+func NoCgroupsForTest() (restore func()) {
+	cgroups.Lock()
+	saved := cgroups.tree
+	savedStatus, savedDone := cgroups.status, cgroups.done
+	cgroups.tree, cgroups.done = nil, true
+	cgroups.status = CgroupStatus{Reason: "switched off for a test"}
+	cgroups.Unlock()
+	return func() {
+		cgroups.Lock()
+		cgroups.tree, cgroups.status, cgroups.done = saved, savedStatus, savedDone
+		cgroups.Unlock()
+	}
 }
 
 // CloseCgroups removes this process's cgroup tree (its plugin processes'

@@ -288,14 +288,20 @@ func Floor(pid int, l Limits) error {
 	if isDisabled() {
 		return nil
 	}
-	err := floor(pid, l)
-	if errors.Is(err, unix.EPERM) {
-		err = asOwnerOf(pid, func() error { return floor(pid, l) })
-	}
-	if err != nil {
+	if err := asHostOrOwner(pid, func() error { return floor(pid, l) }); err != nil {
 		return fmt.Errorf("set resource limits of %d: %w", pid, err)
 	}
 	return nil
+}
+
+// asHostOrOwner runs set, and again as the owner of process pid if the
+// host may not (EPERM; see asOwnerOf).
+func asHostOrOwner(pid int, set func() error) error {
+	err := set()
+	if errors.Is(err, unix.EPERM) {
+		err = asOwnerOf(pid, set)
+	}
+	return err
 }
 
 func floor(pid int, l Limits) error {

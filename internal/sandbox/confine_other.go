@@ -22,3 +22,6 @@ func ConfineThread(Policy) (Status, error) { return Probe(), nil }
 
 // Floor sets no limits outside Linux.
 func Floor(int, Limits) error { return nil }
+
+// Rlimits does nothing outside Linux.
+func Rlimits(int, Limits) error { return nil }

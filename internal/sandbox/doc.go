@@ -78,8 +78,10 @@
 // A tree is owned by a lock file in /run/p2pc/cgroups (package dirlock):
 // the next p2pc removes the trees of processes that died without
 // removing theirs. Without cgroups (not root, no memory or pids
-// hierarchy) NewCgroup fails, the plugin host warns, and tasks keep
-// Floor's rlimits only. See docs/sandbox.md.
+// hierarchy, P2PC_NO_CGROUPS=1) NewCgroup fails, the plugin host warns,
+// and tasks get Rlimits (RLIMIT_NPROC relative to the task user's count,
+// RLIMIT_AS, RLIMIT_FSIZE) on top of Floor's; TaskLimits says which
+// apply. See docs/sandbox.md.
 //
 // P2PC_SANDBOX=off switches everything off for one process, for the
 // figure of what confinement costs (p2pc prints a loud warning); Probe

@@ -19,6 +19,16 @@ const (
 	// DefaultPids caps the processes and threads of one plugin process
 	// and everything it starts (a Go plugin uses about ten threads).
 	DefaultPids = 64
+	// DefaultFileSize is the largest file a task may write, and what its
+	// work folder may hold, where nothing else says (the submitter's own
+	// slots; Rlimits without a Limits.FileSize).
+	DefaultFileSize = 4 << 30
+	// AddressSlack is what RLIMIT_AS allows beyond Limits.Memory where
+	// there is no cgroup (Rlimits): runtimes reserve far more address
+	// space than they touch (glibc 64 MiB per thread's malloc arena and
+	// 8 MiB per thread's stack; with 1 GiB a cgo Go plugin failed to
+	// start threads).
+	AddressSlack = 4 << 30
 )
 
 // Limits bound one plugin process and everything it starts (its

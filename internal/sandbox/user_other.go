@@ -15,3 +15,6 @@ func GrantTree(string, Policy) error { return nil }
 
 // Reclaim does nothing outside Linux: tasks wrote as the host's user.
 func Reclaim(string) error { return nil }
+
+// Unreadable finds nothing outside Linux: tasks run as the host's user.
+func Unreadable([]string, Policy) []string { return nil }

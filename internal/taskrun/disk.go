@@ -19,7 +19,7 @@ func checkDisk(work string, limit int64, err error) error {
 	if limit <= 0 {
 		return err
 	}
-	over := err != nil && strings.Contains(err.Error(), "file too large")
+	over := fileTooLarge(err)
 	if !over {
 		// A failed task that filled its folder up to the limit was
 		// stopped by it (SIGXFSZ, or EFBIG reworded by the task).
@@ -39,14 +39,25 @@ func checkDisk(work string, limit int64, err error) error {
 // checkDiskClean is checkDisk for a task that left its folder empty:
 // only a write past its file-size limit can have hit the limit.
 func checkDiskClean(limit int64, err error) error {
-	if limit <= 0 || err == nil || !strings.Contains(err.Error(), "file too large") {
+	if limit <= 0 || !fileTooLarge(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", &sandbox.LimitError{What: "disk", Limit: limit}, err)
 }
 
-// diskUse adds up the sizes of the files beneath dir, stopping once the
-// sum exceeds limit.
+// fileTooLarge reports whether err says a write or truncate went past
+// the file-size limit: EFBIG ("file too large"), or a shell's word for
+// SIGXFSZ ("File size limit exceeded").
+func fileTooLarge(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "file too large") || strings.Contains(msg, "file size limit exceeded")
+}
+
+// diskUse adds up the apparent sizes of the files beneath dir (a sparse
+// file counts at its length), stopping once the sum exceeds limit.
 func diskUse(dir string, limit int64) (int64, error) {
 	var n int64
 	errOver := errors.New("over")

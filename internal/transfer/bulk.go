@@ -120,9 +120,7 @@ func (m *muxListener) acceptLoop() {
 			m.s.log.Warn("accepting connections again", "failed accepts", failures)
 		}
 		backoff, failures = 0, 0
-		if gc, ok := m.gate.admit(c); ok {
-			go m.sniff(gc)
-		}
+		go m.sniff(m.gate.admit(c))
 	}
 }
 
@@ -144,12 +142,19 @@ func temporaryAccept(err error) bool {
 
 // sniff reads a new connection's first bytes: the bulk magic makes it a
 // bulk connection, anything else goes to gRPC with those bytes put back.
-// Both must happen, the TLS handshake included, by the connection's
-// handshake deadline (HandshakeTimeout after it was accepted).
+// The first byte must come within FirstBytesTimeout, the rest, the TLS
+// handshake included, by the connection's handshake deadline
+// (HandshakeTimeout after it was accepted).
 func (m *muxListener) sniff(c *gatedConn) {
 	head := make([]byte, len(bulkMagic))
-	_ = c.SetReadDeadline(c.deadline)
-	n, err := io.ReadFull(c, head)
+	_ = c.SetReadDeadline(c.firstBytes)
+	n, err := c.Read(head)
+	if err == nil && n < len(head) {
+		_ = c.SetReadDeadline(c.deadline)
+		var k int
+		k, err = io.ReadFull(c, head[n:])
+		n += k
+	}
 	_ = c.SetReadDeadline(time.Time{})
 	if err == nil && string(head) == bulkMagic {
 		if !m.track(c) {

@@ -61,9 +61,11 @@
 //     gRPC.
 //     Until its TLS handshake is done (gRPC's too: the server credentials
 //     tell), a connection counts against caps per source address and in
-//     total (MaxHandshakingPerIP, MaxHandshaking); over a cap it is closed
-//     at once, and one that has not finished HandshakeTimeout after it was
-//     accepted is closed (gate.go).
+//     total (MaxHandshakingPerIP, MaxHandshaking); at a cap the oldest
+//     unfinished connection (of the same source, else of the source
+//     holding the most) is closed for the new one. One that sends nothing
+//     within FirstBytesTimeout, or has not finished HandshakeTimeout after
+//     it was accepted, is closed (gate.go).
 //   - The client sends the magic in the clear, then the connection is
 //     mutual TLS with the same configuration as gRPC's (a refused
 //     handshake is logged once per address); the server answers the

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/outputs"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -197,4 +202,102 @@ func TestSpotCheckCatchesColludingMajority(t *testing.T) {
 		t.Fatalf("spot-checked PNG differs from the local one")
 	}
 	t.Logf("spot checks: %d re-run, %d caught; excluded %+v", rep.SpotChecks.Checked, len(rep.SpotChecks.Caught), rep.Excluded)
+}
+
+// twoFiles is an exec job whose tasks write the files a = x and b = y.
+const twoFiles = `
+name: two
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["printf x > a; printf y > b"]
+  shell: true
+  stdout: false
+  outputs: [a, b]
+tasks:
+  - range: {param: n, from: 1, to: 3}
+`
+
+// TestOutputNameCollision: an exec output named "a\n<sha256 of y> 1 b"
+// holding x listed as the same digest as the outputs a = x, b = y (the
+// listing did not encode names). Such a name is refused now, on the peer
+// that ran the task, with a clear error, and the job fails.
+func TestOutputNameCollision(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{startPeer(t, dir, "p", 2)}
+	run := func(spec, out string) result {
+		return p2pc(t, "run", spec, "--out", out, "--no-mdns", "--no-progress", "--local-slots", "0", "--join", addrs(peers))
+	}
+	out := filepath.Join(dir, "honest")
+	if r := run(writeSpec(t, dir, "honest.yaml", twoFiles), out); r.code != 0 {
+		t.Fatalf("honest job: exit %d\n%s", r.code, r.stderr)
+	}
+	honest := readReport(t, out).Tasks[0].Digest
+
+	name := "a\n" + digest.Sum([]byte("y")).String() + " 1 b"
+	q := strconv.Quote(name) // a YAML double-quoted string as well
+	forged := `
+name: forged
+plugin: {{repo}}/plugins/exec
+params:
+  command: ["printf x > \"$NAME\""]
+  shell: true
+  stdout: false
+  env: {NAME: ` + q + `}
+  outputs: [` + q + `]
+tasks:
+  - range: {param: n, from: 1, to: 3}
+`
+	out = filepath.Join(dir, "forged")
+	r := run(writeSpec(t, dir, "forged.yaml", forged), out)
+	rep := readReport(t, out)
+	for _, task := range rep.Tasks {
+		if task.State == report.TaskDone && task.Digest == honest {
+			t.Errorf("task %s: other files, the honest digest %.12s", task.ID, task.Digest)
+		}
+	}
+	if r.code == 0 || !strings.Contains(r.stderr, "control character") {
+		t.Errorf("forged name: exit %d, want a failure naming the control character\n%s", r.code, r.stderr)
+	}
+}
+
+// TestResumeLegacyDigests: a job folder whose database holds digests of
+// the listing before names were length-prefixed (version 1) is resumed:
+// outputs that match them are done, as they were; one that matches no
+// version runs again.
+func TestResumeLegacyDigests(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "two.yaml", twoFiles)
+	out := filepath.Join(dir, "out")
+	if r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "1"); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	// Rewrite the digests as a p2pc of listing version 1 recorded them,
+	// and spoil the last task's.
+	ctx := context.Background()
+	db, err := jobdb.Open(ctx, filepath.Join(out, jobdb.FileName), jobdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := readReport(t, out).Tasks
+	for i, task := range tasks {
+		id := task.ID
+		d, _, err := outputs.DigestAll(filepath.Join(out, "tasks", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := d.Legacy.String()
+		if i == len(tasks)-1 {
+			old = strings.Repeat("0", 64)
+		}
+		if _, err := db.SQL().ExecContext(ctx, `UPDATE tasks SET digest = ? WHERE id = ?`, old, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "1")
+	if r.code != 0 || !strings.Contains(r.stderr, "resuming: 2 of 3 tasks already done") {
+		t.Fatalf("resume of a version 1 folder: exit %d, want 2 of 3 tasks reused\n%s", r.code, r.stderr)
+	}
 }

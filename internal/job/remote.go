@@ -843,6 +843,9 @@ func (w *remoteWorker) stageFiles(ctx context.Context, stage string, res *peerpb
 	}
 	defer root.Close()
 	for _, o := range res.Outputs {
+		if err := outputs.CheckName(o.Name); err != nil {
+			return digest.ID{}, nil, fmt.Errorf("%w: %w", errMalformed, err)
+		}
 		name := filepath.Clean(filepath.FromSlash(o.Name))
 		if !filepath.IsLocal(name) {
 			return digest.ID{}, nil, fmt.Errorf("%w: output name %q is not a local path", errMalformed, o.Name)

@@ -8,8 +8,9 @@ import (
 
 // ProtocolVersion is the peer protocol version this build speaks: a
 // coordinator puts it in Hello, a peer in InfoResponse, and each refuses
-// another.
-const ProtocolVersion = 2
+// another. Version 3: output digests use the length-prefixed listing
+// (internal/outputs), so a peer of version 2 would disagree on every one.
+const ProtocolVersion = 3
 
 // MaxBatch bounds the leases (or results) in one Leases (Results)
 // message, and MaxBatchBytes their size, the coordinator's and the peers'

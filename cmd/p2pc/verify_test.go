@@ -204,6 +204,39 @@ func TestSpotCheckCatchesColludingMajority(t *testing.T) {
 	t.Logf("spot checks: %d re-run, %d caught; excluded %+v", rep.SpotChecks.Checked, len(rep.SpotChecks.Caught), rep.Excluded)
 }
 
+// TestForgedResultsCount: a member sends, with each result, results for
+// leases it never held. Each is a malformed result: logged once, a
+// strike, and exclusion at --strikes; the honest peer finishes the job.
+func TestForgedResultsCount(t *testing.T) {
+	dir := t.TempDir()
+	peers := []*peer{
+		startPeer(t, dir, "honest", 1),
+		startPeer(t, dir, "forger", 1, "--fault-forge", "2"),
+	}
+	spec := writeSpec(t, dir, "f.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 1"))
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "2", "--strikes", "3", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	var excl []string
+	for _, e := range rep.Excluded {
+		excl = append(excl, e.Peer+": "+e.Reason)
+	}
+	if len(excl) != 1 || !strings.HasPrefix(excl[0], "forger: sent 3 malformed results") || !strings.Contains(excl[0], "does not hold") {
+		t.Errorf("excluded %q, want the forger for 3 malformed results", excl)
+	}
+	if n := strings.Count(r.stderr, "peer sent a result for a lease it does not hold"); n != 1 {
+		t.Errorf("forged results logged %d times, want once:\n%s", n, r.stderr)
+	}
+	for _, task := range rep.Tasks {
+		if task.State != report.TaskDone {
+			t.Errorf("task %s: %s", task.ID, task.State)
+		}
+	}
+}
+
 // twoFiles is an exec job whose tasks write the files a = x and b = y.
 const twoFiles = `
 name: two

@@ -317,8 +317,11 @@ type remoteWorker struct {
 	// the stream (or never will).
 	acks    acker
 	endSent chan struct{}
-	endOnce sync.Once
-	sentEnd atomic.Bool
+	// forgedSeen: the peer sent a result for a lease it did not hold (it
+	// is logged once).
+	forgedSeen atomic.Bool
+	endOnce    sync.Once
+	sentEnd    atomic.Bool
 }
 
 // ended notes that the session sent End, or never will.
@@ -740,7 +743,8 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 	delete(w.leases, res.LeaseId)
 	w.mu.Unlock()
 	if l == nil {
-		return nil // unknown or already settled lease: ignore
+		w.forged(res)
+		return nil
 	}
 	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
@@ -806,6 +810,17 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 	w.s.q.Finish(l, out)
 	phasetrace.Mark("c.settled", l.ID)
 	return l
+}
+
+// forged charges the peer with a result for a lease it does not hold
+// (never held, or already settled): a malformed result, logged the first
+// time only (a liar may send them by the thousand).
+func (w *remoteWorker) forged(res *peerpb.Result) {
+	err := fmt.Errorf("%w: a result for lease %d, which the peer does not hold", errMalformed, res.LeaseId)
+	excluded := w.s.q.Forged(w.peer.Name, err)
+	if w.forgedSeen.CompareAndSwap(false, true) {
+		w.s.r.log.Warn("peer sent a result for a lease it does not hold: a malformed result (logged once)", "peer", w.peer.Name, "lease", res.LeaseId, "excluded", excluded)
+	}
 }
 
 // Why collecting a peer's output failed, when it is the peer's fault (a

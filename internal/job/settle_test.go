@@ -224,3 +224,27 @@ func leasedWorker(t *testing.T, r *runner) (*remoteWorker, *sched.Lease) {
 	}
 	return &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{l.ID: l}}, l
 }
+
+// A result for a lease the peer does not hold is a malformed result: a
+// strike each, exclusion at the job's strike limit.
+func TestForgedResultStrikes(t *testing.T) {
+	ctx := context.Background()
+	r, _ := testRunner(t, 1)
+	q := newQueue(r, []int{0})
+	defer q.Close()
+	w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{}}
+	for i := range sched.DefaultStrikes {
+		if l := w.settle(ctx, &peerpb.Result{LeaseId: uint64(1000 + i), Outcome: report.OutcomeOK}); l != nil {
+			t.Fatalf("a forged result settled lease %d", l.ID)
+		}
+	}
+	if _, err := q.Next(ctx, "p1@X"); err == nil {
+		t.Fatalf("the forger still gets leases after %d forged results", sched.DefaultStrikes)
+	}
+	r.mu.Lock()
+	excl := r.rep.Excluded
+	r.mu.Unlock()
+	if len(excl) != 1 || !strings.Contains(excl[0].Reason, "does not hold") {
+		t.Fatalf("excluded %+v, want p1 for results of leases it does not hold", excl)
+	}
+}

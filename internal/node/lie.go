@@ -27,6 +27,9 @@ type Lie struct {
 	// Malformed: every successful result is sent with a digest that does
 	// not match its files (the tests of fault charging).
 	Malformed bool
+	// Forge: with every result, the node sends this many results for
+	// leases it never held (the tests of forged results).
+	Forge int
 }
 
 // malform spoils a successful result's digest when the node is told to.
@@ -37,6 +40,22 @@ func (n *Node) malform(res *peerpb.Result) {
 	res.Digest = append([]byte(nil), res.Digest...)
 	res.Digest[0] ^= 0xff
 	n.log.Error("FAULT INJECTION: sending a malformed result", "lease", res.LeaseId)
+}
+
+// forgeries are the results for leases never held that the node sends
+// with res when told to: their lease IDs are far above any it holds.
+func (n *Node) forgeries(res *peerpb.Result) []*peerpb.FromPeer {
+	k := n.cfg.Lie.Forge
+	if k <= 0 {
+		return nil
+	}
+	out := make([]*peerpb.FromPeer, k)
+	for i := range out {
+		f := &peerpb.Result{LeaseId: res.LeaseId + 1<<40 + uint64(i), Outcome: report.OutcomeOK, Digest: res.Digest, Outputs: res.Outputs}
+		out[i] = &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: f}}
+	}
+	n.log.Error("FAULT INJECTION: sending results for leases never held", "count", k, "beside", res.LeaseId)
+	return out
 }
 
 // lie corrupts the staged output in dir with the configured probability.

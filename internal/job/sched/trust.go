@@ -52,6 +52,20 @@ func (q *Queue) chargeLocked(peer string, f Fault, err error) {
 	}
 }
 
+// Forged charges peer with a malformed result that answers no lease the
+// peer holds (one it never held, or one already settled): a strike, and
+// exclusion at the job's strike limit, as any malformed result. It
+// reports whether the peer is now excluded.
+func (q *Queue) Forged(peer string, err error) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.repMu.Lock()
+	defer q.repMu.Unlock()
+	q.chargeLocked(peer, FaultMalformed, err)
+	q.signal()
+	return q.trustOf(peer).excluded
+}
+
 func (q *Queue) trustOf(peer string) *peerTrust {
 	t := q.trust[peer]
 	if t == nil {

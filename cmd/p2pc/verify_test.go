@@ -30,6 +30,14 @@ func localDigests(t *testing.T, spec, out string) map[string]string {
 	return d
 }
 
+// startPeerOnHost starts a peer listening on 127.0.0.<host>: replicas of
+// a verified task go to distinct hosts (verify.distinct_hosts), and each
+// loopback address is a host of its own to the coordinator.
+func startPeerOnHost(t *testing.T, dir, name string, host, slots int, extra ...string) *peer {
+	t.Helper()
+	return startPeerAt(t, dir, name, fmt.Sprintf("127.0.0.%d:0", host), slots, extra...)
+}
+
 const verifiedMandelbrot = `
 name: verified
 plugin: {{repo}}/plugins/mandelbrot
@@ -44,9 +52,9 @@ func TestVerifyOneLiar(t *testing.T) {
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 4 {
-		peers = append(peers, startPeer(t, dir, fmt.Sprintf("h%d", i), 1))
+		peers = append(peers, startPeerOnHost(t, dir, fmt.Sprintf("h%d", i), i+2, 1))
 	}
-	liar := startPeer(t, dir, "liar", 2, "--fault-lie-rate", "1")
+	liar := startPeerOnHost(t, dir, "liar", 6, 2, "--fault-lie-rate", "1")
 	peers = append(peers, liar)
 	// 48 tasks of some milliseconds each, so that the liar, whatever its
 	// start under load, votes at least sched.ExcludeAfter times: with 24
@@ -97,10 +105,10 @@ func TestVerifyColludingLiars(t *testing.T) {
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 3 {
-		peers = append(peers, startPeer(t, dir, fmt.Sprintf("h%d", i), 1))
+		peers = append(peers, startPeerOnHost(t, dir, fmt.Sprintf("h%d", i), i+2, 1))
 	}
 	for i := range 2 {
-		peers = append(peers, startPeer(t, dir, fmt.Sprintf("liar%d", i), 1, "--fault-lie-rate", "1", "--fault-lie-collude"))
+		peers = append(peers, startPeerOnHost(t, dir, fmt.Sprintf("liar%d", i), i+5, 1, "--fault-lie-rate", "1", "--fault-lie-collude"))
 	}
 	spec := writeSpec(t, dir, "v.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 2, quorum: 2, max_replicas: 5"))
 	honest := localDigests(t, spec, filepath.Join(dir, "local"))
@@ -148,9 +156,9 @@ func TestVerifyColludingLiars(t *testing.T) {
 // own slot catch them, and every output ends up right.
 func TestSpotCheckCatchesColludingMajority(t *testing.T) {
 	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "h0", 1)}
+	peers := []*peer{startPeerOnHost(t, dir, "h0", 2, 1)}
 	for i := range 2 {
-		peers = append(peers, startPeer(t, dir, fmt.Sprintf("liar%d", i), 1, "--fault-lie-rate", "1", "--fault-lie-collude"))
+		peers = append(peers, startPeerOnHost(t, dir, fmt.Sprintf("liar%d", i), i+3, 1, "--fault-lie-rate", "1", "--fault-lie-collude"))
 	}
 	plain := writeSpec(t, dir, "v.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2"))
 	spot := writeSpec(t, dir, "s.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2, spot_check: 0.5"))
@@ -202,6 +210,78 @@ func TestSpotCheckCatchesColludingMajority(t *testing.T) {
 		t.Fatalf("spot-checked PNG differs from the local one")
 	}
 	t.Logf("spot checks: %d re-run, %d caught; excluded %+v", rep.SpotChecks.Checked, len(rep.SpotChecks.Caught), rep.Excluded)
+}
+
+// TestOneNodeOneVote: a liar gossips a made-up member "ghost" at its own
+// address, claiming its own node ID; later a second member gossips
+// "ghost2" claiming a node ID it cannot prove. The coordinator counts the
+// liar once: ghost (or the liar, whichever comes second) is refused while
+// the other's session is open, ghost2 at enrolment. On the old code the
+// liar voted twice: with one honest peer and replicas 3, quorum 2, every
+// lie was accepted and the honest peer excluded.
+func TestOneNodeOneVote(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "v.yaml", fmt.Sprintf(verifiedMandelbrot, "replicas: 3, quorum: 2"))
+	honest := localDigests(t, spec, filepath.Join(dir, "local"))
+	peers := []*peer{
+		startPeerOnHost(t, dir, "honest", 2, 1),
+		startPeerOnHost(t, dir, "liar", 3, 2, "--fault-lie-rate", "1", "--fault-ghost", "ghost"),
+	}
+	check := func(rep *report.Report) {
+		t.Helper()
+		for _, task := range rep.Tasks {
+			if task.State == report.TaskDone && task.Digest != honest[task.ID] {
+				t.Errorf("task %s: accepted a lie (%.12s, honest %.12s), votes %v", task.ID, task.Digest, honest[task.ID], task.Votes)
+			}
+			ids := map[string]bool{}
+			for _, v := range task.Votes {
+				if v.Peer == "ghost2" || (v.PeerID != "" && ids[v.PeerID]) {
+					t.Errorf("task %s: one node voted twice, or under a made-up ID: %v", task.ID, task.Votes)
+				}
+				ids[v.PeerID] = true
+			}
+		}
+		for _, e := range rep.Excluded {
+			// Whichever of liar and ghost enrolled first is the liar's one worker.
+			if e.Peer != "liar" && e.Peer != "ghost" {
+				t.Errorf("excluded %s, an honest voter: %+v", e.Peer, rep.Excluded)
+			}
+		}
+	}
+	const busy = "peer not enrolled while its node ID has a session under another name"
+
+	// One honest peer and one liar are two voters: their dispute has no
+	// quorum, and the tasks fail loudly rather than take the liar's word
+	// twice (--wait-peers bounds a wait for voters that never come).
+	out := filepath.Join(dir, "two")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--min-peers", "2",
+		"--stall-after", "2s", "--wait-peers", "4s", "--join", addrs(peers))
+	if r.code == 0 {
+		t.Errorf("two voters for replicas 3: exit 0, want a failure\n%s", r.stderr)
+	}
+	check(readReport(t, out))
+	if n := strings.Count(r.stderr, busy); n != 1 {
+		t.Errorf("the second name of the liar's node ID was logged %d times, want once:\n%s", n, r.stderr)
+	}
+
+	// With a third node (behind a made-up member of its own) and the
+	// submitter's slot, the honest answer wins every vote.
+	other := startPeerOnHost(t, dir, "other", 4, 1, "--fault-ghost", "ghost2", "--fault-ghost-id", strings.Repeat("ab", 32))
+	peers = append(peers, other)
+	out = filepath.Join(dir, "out")
+	r = p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "1", "--min-peers", "3", "--join", addrs(peers))
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	check(rep)
+	if n := strings.Count(r.stderr, "its gossiped node ID is not the one its handshake proved"); n != 1 {
+		t.Errorf("the forged gossiped ID was logged %d times, want once:\n%s", n, r.stderr)
+	}
+	if n := strings.Count(r.stderr, busy); n != 1 {
+		t.Errorf("the second name of the liar's node ID was logged %d times, want once:\n%s", n, r.stderr)
+	}
+	t.Logf("excluded %+v; peers %+v", rep.Excluded, rep.Peers)
 }
 
 // TestForgedResultsCount: a member sends, with each result, results for

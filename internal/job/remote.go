@@ -42,8 +42,9 @@ type Swarm interface {
 }
 
 // EnrolFunc runs the job's work session with the peer name at addr over
-// client (Session.Enrol).
-type EnrolFunc = func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
+// client (Session.Enrol); id is the node ID the peer gossips ("" for
+// none), which its handshake must prove.
+type EnrolFunc = func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error
 
 // RemoteOptions give a job what it needs to farm tasks out to peers.
 type RemoteOptions struct {
@@ -82,6 +83,9 @@ type Session struct {
 	// lists the sessions for the next rerun (handover.go).
 	gate  *handoverGate
 	peers *sessionList
+
+	// ids: the node IDs peers proved, one worker each.
+	ids identities
 }
 
 // counter counts what is under way and lets one wait until none is.
@@ -154,7 +158,12 @@ var ErrRefused = peerpb.ErrRefused
 // the membership declares the peer dead). Every lease the peer held is
 // requeued at once when Enrol returns, without counting against the
 // tasks' retries.
-func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
+//
+// The peer is known by the node ID its handshake proves: a peer that
+// gossips another ID (claimed) is refused, and a second name proving an
+// ID whose session is open is refused until that session ends; each ID is
+// one worker (identities), under the name it first enrolled with.
+func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client peerpb.PeerClient) error {
 	peer := Peer{Name: name, Addr: addr}
 	published, err := s.publish(ctx)
 	if err != nil {
@@ -209,7 +218,24 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	if err != nil {
 		return failed(err)
 	}
-	peer.Name = peer.Name + "@" + id.String()
+	proved := id.String()
+	if claimed != "" && claimed != proved {
+		refusal := forgedID(name, claimed, proved)
+		if s.ids.first(name + "@" + claimed) {
+			log.Warn("peer not enrolled: its gossiped node ID is not the one its handshake proved (logged once)", "reason", refusal.Reason)
+		}
+		return fmt.Errorf("enrol %s: %w", name, refusal)
+	}
+	worker, ok := s.ids.claim(name, proved)
+	if !ok {
+		refusal := busyID(name, proved, worker)
+		if s.ids.first(name + "@" + proved) {
+			log.Warn("peer not enrolled while its node ID has a session under another name (logged once)", "reason", refusal.Reason)
+		}
+		return fmt.Errorf("enrol %s: %w", name, refusal)
+	}
+	defer s.ids.release(proved)
+	peer.Name = worker
 	named = true
 	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
@@ -236,7 +262,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 			gate, held, name := s.gate, release, peer.Name
 			release = func() { held(); gate.done(name) }
 		}
-		s.q.Enrol(peer.Name)
+		s.q.Enrol(peer.Name, hostOf(peer.Addr))
 		s.q.SetSlots(peer.Name, int(m.Welcome.Slots))
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:

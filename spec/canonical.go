@@ -47,11 +47,14 @@ type canonicalRes struct {
 }
 
 type canonicalVerify struct {
-	MaxReplicas int     `json:"max_replicas"`
-	Quorum      int     `json:"quorum"`
-	Replicas    int     `json:"replicas"`
-	SpotCheck   float64 `json:"spot_check,omitempty"`
-	Trust       string  `json:"trust"`
+	// DistinctHosts is written only when false, so that the IDs of jobs
+	// that keep the default did not change when it came.
+	DistinctHosts *bool   `json:"distinct_hosts,omitempty"`
+	MaxReplicas   int     `json:"max_replicas"`
+	Quorum        int     `json:"quorum"`
+	Replicas      int     `json:"replicas"`
+	SpotCheck     float64 `json:"spot_check,omitempty"`
+	Trust         string  `json:"trust"`
 }
 
 // Canonical returns the job's meaning as deterministic JSON: no
@@ -68,6 +71,14 @@ func (j *Job) Canonical() []byte {
 	var buf bytes.Buffer
 	j.WriteCanonical(&buf)
 	return buf.Bytes()
+}
+
+// falseOnly is nil for true, else a pointer to false.
+func falseOnly(b bool) *bool {
+	if b {
+		return nil
+	}
+	return &b
 }
 
 // tasksMember is where the tasks go in the canonical object: the members
@@ -90,7 +101,7 @@ func (j *Job) WriteCanonical(w io.Writer) error {
 		Sandbox:   canonicalSandboxOf(j.Sandbox),
 		Tasks:     []canonicalTask{},
 		TimeoutNS: int64(j.Timeout),
-		Verify:    canonicalVerify{MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, SpotCheck: j.Verify.SpotCheck, Trust: j.Verify.Trust},
+		Verify:    canonicalVerify{DistinctHosts: falseOnly(j.Verify.DistinctHosts), MaxReplicas: j.Verify.MaxReplicas, Quorum: j.Verify.Quorum, Replicas: j.Verify.Replicas, SpotCheck: j.Verify.SpotCheck, Trust: j.Verify.Trust},
 	}
 	for i, in := range j.Inputs {
 		c.Inputs[i] = in.Name

@@ -37,7 +37,7 @@ var (
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
-	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust", "spot_check"}
+	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust", "spot_check", "distinct_hosts"}
 	resourcesKeys = []string{"cpus", "memory", "os", "arch"}
 	sandboxKeys   = []string{"network"}
 	batchKeys     = []string{"max"}
@@ -55,7 +55,7 @@ func (p *parser) job(root *yaml.Node) *Job {
 		Params:  map[string]any{},
 		Timeout: DefaultTimeout,
 		Retries: DefaultRetries,
-		Verify:  Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff},
+		Verify:  Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff, DistinctHosts: true},
 	}
 	required := func(key string) (pair, bool) {
 		e, ok := f[key]
@@ -243,8 +243,13 @@ func shortDuration(d time.Duration) string {
 }
 
 func (p *parser) verify(n *yaml.Node) Verify {
-	v := Verify{Replicas: 1, Trust: TrustOff}
+	v := Verify{Replicas: 1, Trust: TrustOff, DistinctHosts: true}
 	f := p.fields(n, "verify", verifyKeys...)
+	if e, ok := f.given("distinct_hosts"); ok {
+		if b, ok := p.boolean(e.v, "verify.distinct_hosts"); ok {
+			v.DistinctHosts = b
+		}
+	}
 	replicasOK := true // if not, comparisons with it would only mislead
 	if e, ok := f.given("replicas"); ok {
 		var x int64

@@ -95,7 +95,7 @@ type Input struct {
 // (docs/spec.md, "verify"). A plugin that implements sdk.Verifier has
 // each output checked by the coordinator instead of by votes.
 type Verify struct {
-	Replicas    int    // copies of each task run on distinct peers, >= 1
+	Replicas    int    // copies of each task run on distinct peers (node IDs, hosts), >= 1
 	Quorum      int    // matching results needed to accept, 1..Replicas
 	MaxReplicas int    // cap on copies when results disagree, >= Replicas
 	Trust       string // TrustOff or TrustAdaptive
@@ -103,6 +103,10 @@ type Verify struct {
 	// submitter re-runs on its own slots, the one party it trusts; a
 	// mismatch excludes the voters and re-verifies what they voted for.
 	SpotCheck float64
+	// DistinctHosts: a task's replicas run on peers at distinct network
+	// addresses (hosts as the coordinator dials them), not only distinct
+	// node IDs; false (a single-machine lab) relaxes it. Default true.
+	DistinctHosts bool
 }
 
 // Resources is what a task needs from a peer: a peer that cannot give it

@@ -413,7 +413,7 @@ func TestDefaults(t *testing.T) {
 	if j.Timeout != DefaultTimeout || j.Retries != DefaultRetries || j.Reduce {
 		t.Errorf("timeout %v retries %d reduce %v", j.Timeout, j.Retries, j.Reduce)
 	}
-	if want := (Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff}); j.Verify != want {
+	if want := (Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff, DistinctHosts: true}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
 	}
 	if j.Resources != (Resources{}) || j.Params == nil || j.Tasks.At(0).Params == nil || j.Inputs != nil {
@@ -423,12 +423,24 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("name %q output %q", j.Name, j.Output)
 	}
 	j = parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 3}")
-	if want := (Verify{Replicas: 3, Quorum: 3, MaxReplicas: 6, Trust: TrustOff}); j.Verify != want {
+	if want := (Verify{Replicas: 3, Quorum: 3, MaxReplicas: 6, Trust: TrustOff, DistinctHosts: true}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
 	}
 	j = parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 3, quorum: 2, spot_check: 0.25}")
-	if want := (Verify{Replicas: 3, Quorum: 2, MaxReplicas: 6, Trust: TrustOff, SpotCheck: 0.25}); j.Verify != want {
+	if want := (Verify{Replicas: 3, Quorum: 2, MaxReplicas: 6, Trust: TrustOff, SpotCheck: 0.25, DistinctHosts: true}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
+	}
+	// Replicas on distinct hosts is the default; a lab on one machine
+	// relaxes it, and only then does the canonical form (the job ID) say so.
+	lab := parse(t, "plugin: p\ntasks: [{}]\nverify: {replicas: 3, distinct_hosts: false}")
+	if lab.Verify.DistinctHosts {
+		t.Errorf("distinct_hosts: false not parsed: %+v", lab.Verify)
+	}
+	if c := string(lab.Canonical()); !strings.Contains(c, `"distinct_hosts":false`) {
+		t.Errorf("canonical of a lab job lacks distinct_hosts: %s", c)
+	}
+	if c := string(j.Canonical()); strings.Contains(c, "distinct_hosts") {
+		t.Errorf("canonical of a default job names distinct_hosts: %s", c)
 	}
 	j, err := Parse("", []byte("plugin: p\ntasks: [{}]"), "")
 	if err != nil || j.Name != "job" || j.File != "" {

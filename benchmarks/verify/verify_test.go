@@ -59,7 +59,7 @@ func BenchmarkVerifyOverhead(b *testing.B) {
 	const peers, tasks = 4, 1024
 	var addrs []string
 	for i := range peers {
-		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, fmt.Sprint("p", i)), "join", "--listen", "127.0.0.1:0", "--no-mdns", "--slots", "1", "--name", fmt.Sprint("p", i)}, harness.Options{})
+		p, err := harness.Start(bin, []string{"--data", filepath.Join(dir, fmt.Sprint("p", i)), "join", "--listen", fmt.Sprintf("127.0.0.%d:0", i+2), "--no-mdns", "--slots", "1", "--name", fmt.Sprint("p", i)}, harness.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -42,9 +42,9 @@ func TestBatchVerifiedOneLiar(t *testing.T) {
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 3 {
-		peers = append(peers, startPeer(t, dir, fmt.Sprintf("h%d", i), 2, "--log-level", "debug"))
+		peers = append(peers, startPeerOnHost(t, dir, fmt.Sprintf("h%d", i), i+2, 2, "--log-level", "debug"))
 	}
-	liar := startPeer(t, dir, "liar", 2, "--fault-lie-rate", "1", "--log-level", "debug")
+	liar := startPeerOnHost(t, dir, "liar", 5, 2, "--fault-lie-rate", "1", "--log-level", "debug")
 	peers = append(peers, liar)
 	spec := writeSpec(t, dir, "b.yaml", `
 plugin: {{repo}}/plugins/echo

@@ -34,6 +34,9 @@ type JoinCmd struct {
 	LieRate    float64 `name:"fault-lie-rate" hidden:"" help:"TESTS ONLY: corrupt this fraction of outputs."`
 	LieCollude bool    `name:"fault-lie-collude" hidden:"" help:"TESTS ONLY: corrupt outputs the same way as other colluding liars."`
 	Malformed  bool    `name:"fault-malformed" hidden:"" help:"TESTS ONLY: send every result with a digest that does not match its files."`
+	Ghost      string  `name:"fault-ghost" hidden:"" help:"TESTS ONLY: also gossip a made-up member of this name at this node's address."`
+	GhostID    string  `name:"fault-ghost-id" hidden:"" help:"TESTS ONLY: the node ID the made-up member claims (default: this node's own)."`
+	Forge      int     `name:"fault-forge" hidden:"" help:"TESTS ONLY: with every result, send this many results for leases never held."`
 }
 
 // Run serves until the context ends.
@@ -87,7 +90,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		Volunteer:     vol,
 		TaskUser:      taskUser,
 		Logger:        g.Logger,
-		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed},
+		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed, Ghost: c.Ghost, GhostID: c.GhostID, Forge: c.Forge},
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return withCode(exitBadInput, fmt.Errorf("%w (another p2pc join on this machine? give it --listen HOST:PORT, port 0 picks a free one)", err))
@@ -97,6 +100,12 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	if c.Malformed {
 		g.Logger.Error("FAULT INJECTION ON: this node sends malformed results; for tests of fault charging only")
+	}
+	if c.Forge > 0 {
+		g.Logger.Error("FAULT INJECTION ON: this node sends results for leases it never held; for tests of fault charging only", "forge", c.Forge)
+	}
+	if c.Ghost != "" {
+		g.Logger.Error("FAULT INJECTION ON: this node gossips a made-up member at its own address; for tests of one node, one vote only", "ghost", c.Ghost, "id", c.GhostID)
 	}
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)

@@ -31,7 +31,9 @@ import (
 func TestNoQuorumSaysWhy(t *testing.T) {
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "qa", 1), startPeer(t, dir, "qb", 1)}
-	// Every run prints another number: the replicas never agree.
+	// Every run prints another number: the replicas never agree. Both
+	// peers listen on 127.0.0.1, one host: distinct_hosts: false lets
+	// replicas share it (a single-machine lab).
 	spec := writeSpec(t, dir, "nd.yaml", `
 name: nd
 plugin: {{repo}}/plugins/exec
@@ -39,7 +41,7 @@ params:
   command: ["echo $$ $(date +%N) > out.txt"]
   shell: true
   outputs: [out.txt]
-verify: {replicas: 2}
+verify: {replicas: 2, distinct_hosts: false}
 tasks:
   - range: {param: n, from: 1, to: 2}
 `)

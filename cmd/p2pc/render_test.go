@@ -16,7 +16,7 @@ import (
 // reduce command stitches the bands into one image.
 func TestExecNormalizeReduce(t *testing.T) {
 	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "r1", 2), startPeer(t, dir, "r2", 2)}
+	peers := []*peer{startPeerOnHost(t, dir, "r1", 2, 2), startPeerOnHost(t, dir, "r2", 3, 2)}
 	example := filepath.Join(repoRoot, "examples", "render.yaml")
 	body, err := os.ReadFile(example)
 	if err != nil {

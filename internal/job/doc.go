@@ -89,6 +89,8 @@
 // peer. A failed local attempt probes the output folder, since a plugin
 // reports the disk it could not write only as text.
 //
-// The digest of a task's output is the SHA-256 of its canonical listing:
-// one line "<sha256 of file> <size> <name>\n" per file, sorted by name.
+// The digest of a task's output is the SHA-256 of its canonical listing
+// (internal/outputs): one line "<sha256 of file> <size> <len>:<name>\n"
+// per file, sorted by name. A resumed run also accepts an earlier run's
+// digest of listing version 1 (no length) for the same files.
 package job

@@ -42,8 +42,9 @@ type Swarm interface {
 }
 
 // EnrolFunc runs the job's work session with the peer name at addr over
-// client (Session.Enrol).
-type EnrolFunc = func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
+// client (Session.Enrol); id is the node ID the peer gossips ("" for
+// none), which its handshake must prove.
+type EnrolFunc = func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error
 
 // RemoteOptions give a job what it needs to farm tasks out to peers.
 type RemoteOptions struct {
@@ -82,6 +83,9 @@ type Session struct {
 	// lists the sessions for the next rerun (handover.go).
 	gate  *handoverGate
 	peers *sessionList
+
+	// ids: the node IDs peers proved, one worker each.
+	ids identities
 }
 
 // counter counts what is under way and lets one wait until none is.
@@ -154,7 +158,12 @@ var ErrRefused = peerpb.ErrRefused
 // the membership declares the peer dead). Every lease the peer held is
 // requeued at once when Enrol returns, without counting against the
 // tasks' retries.
-func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.PeerClient) error {
+//
+// The peer is known by the node ID its handshake proves: a peer that
+// gossips another ID (claimed) is refused, and a second name proving an
+// ID whose session is open is refused until that session ends; each ID is
+// one worker (identities), under the name it first enrolled with.
+func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client peerpb.PeerClient) error {
 	peer := Peer{Name: name, Addr: addr}
 	published, err := s.publish(ctx)
 	if err != nil {
@@ -209,7 +218,24 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 	if err != nil {
 		return failed(err)
 	}
-	peer.Name = peer.Name + "@" + id.String()
+	proved := id.String()
+	if claimed != "" && claimed != proved {
+		refusal := forgedID(name, claimed, proved)
+		if s.ids.first(name + "@" + claimed) {
+			log.Warn("peer not enrolled: its gossiped node ID is not the one its handshake proved (logged once)", "reason", refusal.Reason)
+		}
+		return fmt.Errorf("enrol %s: %w", name, refusal)
+	}
+	worker, ok := s.ids.claim(name, proved)
+	if !ok {
+		refusal := busyID(name, proved, worker)
+		if s.ids.first(name + "@" + proved) {
+			log.Warn("peer not enrolled while its node ID has a session under another name (logged once)", "reason", refusal.Reason)
+		}
+		return fmt.Errorf("enrol %s: %w", name, refusal)
+	}
+	defer s.ids.release(proved)
+	peer.Name = worker
 	named = true
 	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
@@ -236,7 +262,7 @@ func (s *Session) Enrol(ctx context.Context, name, addr string, client peerpb.Pe
 			gate, held, name := s.gate, release, peer.Name
 			release = func() { held(); gate.done(name) }
 		}
-		s.q.Enrol(peer.Name)
+		s.q.Enrol(peer.Name, hostOf(peer.Addr))
 		s.q.SetSlots(peer.Name, int(m.Welcome.Slots))
 		s.r.opts.Live.sessionUp(peer.Name, int(m.Welcome.Slots))
 	default:
@@ -317,8 +343,11 @@ type remoteWorker struct {
 	// the stream (or never will).
 	acks    acker
 	endSent chan struct{}
-	endOnce sync.Once
-	sentEnd atomic.Bool
+	// forgedSeen: the peer sent a result for a lease it did not hold (it
+	// is logged once).
+	forgedSeen atomic.Bool
+	endOnce    sync.Once
+	sentEnd    atomic.Bool
 }
 
 // ended notes that the session sent End, or never will.
@@ -740,7 +769,8 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 	delete(w.leases, res.LeaseId)
 	w.mu.Unlock()
 	if l == nil {
-		return nil // unknown or already settled lease: ignore
+		w.forged(res)
+		return nil
 	}
 	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC()}
 	if res.EndedUnixNano == 0 {
@@ -808,6 +838,17 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 	return l
 }
 
+// forged charges the peer with a result for a lease it does not hold
+// (never held, or already settled): a malformed result, logged the first
+// time only (a liar may send them by the thousand).
+func (w *remoteWorker) forged(res *peerpb.Result) {
+	err := fmt.Errorf("%w: a result for lease %d, which the peer does not hold", errMalformed, res.LeaseId)
+	excluded := w.s.q.Forged(w.peer.Name, err)
+	if w.forgedSeen.CompareAndSwap(false, true) {
+		w.s.r.log.Warn("peer sent a result for a lease it does not hold: a malformed result (logged once)", "peer", w.peer.Name, "lease", res.LeaseId, "excluded", excluded)
+	}
+}
+
 // Why collecting a peer's output failed, when it is the peer's fault (a
 // failure of the submitter's own disk is nobody's strike).
 var (
@@ -843,6 +884,9 @@ func (w *remoteWorker) stageFiles(ctx context.Context, stage string, res *peerpb
 	}
 	defer root.Close()
 	for _, o := range res.Outputs {
+		if err := outputs.CheckName(o.Name); err != nil {
+			return digest.ID{}, nil, fmt.Errorf("%w: %w", errMalformed, err)
+		}
 		name := filepath.Clean(filepath.FromSlash(o.Name))
 		if !filepath.IsLocal(name) {
 			return digest.ID{}, nil, fmt.Errorf("%w: output name %q is not a local path", errMalformed, o.Name)

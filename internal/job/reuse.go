@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
 )
@@ -20,11 +19,11 @@ import (
 // checks its done ones without 100,000 round trips.
 type storedIndex struct {
 	folders map[string]bool
-	inline  map[int]digest.ID // by task: the digest of its inline data file
+	inline  map[int]outputs.Digests // by task: the digests of its inline data file
 }
 
 func (r *runner) readStored(ctx context.Context) (*storedIndex, error) {
-	s := &storedIndex{folders: map[string]bool{}, inline: map[int]digest.ID{}}
+	s := &storedIndex{folders: map[string]bool{}, inline: map[int]outputs.Digests{}}
 	f, err := os.Open(filepath.Join(r.p.OutDir, "tasks"))
 	if err == nil {
 		defer f.Close()
@@ -44,7 +43,7 @@ func (r *runner) readStored(ctx context.Context) (*storedIndex, error) {
 		return nil, fmt.Errorf("read tasks dir: %w", err)
 	}
 	err = r.db.Outputs(ctx, func(o jobdb.Output) error {
-		s.inline[o.Idx] = outputs.DigestInline(o.Data)
+		s.inline[o.Idx] = outputs.DigestInlineAll(o.Data)
 		return nil
 	})
 	if err != nil {

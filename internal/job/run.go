@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
-	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/job/vc"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/outputs"
@@ -495,9 +494,14 @@ func (r *runner) reuse(ctx context.Context) int {
 	if prev == nil {
 		return 0
 	}
-	n := 0
+	n, legacy := 0, 0
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		if legacy > 0 {
+			r.log.Info("outputs of an earlier run checked against their digests of listing version 1 (p2pc before the length-prefixed listing); their records keep those digests", "tasks", legacy)
+		}
+	}()
 	for _, done := range r.p.PreviousDone {
 		i := done.Idx
 		if i < 0 || i >= r.recs.Len() {
@@ -505,8 +509,11 @@ func (r *runner) reuse(ctx context.Context) int {
 		}
 		id := r.recs.ID(i)
 		d, files, err := r.storedOutput(ctx, i, id)
-		if err != nil || d != done.Digest {
+		if err != nil || (d.ID != done.Digest && d.Legacy != done.Digest) {
 			continue
+		}
+		if d.ID != done.Digest {
+			legacy++ // recorded under the listing of version 1: kept as it is
 		}
 		if prev.Tasks == nil {
 			// The job database holds the task's record as the earlier
@@ -546,23 +553,24 @@ func (r *runner) reuse(ctx context.Context) int {
 
 // storedOutput digests task i's stored output: its folder, or else its
 // inline output in the job database (none at all is an empty output),
-// from what readStored read of all tasks at the first call.
-func (r *runner) storedOutput(ctx context.Context, i int, id string) (digest.ID, []string, error) {
+// from what readStored read of all tasks at the first call. The digest of
+// listing version 1 comes beside it: an earlier run may have recorded that.
+func (r *runner) storedOutput(ctx context.Context, i int, id string) (outputs.Digests, []string, error) {
 	dir := filepath.Join(r.p.OutDir, "tasks", id)
 	if r.stored == nil {
 		s, err := r.readStored(ctx)
 		if err != nil {
-			return digest.ID{}, nil, err
+			return outputs.Digests{}, nil, err
 		}
 		r.stored = s
 	}
 	if r.stored.folders[id] {
-		return outputs.Digest(dir)
+		return outputs.DigestAll(dir)
 	}
 	if d, ok := r.stored.inline[i]; ok {
 		return d, []string{sdk.DataFile}, nil
 	}
-	return outputs.DigestInline(nil), []string{}, nil
+	return outputs.DigestInlineAll(nil), []string{}, nil
 }
 
 func (r *runner) finish(state, msg string) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/job/sched"
@@ -40,13 +41,7 @@ func TestSettleInline(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			r, out := testRunner(t, 1)
-			q := newQueue(r, []int{0})
-			defer q.Close()
-			l, err := q.Next(ctx, "p1@X")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{l.ID: l}}
+			w, l := leasedWorker(t, r)
 			w.settle(ctx, &peerpb.Result{LeaseId: l.ID, Outcome: report.OutcomeOK, Digest: c.digest, Outputs: c.outputs})
 
 			r.mu.Lock()
@@ -197,5 +192,59 @@ func TestSlotWork(t *testing.T) {
 	sw.clear()
 	if _, err := os.Lstat(sw.dir); sw.made || err == nil {
 		t.Fatalf("folder with leftovers kept: made %v, %v", sw.made, err)
+	}
+}
+
+// A peer's output named with a control character is a malformed result
+// on the coordinator too (a peer that skipped its own check).
+func TestSettleRefusesControlCharacterNames(t *testing.T) {
+	ctx := context.Background()
+	r, _ := testRunner(t, 1)
+	w, l := leasedWorker(t, r)
+	name := "a\nb"
+	w.settle(ctx, &peerpb.Result{LeaseId: l.ID, Outcome: report.OutcomeOK, Digest: make([]byte, 32),
+		Outputs: []*peerpb.Output{{Name: "data", Size: 1, Data: []byte("x")}, {Name: name, Size: 1, Data: []byte("y")}}})
+	r.mu.Lock()
+	rec := *r.recs.Task(0)
+	r.mu.Unlock()
+	if len(rec.Attempts) != 1 || rec.Attempts[0].Outcome != report.OutcomeLost || !strings.Contains(rec.Attempts[0].Error, "control character") {
+		t.Fatalf("attempts %+v, want one lost to a malformed result naming the control character", rec.Attempts)
+	}
+}
+
+// leasedWorker is the session of peer p1@X over r's queue of task 0,
+// holding its lease l (the queue is closed at the test's end).
+func leasedWorker(t *testing.T, r *runner) (*remoteWorker, *sched.Lease) {
+	t.Helper()
+	q := newQueue(r, []int{0})
+	t.Cleanup(q.Close)
+	l, err := q.Next(context.Background(), "p1@X")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{l.ID: l}}, l
+}
+
+// A result for a lease the peer does not hold is a malformed result: a
+// strike each, exclusion at the job's strike limit.
+func TestForgedResultStrikes(t *testing.T) {
+	ctx := context.Background()
+	r, _ := testRunner(t, 1)
+	q := newQueue(r, []int{0})
+	defer q.Close()
+	w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{}}
+	for i := range sched.DefaultStrikes {
+		if l := w.settle(ctx, &peerpb.Result{LeaseId: uint64(1000 + i), Outcome: report.OutcomeOK}); l != nil {
+			t.Fatalf("a forged result settled lease %d", l.ID)
+		}
+	}
+	if _, err := q.Next(ctx, "p1@X"); err == nil {
+		t.Fatalf("the forger still gets leases after %d forged results", sched.DefaultStrikes)
+	}
+	r.mu.Lock()
+	excl := r.rep.Excluded
+	r.mu.Unlock()
+	if len(excl) != 1 || !strings.Contains(excl[0].Reason, "does not hold") {
+		t.Fatalf("excluded %+v, want p1 for results of leases it does not hold", excl)
 	}
 }

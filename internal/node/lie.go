@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"hash/fnv"
@@ -8,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
+	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/report"
 )
@@ -27,6 +30,13 @@ type Lie struct {
 	// Malformed: every successful result is sent with a digest that does
 	// not match its files (the tests of fault charging).
 	Malformed bool
+	// Ghost: the node also gossips a made-up member of this name whose
+	// gRPC address is its own (the tests of one node, one vote), claiming
+	// GhostID as its node ID ("": this node's own).
+	Ghost, GhostID string
+	// Forge: with every result, the node sends this many results for
+	// leases it never held (the tests of forged results).
+	Forge int
 }
 
 // malform spoils a successful result's digest when the node is told to.
@@ -37,6 +47,22 @@ func (n *Node) malform(res *peerpb.Result) {
 	res.Digest = append([]byte(nil), res.Digest...)
 	res.Digest[0] ^= 0xff
 	n.log.Error("FAULT INJECTION: sending a malformed result", "lease", res.LeaseId)
+}
+
+// forgeries are the results for leases never held that the node sends
+// with res when told to: their lease IDs are far above any it holds.
+func (n *Node) forgeries(res *peerpb.Result) []*peerpb.FromPeer {
+	k := n.cfg.Lie.Forge
+	if k <= 0 {
+		return nil
+	}
+	out := make([]*peerpb.FromPeer, k)
+	for i := range out {
+		f := &peerpb.Result{LeaseId: res.LeaseId + 1<<40 + uint64(i), Outcome: report.OutcomeOK, Digest: res.Digest, Outputs: res.Outputs}
+		out[i] = &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: f}}
+	}
+	n.log.Error("FAULT INJECTION: sending results for leases never held", "count", k, "beside", res.LeaseId)
+	return out
 }
 
 // lie corrupts the staged output in dir with the configured probability.
@@ -75,4 +101,42 @@ func (n *Node) lie(dir string, l *peerpb.Lease) error {
 	}
 	n.log.Error("FAULT INJECTION: returning a corrupted output", "task", l.TaskId, "collude", cfg.Collude)
 	return nil
+}
+
+// startGhost gossips the made-up member Lie.Ghost beside the node's own
+// membership mem (bound to bind, advertised at host): a second gossip
+// endpoint whose metadata names the node's own gRPC address. It returns
+// the function that stops it.
+func (n *Node) startGhost(ctx context.Context, mem *discovery.Membership, bind, host string) (func(), error) {
+	cfg := n.cfg.Lie
+	if cfg.Ghost == "" {
+		return func() {}, nil
+	}
+	ghost, err := discovery.Start(ctx, discovery.Config{
+		Name:          cfg.Ghost,
+		BindAddr:      bind,
+		AdvertiseAddr: host,
+		Meta: func() discovery.Meta {
+			m := n.meta()
+			m.Name = cfg.Ghost
+			if cfg.GhostID != "" {
+				m.ID = cfg.GhostID
+			}
+			return m
+		},
+		Logger:    n.cfg.Logger,
+		SecretKey: n.cfg.Creds.GossipKey(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ghost: %w", err)
+	}
+	if _, err := ghost.Join(ctx, []string{mem.GossipAddr()}); err != nil {
+		ghost.Close()
+		return nil, fmt.Errorf("ghost: %w", err)
+	}
+	n.log.Error("FAULT INJECTION: gossiping a made-up member at this node's address", "ghost", cfg.Ghost, "id", cfg.GhostID)
+	return func() {
+		ghost.Leave(time.Second)
+		ghost.Close()
+	}, nil
 }

@@ -63,6 +63,11 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 		return nil, fmt.Errorf("presence: %w", err)
 	}
 	n.SetGossipAddr(mem.GossipAddr)
+	stopGhost, err := n.startGhost(ctx, mem, bind, host)
+	if err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("presence: %w", err)
+	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Presence{n: n, mem: mem, changed: make(chan struct{}), failed: map[string]bool{}, cancel: cancel}
 	if pc.MDNS {
@@ -91,6 +96,7 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 	}
 	p.goRun(func() { p.watch(pctx) })
 	n.stopHooks = append(n.stopHooks, func() {
+		stopGhost()
 		if err := p.Close(); err != nil {
 			n.log.Info("leave the swarm", "err", err)
 		}
@@ -191,7 +197,7 @@ func (p *Presence) Candidates() []Candidate {
 	var out []Candidate
 	for _, m := range p.mem.Members() {
 		out = append(out, Candidate{
-			Name: m.Name, Addr: m.GRPCAddr, Slots: m.Slots, Compatible: m.Compatible,
+			Name: m.Name, ID: m.ID, Addr: m.GRPCAddr, Slots: m.Slots, Compatible: m.Compatible,
 			OS: m.OS, Arch: m.Arch,
 		})
 	}

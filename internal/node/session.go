@@ -594,6 +594,12 @@ func (s *session) finish(it *queued, res *peerpb.Result) {
 	// must still go out. The sender drains the outbox while the session
 	// lives; give up after a while if it does not (the timer only then:
 	// a result mostly finds room at once).
+	for _, f := range s.n.forgeries(res) {
+		select {
+		case s.outbox <- f:
+		default:
+		}
+	}
 	m := &peerpb.FromPeer{Msg: &peerpb.FromPeer_Result{Result: res}}
 	select {
 	case s.outbox <- m:

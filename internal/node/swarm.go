@@ -16,6 +16,9 @@ import (
 // Candidate is a peer that might take a job's tasks.
 type Candidate struct {
 	Name string
+	// ID is the node ID the peer gossips ("" for a static peer known by
+	// its address alone): its handshake must prove it.
+	ID   string
 	Addr string // gRPC
 	// Slots > 0 and a compatible protocol: the peer takes work.
 	Slots      int
@@ -68,7 +71,7 @@ func (sw *Swarm) Unreached() string {
 // peer's work session (job.Swarm, which this type implements). Each round
 // (at a membership change, or every Retry/2) it works out the peers
 // wanted, ends the sessions of those gone, and enrols the new ones.
-func (sw *Swarm) Serve(ctx context.Context, jobID, goos, goarch string, enrol func(ctx context.Context, name, addr string, client peerpb.PeerClient) error) {
+func (sw *Swarm) Serve(ctx context.Context, jobID, goos, goarch string, enrol func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error) {
 	e := sw.newEnroller(jobID, goos, goarch, enrol)
 	defer e.wg.Wait()
 	tick := time.NewTicker(e.retry / 2)
@@ -93,7 +96,7 @@ type enroller struct {
 	log          *slog.Logger
 	retry        time.Duration
 	goos, goarch string
-	enrol        func(ctx context.Context, name, addr string, client peerpb.PeerClient) error
+	enrol        func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error
 
 	wg     sync.WaitGroup        // the sessions
 	active map[string]*enrolment // by peer name; Serve's goroutine only
@@ -125,7 +128,7 @@ type enrolment struct {
 	done   chan struct{}
 }
 
-func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.Context, name, addr string, client peerpb.PeerClient) error) *enroller {
+func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error) *enroller {
 	log := sw.Logger
 	if log == nil {
 		log = slog.Default()
@@ -234,7 +237,7 @@ func (e *enroller) enrolNew(ctx context.Context, want map[string]Candidate) {
 			defer e.wg.Done()
 			defer close(en.done)
 			defer cancel()
-			e.ended(c.Name, e.enrol(ectx, c.Name, c.Addr, peerpb.NewPeerClient(conn)))
+			e.ended(c.Name, e.enrol(ectx, c.Name, c.ID, c.Addr, peerpb.NewPeerClient(conn)))
 		}()
 	}
 }

@@ -8,8 +8,9 @@ import (
 
 // ProtocolVersion is the peer protocol version this build speaks: a
 // coordinator puts it in Hello, a peer in InfoResponse, and each refuses
-// another.
-const ProtocolVersion = 2
+// another. Version 3: output digests use the length-prefixed listing
+// (internal/outputs), so a peer of version 2 would disagree on every one.
+const ProtocolVersion = 3
 
 // MaxBatch bounds the leases (or results) in one Leases (Results)
 // message, and MaxBatchBytes their size, the coordinator's and the peers'
@@ -45,8 +46,16 @@ var ErrRefused = errors.New("peer refused the job")
 // for the job.
 const RefusePrepare = "cannot prepare the job: "
 
+// RefuseBusyID begins the reason a coordinator gives for not enrolling
+// a peer whose node ID (the one its handshake proved) has a session open
+// under another name: one node is one worker. It may pass (that session
+// ends).
+const RefuseBusyID = "node ID enrolled already: "
+
 // RefusalPasses reports whether a refusal with this reason may pass.
-func RefusalPasses(reason string) bool { return strings.HasPrefix(reason, RefusePrepare) }
+func RefusalPasses(reason string) bool {
+	return strings.HasPrefix(reason, RefusePrepare) || strings.HasPrefix(reason, RefuseBusyID)
+}
 
 // RefusedError is a peer's refusal; it is ErrRefused.
 type RefusedError struct{ Reason string }

@@ -25,7 +25,9 @@
 // batched lease only if its worker stopped reporting results.
 //
 // With verification (spec.Verify: replicas k, quorum q, max_replicas, or
-// the plugin's own check) replicas run on distinct peers and vote with
+// the plugin's own check) replicas run on distinct peers (workers; the
+// job layer names each by the node ID its handshake proved) and, with
+// spec.Verify.DistinctHosts, on distinct hosts (Enrol's host), and vote with
 // their output digests: a digest is accepted once q votes agree; two
 // digests make the task disputed, more replicas run up to max_replicas
 // and a digest then needs q votes and a strict majority, else the task

@@ -236,7 +236,7 @@ func TestStalled(t *testing.T) {
 			name: "waiting for --min-peers",
 			cfg:  Config{MinPeers: 2},
 			setup: func(f *fixture) {
-				f.q.Enrol("p1")
+				f.q.Enrol("p1", "")
 				f.clock.advance(after)
 			},
 			stalled: true, why: []string{"waiting for 2 peer(s) to enrol (--min-peers), 1 did"},

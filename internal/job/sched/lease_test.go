@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,12 +175,12 @@ func TestMinPeersHoldsLeases(t *testing.T) {
 	if l := f.q.TryNext("a"); l != nil {
 		t.Fatal("lease before enough peers enrolled")
 	}
-	f.q.Enrol("a")
-	f.q.Enrol("a")
+	f.q.Enrol("a", "")
+	f.q.Enrol("a", "")
 	if l := f.q.TryNext("a"); l != nil {
 		t.Fatal("one peer enrolled twice counts as two")
 	}
-	f.q.Enrol("b")
+	f.q.Enrol("b", "")
 	if l := f.q.TryNext("a"); l == nil {
 		t.Fatal("no lease after two peers enrolled")
 	}
@@ -268,14 +269,7 @@ func TestAdaptiveTrust(t *testing.T) {
 		{"a trusted peer is not", 1000000, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "trust.json")
-			data, _ := json.Marshal(map[string]savedTrust{"a": {Streak: c.streak}})
-			if err := os.WriteFile(file, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			v := verify(2, 2, 2)
-			v.Trust = spec.TrustAdaptive
-			f := newFixture(t, 1, Config{Verify: v, TrustFile: file})
+			f, file := adaptiveFixture(t, 2, map[string]savedTrust{"a": {Streak: c.streak}})
 			f.take(t, "a")
 			l := f.q.TryNext("b")
 			if got := l != nil; got != c.replicated {
@@ -309,14 +303,7 @@ func TestAdaptiveTrust(t *testing.T) {
 }
 
 func TestAdaptiveStreakResetsOnALostVote(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "trust.json")
-	data, _ := json.Marshal(map[string]savedTrust{"liar": {Streak: 5, Valid: 5}})
-	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v := verify(2, 2, 3)
-	v.Trust = spec.TrustAdaptive
-	f := newFixture(t, 1, Config{Verify: v, TrustFile: file})
+	f, file := adaptiveFixture(t, 3, map[string]savedTrust{"liar": {Streak: 5, Valid: 5}})
 	f.idle("c")
 	f.take(t, "a")
 	f.take(t, "liar")
@@ -326,7 +313,7 @@ func TestAdaptiveStreakResetsOnALostVote(t *testing.T) {
 	f.finish("c", "t0", report.OutcomeOK, "d")
 	f.waitDone(t)
 	f.q.SaveTrust()
-	data, _ = os.ReadFile(file)
+	data, _ := os.ReadFile(file)
 	var saved map[string]savedTrust
 	if err := json.Unmarshal(data, &saved); err != nil {
 		t.Fatal(err)
@@ -507,4 +494,65 @@ func BenchmarkLeaseFinish(b *testing.B) {
 		res.End = l.Start.Add(time.Millisecond)
 		f.q.Finish(l, res)
 	}
+}
+
+// Replicas of a task go to peers of distinct hosts unless the job lets
+// them share one (verify.distinct_hosts: false).
+func TestReplicasOnDistinctHosts(t *testing.T) {
+	for _, distinct := range []bool{true, false} {
+		t.Run(fmt.Sprint("distinct=", distinct), func(t *testing.T) {
+			v := verify(2, 2, 2)
+			v.DistinctHosts = distinct
+			f := newFixture(t, 1, Config{Verify: v})
+			f.q.Enrol("a@1", "10.0.0.1")
+			f.q.Enrol("b@2", "10.0.0.1")
+			f.q.Enrol("c@3", "10.0.0.2")
+			f.take(t, "a@1")
+			l := f.q.TryNext("b@2")
+			if distinct && l != nil {
+				t.Fatalf("b, on a's host, got a replica of %s", l.TaskID)
+			}
+			if !distinct && l == nil {
+				t.Fatal("b got no replica though the job lets replicas share a host")
+			}
+			if distinct && f.q.TryNext("c@3") == nil {
+				t.Fatal("c, on another host, got no replica")
+			}
+		})
+	}
+}
+
+// The trust file is keyed by node ID: a streak earned under one name
+// holds under another name of the same node (and a file keyed by
+// "name@ID", as p2pc wrote it before, is read by its IDs).
+func TestTrustFileByNodeID(t *testing.T) {
+	f, file := adaptiveFixture(t, 2, map[string]savedTrust{"old@ID1": {Streak: 2 * TrustedStreak}})
+	f.take(t, "new@ID1")
+	f.finish("new@ID1", "t0", report.OutcomeOK, "d")
+	if all, _ := f.q.Done(); !all {
+		t.Fatalf("the streak of ID1 did not carry over to its new name: %q", f.rep.Tasks[0].Verdict)
+	}
+	f.q.SaveTrust()
+	data, _ := os.ReadFile(file)
+	var saved map[string]savedTrust
+	if err := json.Unmarshal(data, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := saved["ID1"]; !ok || s.Streak != 2*TrustedStreak+1 || len(saved) != 1 {
+		t.Errorf("saved %+v, want ID1 with streak %d", saved, 2*TrustedStreak+1)
+	}
+}
+
+// adaptiveFixture is a queue of one task under adaptive trust, replicas 2,
+// quorum 2 and maxReplicas, whose trust file holds saved.
+func adaptiveFixture(t *testing.T, maxReplicas int, saved map[string]savedTrust) (*fixture, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "trust.json")
+	data, _ := json.Marshal(saved)
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := verify(2, 2, maxReplicas)
+	v.Trust = spec.TrustAdaptive
+	return newFixture(t, 1, Config{Verify: v, TrustFile: file}), file
 }

@@ -339,20 +339,22 @@ type Queue struct {
 	stopFetch context.CancelFunc
 	fetches   sync.WaitGroup
 
-	mu        sync.Mutex
-	wake      chan struct{} // closed and replaced when something changes
-	pending   []int         // tasks with need > 0, in order
-	tasks     []taskState
-	more      map[int]*taskMore // by task (taskMore)
-	running   map[uint64]*Lease
-	trust     map[string]*peerTrust
-	workers   map[string]time.Time // peers that asked for work recently
-	remaining int
-	failed    int
-	nextID    uint64
-	durations []time.Duration // of successful attempts, for backup decisions
-	median    time.Duration   // of durations[:medianOf]
-	medianOf  int
+	mu      sync.Mutex
+	wake    chan struct{} // closed and replaced when something changes
+	pending []int         // tasks with need > 0, in order
+	tasks   []taskState
+	more    map[int]*taskMore // by task (taskMore)
+	running map[uint64]*Lease
+	trust   map[string]*peerTrust
+	// savedStreak: the streaks of the trust file, by node ID (NodeID).
+	savedStreak map[string]int
+	workers     map[string]time.Time // peers that asked for work recently
+	remaining   int
+	failed      int
+	nextID      uint64
+	durations   []time.Duration // of successful attempts, for backup decisions
+	median      time.Duration   // of durations[:medianOf]
+	medianOf    int
 	// heard is when each worker last reported a result (not a lost one).
 	heard map[string]time.Time
 	// backupAt: no running lease can be taken for a backup copy under
@@ -366,8 +368,10 @@ type Queue struct {
 	// moved is when a lease was last handed out or settled (Stalled).
 	moved time.Time
 	// open is closed once MinPeers peers have enrolled; leases wait for it.
-	open     chan struct{}
-	enrolled map[string]bool
+	open chan struct{}
+	// enrolled: the remote peers enrolled, with their hosts ("" when the
+	// job lets replicas share a host).
+	enrolled map[string]string
 	// disputes are the tasks that became disputed (settled ones are
 	// dropped by Expire); Expire decides those no peer can vote on.
 	disputes []int
@@ -458,7 +462,7 @@ func New(cfg Config) *Queue {
 		heard:     map[string]time.Time{},
 		remaining: len(cfg.Pending),
 		open:      make(chan struct{}),
-		enrolled:  map[string]bool{},
+		enrolled:  map[string]string{},
 		batchMax:  cfg.BatchMax,
 		slots:     map[string]int{},
 		probe:     newProbe(cfg.Probe),
@@ -644,19 +648,25 @@ func (q *Queue) takeTaskLocked(peer string) *Lease {
 	return nil
 }
 
-// involvedLocked: peer runs a replica of task, or already voted on it.
-// Replicas of a task go to distinct peers.
+// involvedLocked: peer (or, verifying with distinct hosts, a peer of its
+// host) runs a replica of task, or already voted on it. Replicas of a
+// task go to distinct peers, and distinct hosts.
 func (q *Queue) involvedLocked(peer string, task int) bool {
+	host := ""
+	if q.Verifying() {
+		host = q.enrolled[peer]
+	}
+	same := func(p string) bool { return p == peer || (host != "" && q.enrolled[p] == host) }
 	if q.tasks[task].running > 0 { // else no need to scan every lease
 		for _, l := range q.running {
-			if l.Task == task && l.Peer == peer {
+			if l.Task == task && same(l.Peer) {
 				return true
 			}
 		}
 	}
 	if q.Verifying() {
 		for _, v := range q.votesOf(task) {
-			if v.peer == peer {
+			if same(v.peer) {
 				return true
 			}
 		}
@@ -1122,12 +1132,18 @@ func (q *Queue) disputeLocked(task int) {
 	ts.disputed = true
 }
 
-// Enrol notes a remote peer's enrolment and opens the queue once MinPeers
-// have enrolled.
-func (q *Queue) Enrol(peer string) {
+// Enrol notes a remote peer's enrolment, at host (its network address
+// as the coordinator reaches it; "" for none), and opens the queue once
+// MinPeers have enrolled. Under verification with distinct hosts
+// (spec.Verify.DistinctHosts), no two replicas of a task run on peers of
+// one host.
+func (q *Queue) Enrol(peer, host string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.enrolled[peer] = true
+	if !q.verify.DistinctHosts {
+		host = ""
+	}
+	q.enrolled[peer] = host
 	select {
 	case <-q.open:
 	default:

@@ -76,7 +76,11 @@ func (q *Queue) stallReasonLocked() string {
 		case tr != nil && tr.why != "":
 			peers = append(peers, name+": "+tr.why)
 		case q.now().Sub(q.workers[name]) <= VoterIdle && q.Verifying():
-			peers = append(peers, name+": idle, has already voted on every task left (replicas run on distinct peers)")
+			why := "replicas run on distinct peers"
+			if q.verify.DistinctHosts {
+				why = "replicas run on distinct peers and hosts; verify: {distinct_hosts: false} lets them share a host"
+			}
+			peers = append(peers, name+": idle, has already voted (or a peer of its host has) on every task left ("+why+")")
 		case !q.workers[name].IsZero():
 			peers = append(peers, fmt.Sprintf("%s: last asked for work %s ago", name, q.now().Sub(q.workers[name]).Round(time.Second)))
 		}

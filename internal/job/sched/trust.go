@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
@@ -52,10 +53,24 @@ func (q *Queue) chargeLocked(peer string, f Fault, err error) {
 	}
 }
 
+// Forged charges peer with a malformed result that answers no lease the
+// peer holds (one it never held, or one already settled): a strike, and
+// exclusion at the job's strike limit, as any malformed result. It
+// reports whether the peer is now excluded.
+func (q *Queue) Forged(peer string, err error) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.repMu.Lock()
+	defer q.repMu.Unlock()
+	q.chargeLocked(peer, FaultMalformed, err)
+	q.signal()
+	return q.trustOf(peer).excluded
+}
+
 func (q *Queue) trustOf(peer string) *peerTrust {
 	t := q.trust[peer]
 	if t == nil {
-		t = &peerTrust{}
+		t = &peerTrust{streak: q.savedStreak[NodeID(peer)]}
 		q.trust[peer] = t
 	}
 	return t
@@ -186,14 +201,24 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 	}
 }
 
-// savedTrust is a peer's record in the trust file: adaptive replication
-// remembers, across jobs, how many valid results in a row each peer gave
-// (BOINC keeps host reliability the same way). Exclusions are per job.
+// savedTrust is a peer's record in the trust file, by node ID (NodeID):
+// adaptive replication remembers, across jobs, how many valid results in
+// a row each peer gave (BOINC keeps host reliability the same way).
+// Exclusions are per job.
 type savedTrust struct {
 	Streak  int       `json:"streak"`
 	Valid   int       `json:"valid"`
 	Invalid int       `json:"invalid"`
 	Updated time.Time `json:"updated"`
+}
+
+// NodeID is the node ID of a worker named "name@id" (a remote peer, as
+// the coordinator names it), or the name itself.
+func NodeID(worker string) string {
+	if i := strings.LastIndexByte(worker, '@'); i >= 0 {
+		return worker[i+1:]
+	}
+	return worker
 }
 
 func (q *Queue) loadTrust() {
@@ -210,8 +235,9 @@ func (q *Queue) loadTrust() {
 		q.log.Warn("ignoring unreadable trust file", "path", path, "err", err)
 		return
 	}
+	q.savedStreak = map[string]int{}
 	for peer, s := range saved {
-		q.trust[peer] = &peerTrust{streak: s.Streak}
+		q.savedStreak[NodeID(peer)] = s.Streak
 	}
 }
 
@@ -228,9 +254,21 @@ func (q *Queue) SaveTrust() {
 			q.log.Warn("rewriting unreadable trust file", "path", path, "err", err)
 		}
 	}
+	for k, s := range saved { // a file keyed by "name@ID": by ID from now on
+		if id := NodeID(k); id != k {
+			delete(saved, k)
+			if _, ok := saved[id]; !ok {
+				saved[id] = s
+			}
+		}
+	}
 	q.mu.Lock()
 	now := q.now().UTC()
-	for peer, t := range q.trust {
+	for worker, t := range q.trust {
+		if t.valid+t.invalid == 0 && !t.excluded {
+			continue // no result in this job: its record is as it was
+		}
+		peer := NodeID(worker)
 		s := saved[peer]
 		s.Streak, s.Valid, s.Invalid, s.Updated = t.streak, s.Valid+t.valid, s.Invalid+t.invalid, now
 		if t.excluded {

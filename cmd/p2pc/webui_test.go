@@ -385,8 +385,9 @@ tasks:
 // "reconnecting" and no Cancel button.
 func TestWebViewTasksAndEnd(t *testing.T) {
 	dir := t.TempDir()
-	a := startPeer(t, dir, "peer-a", 1)
-	b := startPeer(t, dir, "peer-b", 1)
+	// Replicas go to distinct hosts: each peer on its own loopback address.
+	a := startPeerOnHost(t, dir, "peer-a", 2, 1)
+	b := startPeerOnHost(t, dir, "peer-b", 3, 1)
 	spec := writeSpec(t, dir, "replicas.yaml", `
 name: web-view-replicas
 plugin: {{repo}}/plugins/echo

@@ -49,3 +49,26 @@ func TestJoinAddressesChecked(t *testing.T) {
 		t.Errorf("join --join NAME that does not resolve: %v", err)
 	}
 }
+
+// TestWaitPeersSaysStalled: a run that --wait-peers ends, with no task
+// failed, says that the work was left undone and how much, not that
+// tasks failed; exit code 3 (README: no peer could take the work left).
+func TestWaitPeersSaysStalled(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 3))
+	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", "127.0.0.1:1", "--wait-peers", "2s", "--no-progress")
+	if r.code != exitTaskFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitTaskFailed, r.stderr)
+	}
+	for _, want := range []string{
+		`(?m)^job echo \(\w+\) stalled after [0-9.]+m?s: 0 of 4 tasks done, 4 left undone \(no peer could take them within --wait-peers\)$`,
+		`(?m)gave up after waiting 2s for a peer that can take the work \(--wait-peers\): job stalled: 4 tasks left undone \(run it again to resume\)$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stderr) {
+			t.Errorf("stderr does not match %s:\n%s", want, r.stderr)
+		}
+	}
+	if regexp.MustCompile(`tasks failed|\) failed|[1-9][0-9]* failed`).MatchString(r.stderr) {
+		t.Errorf("no task failed, but the run says so:\n%s", r.stderr)
+	}
+}

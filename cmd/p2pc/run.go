@@ -156,7 +156,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "p2pc: read the tasks: %v\n", err)
 		}
-		printSummary(os.Stderr, rep, count, failed, p.OutDir, took)
+		printSummary(os.Stderr, rep, count, failed, p.OutDir, took, errors.Is(runErr, job.ErrStalled))
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
@@ -183,7 +183,7 @@ func classifyJobErr(ctxErr, err error) error {
 		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
-	case errors.Is(err, job.ErrTasksFailed):
+	case errors.Is(err, job.ErrTasksFailed), errors.Is(err, job.ErrStalled):
 		return withCode(exitTaskFailed, err)
 	default:
 		return withCode(exitInternal, err)

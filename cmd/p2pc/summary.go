@@ -20,16 +20,30 @@ const shownFailures = 5
 // printSummary says how the job ended: the counts, where it ran, why
 // each of the first failed tasks failed, and where the results are.
 // count is the accepted results by peer, failed the first failed tasks
-// (shownFailures of them, when there are that many).
-func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration) {
-	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
-	if rep.Summary.Reused > 0 {
-		fmt.Fprintf(w, " (%d reused from an earlier run)", rep.Summary.Reused)
+// (shownFailures of them, when there are that many); stalled, the run
+// gave up waiting for a peer that could take the work left
+// (--wait-peers): those tasks did not fail, they were left undone.
+func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration, stalled bool) {
+	s := rep.Summary
+	if stalled {
+		fmt.Fprintf(w, "job %s (%.12s) stalled after %s: %d of %d tasks done", rep.Name, rep.JobID, took.Round(time.Millisecond), s.Done, s.Total)
+	} else {
+		fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, s.Done, s.Total)
 	}
-	if rep.Summary.Failed > 0 {
-		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
+	if s.Reused > 0 {
+		fmt.Fprintf(w, " (%d reused from an earlier run)", s.Reused)
 	}
-	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
+	if stalled {
+		fmt.Fprintf(w, ", %d left undone (no peer could take them within --wait-peers)", s.Total-s.Done-s.Failed)
+	}
+	if s.Failed > 0 {
+		fmt.Fprintf(w, ", %d failed", s.Failed)
+	}
+	if stalled {
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
+	}
 	if share := peerShares(count); share != "" {
 		fmt.Fprintf(w, "  ran on: %s\n", share)
 	}

@@ -80,7 +80,10 @@
 // packet and TCP stream is AES-256-GCM under it, with incoming and
 // outgoing verification on. A node of another swarm (or none) cannot join,
 // read or forge gossip; mDNS announcements carry no secret, so a foreign
-// one leads only to a failed join. Meta.ID is the node ID a member claims
+// one leads only to a failed join. Gossip of another swarm on the LAN (it
+// does not open with this swarm's key) is logged once per source host, at
+// WARN, and from then on counted at DEBUG (count=N), not logged every time
+// it arrives. Meta.ID is the node ID a member claims
 // ("i"); only members can gossip it, and connections prove it again.
 //
 // Node names must be unique. A node that joins a cluster where its name is

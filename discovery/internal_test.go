@@ -244,3 +244,21 @@ func TestRejoinTable(t *testing.T) {
 		t.Errorf("dead again: due %v, want a at its new address", todo)
 	}
 }
+
+func TestUndecryptable(t *testing.T) {
+	for _, tc := range []struct {
+		msg, src string
+		ok       bool
+	}{
+		{"failed to receive: no installed keys could decrypt the message from=10.0.0.7:55346", "10.0.0.7", true},
+		{"Decrypt packet failed: no installed keys could decrypt the message from=[fe80::1]:7946", "fe80::1", true},
+		{"Decrypt packet failed: bad", "unknown", true},
+		{"failed to receive: EOF from=10.0.0.7:1", "", false},
+		{"Suspect a has failed, no acks received", "", false},
+	} {
+		src, ok := undecryptable(tc.msg)
+		if src != tc.src || ok != tc.ok {
+			t.Errorf("undecryptable(%q) = %q, %v; want %q, %v", tc.msg, src, ok, tc.src, tc.ok)
+		}
+	}
+}

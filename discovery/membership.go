@@ -144,6 +144,7 @@ type Membership struct {
 	dying     map[string]*dying      // members whose death is declared soon
 	leave     leaveState
 	warned    map[string]bool // one-time warnings already given
+	foreign   map[string]int  // gossip that failed decryption, by source host
 	events    chan Event
 	dropped   int
 	done      chan struct{}
@@ -186,6 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		info:      map[string]*memberInfo{},
 		conflicts: map[string]time.Time{},
 		warned:    map[string]bool{},
+		foreign:   map[string]int{},
 		events:    make(chan Event, eventBuffer),
 		done:      make(chan struct{}),
 	}
@@ -620,8 +622,20 @@ func (m *Membership) Close() error {
 // that this node suspects a member. From Close on it drops them all
 // (memberlist's goroutines report their closed sockets as errors while
 // they wind down).
-func (m *Membership) libLog(_ slog.Level, msg string) bool {
+func (m *Membership) libLog(level slog.Level, msg string) bool {
 	if m.closing.Load() {
+		return false
+	}
+	if src, ok := undecryptable(msg); ok && level >= slog.LevelWarn {
+		m.mu.Lock()
+		m.foreign[src]++
+		n := m.foreign[src]
+		m.mu.Unlock()
+		if n == 1 {
+			m.log.Warn("ignoring gossip from a node of another swarm (it does not open with this swarm's key); said once per source, counted at debug level", "source", src, "err", msg)
+		} else {
+			m.log.Debug("gossip of another swarm ignored", "source", src, "count", n)
+		}
 		return false
 	}
 	if rest, ok := strings.CutPrefix(msg, "Suspect "); ok {
@@ -634,6 +648,27 @@ func (m *Membership) libLog(_ slog.Level, msg string) bool {
 		}
 	}
 	return true
+}
+
+// undecryptable returns the source host of a memberlist line that says
+// gossip failed decryption (a node of another swarm: "failed to receive:
+// no installed keys could decrypt the message from=HOST:PORT", or
+// "Decrypt packet failed: ... from=HOST:PORT"). The host alone: a TCP
+// stream comes from a new port each time.
+func undecryptable(msg string) (string, bool) {
+	lower := strings.ToLower(msg)
+	if !strings.Contains(lower, "could decrypt") && !strings.Contains(lower, "decrypt packet failed") {
+		return "", false
+	}
+	i := strings.LastIndex(msg, "from=")
+	if i < 0 {
+		return "unknown", true
+	}
+	src := strings.Fields(msg[i+len("from="):] + " ")[0]
+	if host, _, err := net.SplitHostPort(src); err == nil {
+		src = host
+	}
+	return src, true
 }
 
 // record copies what memberlist tells about a live member and returns

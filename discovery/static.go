@@ -61,6 +61,9 @@ func ParseAddrs(addrs []string) (Static, error) {
 		if host == "" {
 			return nil, fmt.Errorf("peer address %d %q: missing host", i+1, a)
 		}
+		if err := checkHost(host); err != nil {
+			return nil, fmt.Errorf("peer address %d %q: %w", i+1, a, err)
+		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 			return nil, fmt.Errorf("peer address %d %q: port must be 1-65535", i+1, a)
 		}
@@ -72,6 +75,32 @@ func ParseAddrs(addrs []string) (Static, error) {
 		out = append(out, Peer{Addr: norm})
 	}
 	return out, nil
+}
+
+// checkHost says why host is neither an IP address (IPv6 with or without
+// a zone) nor a syntactically valid host name: labels of letters, digits,
+// '-' and '_', 1-63 characters each, 253 in all, an optional final dot.
+// Whether a name resolves is not its concern: a name may resolve later.
+func checkHost(host string) error {
+	ip, _, _ := strings.Cut(host, "%")
+	if net.ParseIP(ip) != nil {
+		return nil
+	}
+	name := strings.TrimSuffix(host, ".")
+	if len(name) > 253 {
+		return fmt.Errorf("host name of %d characters, at most 253", len(name))
+	}
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%q is neither an IP address nor a host name (character %d is %q)", host, i+1, r)
+		}
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("%q is not a host name (an empty label, or one over 63 characters)", host)
+		}
+	}
+	return nil
 }
 
 // bareHost reports whether a is a host without a port: a name, an IPv4

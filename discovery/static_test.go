@@ -28,6 +28,11 @@ func TestParseAddrs(t *testing.T) {
 		{in: []string{"a:1", "b:0"}, wantErr: `peer address 2 "b:0": port must be 1-65535`},
 		{in: []string{":80"}, wantErr: "missing host"},
 		{in: []string{"a:http"}, wantErr: "port must be"},
+		{in: []string{"pi-4.lan.", "node_7:9", "[fe80::1%eth0]:9"}, want: []string{"pi-4.lan.:7070", "node_7:9", "[fe80::1%eth0]:9"}},
+		{in: []string{"a:1", "not an address"}, wantErr: `peer address 2 "not an address": "not an address" is neither an IP address nor a host name (character 4 is ' ')`},
+		{in: []string{"not an address:7070"}, wantErr: "neither an IP address nor a host name"},
+		{in: []string{"a..b"}, wantErr: "empty label"},
+		{in: []string{"host/x"}, wantErr: "character 5 is '/'"},
 	}
 	for _, tt := range tests {
 		got, err := ParseAddrs(tt.in)

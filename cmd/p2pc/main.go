@@ -172,10 +172,19 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitInternal
 	}
+	args, tok, err := takeSwarmToken(args, os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "p2pc:", err)
+		return exitBadInput
+	}
 	kctx, err := parser.Parse(expandUIFlag(args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "p2pc:", err)
 		return exitBadInput
+	}
+	dropSwarmEnv()
+	if tok.given {
+		cli.Globals.Swarm, cli.SwarmGiven = tok.token, true
 	}
 	if cli.Data == "" {
 		cli.Data = defaultDataDir()

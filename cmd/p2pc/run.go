@@ -152,11 +152,12 @@ func (c *RunCmd) Run(g *Globals) error {
 			}
 		}
 		took := time.Since(start)
-		count, failed, err := summaryTasks(ctx, p.OutDir)
+		sums, err := summaryTasks(ctx, p.OutDir)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "p2pc: read the tasks: %v\n", err)
 		}
-		printSummary(os.Stderr, rep, count, failed, p.OutDir, took)
+		sums.retries, sums.stalled = js.Retries, errors.Is(runErr, job.ErrStalled)
+		printSummary(os.Stderr, rep, sums, p.OutDir, took)
 	}
 	if runErr != nil {
 		return classifyJobErr(ctx.Err(), runErr)
@@ -183,7 +184,7 @@ func classifyJobErr(ctxErr, err error) error {
 		return withCode(exitLocalDisk, err)
 	case errors.Is(err, job.ErrBadInput):
 		return withCode(exitBadInput, err)
-	case errors.Is(err, job.ErrTasksFailed):
+	case errors.Is(err, job.ErrTasksFailed), errors.Is(err, job.ErrStalled):
 		return withCode(exitTaskFailed, err)
 	default:
 		return withCode(exitInternal, err)
@@ -205,19 +206,22 @@ func dbTasks(ctx context.Context, out string) func(yield func(*report.Task) erro
 
 // summaryTasks reads what the run's summary says of the tasks in the
 // output folder out: the accepted results by peer, the first failed tasks.
-func summaryTasks(ctx context.Context, out string) (map[string]int, []*report.Task, error) {
+func summaryTasks(ctx context.Context, out string) (taskSums, error) {
 	ctx = context.WithoutCancel(ctx)
 	db, err := jobdb.OpenClosed(ctx, filepath.Join(out, jobdb.FileName))
 	if err != nil {
-		return nil, nil, err
+		return taskSums{}, err
 	}
 	defer db.Close()
-	count, err := db.Shares(ctx)
-	if err != nil {
-		return nil, nil, err
+	var s taskSums
+	if s.count, err = db.Shares(ctx); err != nil {
+		return s, err
 	}
-	failed, err := db.Failed(ctx, shownFailures)
-	return count, failed, err
+	if s.agreed, err = agreedShares(ctx, db); err != nil {
+		return s, err
+	}
+	s.failed, err = db.Failed(ctx, shownFailures)
+	return s, err
 }
 
 // peerShares says how many accepted results each peer produced, biggest

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,21 +18,51 @@ import (
 // report has them all.
 const shownFailures = 5
 
+// taskSums is what the summary says of the tasks, read from the job
+// database (summaryTasks) and the spec.
+type taskSums struct {
+	// count is the accepted results by peer; agreed, the replicas by peer
+	// that voted for an accepted result another peer produced.
+	count, agreed map[string]int
+	// failed are the first failed tasks (shownFailures of them, when there
+	// are that many).
+	failed []*report.Task
+	// retries is the spec's; stalled, the run gave up waiting for a peer
+	// that could take the work left (--wait-peers): those tasks did not
+	// fail, they were left undone.
+	retries int
+	stalled bool
+}
+
 // printSummary says how the job ended: the counts, where it ran, why
 // each of the first failed tasks failed, and where the results are.
-// count is the accepted results by peer, failed the first failed tasks
-// (shownFailures of them, when there are that many).
-func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed []*report.Task, out string, took time.Duration) {
-	fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, rep.Summary.Done, rep.Summary.Total)
-	if rep.Summary.Reused > 0 {
-		fmt.Fprintf(w, " (%d reused from an earlier run)", rep.Summary.Reused)
+func printSummary(w io.Writer, rep *report.Report, sums taskSums, out string, took time.Duration) {
+	s := rep.Summary
+	if sums.stalled {
+		fmt.Fprintf(w, "job %s (%.12s) stalled after %s: %d of %d tasks done", rep.Name, rep.JobID, took.Round(time.Millisecond), s.Done, s.Total)
+	} else {
+		fmt.Fprintf(w, "job %s (%.12s) %s: %d of %d tasks done", rep.Name, rep.JobID, rep.State, s.Done, s.Total)
 	}
-	if rep.Summary.Failed > 0 {
-		fmt.Fprintf(w, ", %d failed", rep.Summary.Failed)
+	if s.Reused > 0 {
+		fmt.Fprintf(w, " (%d reused from an earlier run)", s.Reused)
 	}
-	fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
-	if share := peerShares(count); share != "" {
-		fmt.Fprintf(w, "  ran on: %s\n", share)
+	if sums.stalled {
+		fmt.Fprintf(w, ", %d left undone (no peer could take them within --wait-peers)", s.Total-s.Done-s.Failed)
+	}
+	if s.Failed > 0 {
+		fmt.Fprintf(w, ", %d failed", s.Failed)
+	}
+	if sums.stalled {
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, " in %s\n", took.Round(time.Millisecond))
+	}
+	if share := peerShares(sums.count); share != "" {
+		fmt.Fprintf(w, "  ran on: %s", share)
+		if agreed := peerShares(sums.agreed); agreed != "" {
+			fmt.Fprintf(w, "; replicas that agreed: %s", agreed)
+		}
+		fmt.Fprintln(w)
 	}
 	if sc := rep.SpotChecks; sc != nil {
 		fmt.Fprintf(w, "  spot checks: %d re-run on this machine, %d caught a wrong result", sc.Checked, len(sc.Caught))
@@ -51,8 +82,9 @@ func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed 
 		}
 		fmt.Fprintln(w)
 	}
+	failed := sums.failed
 	for _, t := range failed[:min(len(failed), shownFailures)] {
-		for _, l := range failureLines(*t) {
+		for _, l := range failureLines(*t, sums.retries) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
@@ -72,11 +104,12 @@ func printSummary(w io.Writer, rep *report.Report, count map[string]int, failed 
 
 // failureLines says why failed task t failed: a headline, and the last
 // lines of the plugin's stderr (or where a panic happened) indented below
-// it. When the last attempt's error is the reason, the headline names the
+// it, its attempts named by kind (report.Runs). When the last attempt's error is the reason, the headline names the
 // attempt, its peer and its outcome. `p2pc logs` shows the full text.
-func failureLines(t report.Task) []string {
+func failureLines(t report.Task, retries int) []string {
 	why := failReason(t)
-	head := fmt.Sprintf("task %s failed after %s", t.ID, plural(len(t.Attempts), "attempt"))
+	verified := t.Verdict != "" || len(t.Votes) > 0
+	head := fmt.Sprintf("task %s failed after %s", t.ID, report.CountRuns(&t).Describe(retries, verified))
 	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Error == why {
 		a := t.Attempts[n-1]
 		head += fmt.Sprintf("; attempt %d on %s: %s", n, a.Peer, a.Outcome)
@@ -103,17 +136,34 @@ func failReason(t report.Task) string {
 	return "no reason recorded"
 }
 
-// plural is "1 attempt", "2 attempts".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
 	}
 	return s
+}
+
+// agreedShares counts, by peer, the replicas that voted for the accepted
+// result of a task another peer produced (verified jobs): they ran the
+// task as much as the peer named in tasks[].peer.
+func agreedShares(ctx context.Context, db *jobdb.DB) (map[string]int, error) {
+	rows, err := db.SQL().QueryContext(ctx, `SELECT v.peer, count(*) FROM votes v JOIN tasks t ON t.idx = v.task
+		WHERE t.state = ? AND t.digest != '' AND v.digest = t.digest AND v.peer != t.peer GROUP BY v.peer`, report.TaskDone)
+	if err != nil {
+		return nil, fmt.Errorf("count the replicas that agreed: %w", err)
+	}
+	defer rows.Close()
+	count := map[string]int{}
+	for rows.Next() {
+		var p string
+		var n int
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, fmt.Errorf("count the replicas that agreed: %w", err)
+		}
+		count[p] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count the replicas that agreed: %w", err)
+	}
+	return count, nil
 }

@@ -11,9 +11,12 @@ import (
 
 // SwarmFlags say where the swarm secret comes from: --swarm (a token),
 // else --swarm-file, else the default file in the user's config folder.
+// A token on the command line never stays there (takeSwarmToken).
 type SwarmFlags struct {
-	Swarm     string `help:"The swarm's token (p2pc1-...), as printed by 'p2pc swarm init'." env:"P2PC_SWARM" placeholder:"TOKEN"`
+	Swarm     string `help:"The swarm's token (p2pc1-...), as printed by 'p2pc swarm init'; '-' reads it from stdin. p2pc removes it from its command line at once (it restarts itself without it) and keeps it for next time." env:"P2PC_SWARM" placeholder:"TOKEN"`
 	SwarmFile string `name:"swarm-file" help:"File holding the swarm's token (default: the user's config folder, p2pc/swarm)." env:"P2PC_SWARM_FILE" type:"path" placeholder:"FILE"`
+	// SwarmGiven: Swarm came from the command line (not P2PC_SWARM).
+	SwarmGiven bool `kong:"-"`
 }
 
 // errNoSwarm says what to run when a command needs a swarm and there is
@@ -130,7 +133,7 @@ func (c *SwarmShowCmd) Run(g *Globals) error {
 // file, so that the next 'p2pc join' needs no flag. A token from the
 // environment is not stored.
 func (g *Globals) rememberSwarm(s trust.Secret) error {
-	if g.Swarm == "" || strings.TrimSpace(os.Getenv("P2PC_SWARM")) == strings.TrimSpace(g.Swarm) {
+	if g.Swarm == "" || !g.SwarmGiven {
 		return nil
 	}
 	path, err := g.secretPath()

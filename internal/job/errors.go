@@ -1,9 +1,6 @@
 package job
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Error classes that decide the CLI's exit code.
 var (
@@ -13,9 +10,10 @@ var (
 	// ErrTasksFailed: the job ran, but some tasks failed after their retries.
 	ErrTasksFailed = errors.New("tasks failed")
 	// ErrStalled: work remained that no worker could take for
-	// RunOptions.StallAfter (the error says why). It wraps
-	// ErrTasksFailed: the job did not complete; a rerun resumes it.
-	ErrStalled = fmt.Errorf("job stalled: %w", ErrTasksFailed)
+	// RunOptions.WaitPeers (the error says why, and how many tasks never
+	// ran). No task need have failed: it is not ErrTasksFailed; the job
+	// did not complete, and a rerun resumes it.
+	ErrStalled = errors.New("job stalled")
 )
 
 // badInput wraps err so that errors.Is(err, ErrBadInput) holds while the

@@ -115,7 +115,8 @@ var errNoReduce = errors.New("no reduce step")
 // OUT/job.db and OUT/report.json, read a task at a time with jobdb's
 // EachTask). The job's state is journaled in OutDir/job.db while it
 // runs; report.json is written when the run ends. The error is nil for a
-// complete job, wraps ErrTasksFailed when tasks failed, is the context's
+// complete job, wraps ErrTasksFailed when tasks failed, ErrStalled when
+// no worker took the work left within RunOptions.WaitPeers, is the context's
 // error when the run was interrupted, and wraps jobdb.ErrFull when the
 // disk filled up under the job database.
 func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, error) {
@@ -380,7 +381,10 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		if err := r.end(stopJournal); err != nil {
 			return r.rep, err
 		}
-		return r.rep, fmt.Errorf("%s: %w", stall, ErrStalled)
+		r.mu.Lock()
+		left := job.Tasks.Len() - r.rep.Summary.Done - failed
+		r.mu.Unlock()
+		return r.rep, fmt.Errorf("%s: %w: %s (run it again to resume)", stall, ErrStalled, tasksWord(left)+" left undone")
 	case failed > 0:
 		msg := fmt.Sprintf("%d of %d tasks failed", failed, job.Tasks.Len())
 		r.finish(report.StateFailed, msg)
@@ -571,6 +575,14 @@ func (r *runner) storedOutput(ctx context.Context, i int, id string) (outputs.Di
 		return d, []string{sdk.DataFile}, nil
 	}
 	return outputs.DigestInlineAll(nil), []string{}, nil
+}
+
+// tasksWord is "1 task", "2 tasks".
+func tasksWord(n int) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
 }
 
 func (r *runner) finish(state, msg string) {

@@ -13,7 +13,7 @@ import (
 // with the accepted results, not only the peers that produced them.
 func TestAttemptsNamed(t *testing.T) {
 	dir := t.TempDir()
-	peers := []*peer{startPeer(t, dir, "ra", 1, "--no-mdns"), startPeer(t, dir, "rb", 1, "--no-mdns")}
+	peers := []*peer{startPeerOnHost(t, dir, "ra", 2, 1, "--no-mdns"), startPeerOnHost(t, dir, "rb", 3, 1, "--no-mdns")}
 	failing := writeSpec(t, dir, "f.yaml", `
 name: failing
 plugin: {{repo}}/plugins/echo

@@ -641,7 +641,9 @@ func (q *Queue) takeTaskLocked(peer string) *Lease {
 	// backup copy of the slowest running task (first valid result wins).
 	if !q.Verifying() {
 		if t, ok := q.backupCandidateLocked(peer); ok {
-			return q.leaseLocked(t, peer, false)
+			l := q.leaseLocked(t, peer, false)
+			q.log.Debug("backup copy of a straggler", "task", l.TaskID, "peer", peer, "attempt", l.Attempt)
+			return l
 		}
 	}
 	return nil

@@ -45,7 +45,8 @@ tasks:
   - range: {param: n, from: 1, to: %d}
 `, tasks))
 	args := func(out string) []string {
-		return []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress"}
+		// At debug level a run logs the backup copies it leases.
+		return []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress", "--log-level", "debug"}
 	}
 	start := time.Now()
 	ref := filepath.Join(dir, "ref")
@@ -63,8 +64,10 @@ tasks:
 	out := filepath.Join(dir, "out")
 	seed := uint64(time.Now().UnixNano())
 	rnd := rand.New(rand.NewPCG(seed, 1))
-	// settled: the record of every task seen done after a kill.
+	// settled: the record of every task seen done after a kill; backups:
+	// the tasks a run leased a backup copy of.
 	settled := map[string]string{}
+	backups := map[string]bool{}
 	ended := false
 	before := make([]int, len(peers)) // the peers' logs before the last run
 	for k := range kills {
@@ -84,6 +87,7 @@ tasks:
 				t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
 			}
 			t.Logf("the job ended after %d of %d kills (seed %d)", k, kills, seed)
+			noteBackups(backups, run.Stderr())
 			ended = true
 		case <-time.After(killAfter(rnd, refTook, kills)):
 		}
@@ -94,6 +98,7 @@ tasks:
 		if _, err := run.Wait(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
+		noteBackups(backups, run.Stderr())
 		checkSettled(t, out, settled, fmt.Sprintf("after kill %d (seed %d)", k+1, seed))
 	}
 	killed := len(settled)
@@ -101,9 +106,11 @@ tasks:
 		for i, p := range peers {
 			before[i] = len(p.proc.Stderr())
 		}
-		if r := p2pc(t, args(out)[2:]...); r.code != 0 {
+		r := p2pc(t, args(out)[2:]...)
+		if r.code != 0 {
 			t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
 		}
+		noteBackups(backups, r.stderr)
 	}
 	checkJobOver(t, peers, before, "the last run")
 	checkSettled(t, out, settled, "at the end")
@@ -139,7 +146,7 @@ tasks:
 	}
 	twice := 0
 	for id, n := range ran {
-		if n > 1 {
+		if n > 1 && !backups[id] { // a backup copy runs twice on purpose
 			twice++
 			t.Errorf("task %s ran to completion %d times on the peers", id, n)
 		}
@@ -152,8 +159,8 @@ tasks:
 	if want.code != 0 || got.code != 0 || want.stdout != got.stdout || len(got.stdout) == 0 {
 		t.Fatalf("outputs differ from the undisturbed run's (exit %d, %d; %d and %d bytes)", want.code, got.code, len(want.stdout), len(got.stdout))
 	}
-	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; %d sessions were offered results of earlier ones, %d results were handed over, %d tasks ran twice; undisturbed run %s, all %s (seed %d)",
-		kills, killed, offered, handed, twice, refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
+	t.Logf("%d kills; %d tasks had reached the database before the last kill and none ran again; %d sessions were offered results of earlier ones, %d results were handed over, %d tasks ran twice, %d backup copies; undisturbed run %s, all %s (seed %d)",
+		kills, killed, offered, handed, twice, len(backups), refTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), seed)
 }
 
 // checkJobOver: each peer logged, after offset, that the job is over (the
@@ -223,10 +230,12 @@ func killAfter(rnd *rand.Rand, ref time.Duration, kills int) time.Duration {
 // TestSubmitterKilledMidTask: the submitter dies while every slot runs a
 // task of 400 ms, and is started again at once. The peers run those tasks
 // on; the new run's sessions must not lease them to anyone meanwhile: a
-// peer's new session of the job waits for them (a while) and hands their
-// results over with the rest. Before, they were leased again at once and
-// ran twice (TestSubmitterKilled caught it now and then: its tasks take
-// 20 ms).
+// peer's new session of the job names them in Welcome (running), the new
+// run holds each for its peer, and the peer hands each over as it ends,
+// however long that takes on a busy machine. Before, they were leased
+// again at once and ran twice (TestSubmitterKilled caught it now and
+// then: its tasks take 20 ms); then a peer waited at most 1.5 s for them,
+// which a busy machine outlasted.
 func TestSubmitterKilledMidTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (about 10s)")
@@ -272,7 +281,11 @@ tasks:
 	if _, err := run.Wait(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if r := p2pc(t, args[2:]...); r.code != 0 {
+	// At debug level the run logs the backup copies it leases.
+	r := p2pc(t, append(args[2:], "--log-level", "debug")...)
+	backups := map[string]bool{}
+	noteBackups(backups, r.stderr)
+	if r.code != 0 {
 		t.Fatalf("the run after the kill: exit %d\n%s", r.code, r.stderr)
 	}
 	rep := readReport(t, out)
@@ -292,13 +305,27 @@ tasks:
 			}
 		}
 	}
+	// Nothing runs twice but a backup copy (noteBackups).
 	for id, n := range ran {
-		if n > 1 {
+		if n > 1 && !backups[id] {
 			t.Errorf("task %s ran to completion %d times on the peers", id, n)
 		}
 	}
 	if handed == 0 {
 		t.Errorf("no result was handed over: the kill found no task running, or the new run took the running ones from their peers")
 	}
-	t.Logf("%d tasks ran, %d results handed over", len(ran), handed)
+	t.Logf("%d tasks ran, %d results handed over, %d backup copies", len(ran), handed, len(backups))
+}
+
+// backupRe matches the coordinator's log line of a backup copy it leased.
+var backupRe = regexp.MustCompile(`msg="backup copy of a straggler" .*task=(\S+)`)
+
+// noteBackups adds the tasks a run (its log) leased backup copies of: near
+// a job's end an idle peer runs a copy of the slowest task (README), and
+// on a busy machine the copy that lost may finish before its cancel
+// arrives. Such a task runs twice on purpose, not for want of a hand-over.
+func noteBackups(backups map[string]bool, log string) {
+	for _, m := range backupRe.FindAllStringSubmatch(log, -1) {
+		backups[m[1]] = true
+	}
 }

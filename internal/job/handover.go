@@ -27,9 +27,12 @@ import (
 // peers all come back leases as soon as the last hand-over is in. A peer
 // that has not enrolled within handoverBound (dead, gone, or slow to be
 // found) is not waited for; it is dropped from the list. One that has
-// enrolled is waited for until its hand-over is in or its session ends
-// (its results arrive on a live stream, however long the queue takes to
-// adopt them), at most handoverMax. A peer not on the list that enrols in
+// answered (its handshake named it) is waited for until its hand-over is
+// in or its session ends (its results arrive on a live stream, however
+// long the queue takes to adopt them), at most handoverMax. The tasks a
+// peer still runs for the last coordinator (Welcome.running) are not
+// waited for here: each is leased to that peer at once and held for it
+// until it hands the task over (remoteWorker.hold). A peer not on the list that enrols in
 // the run's first handoverWindow with results to hand over holds leases
 // back while it hands over (at most handoverHold).
 
@@ -76,7 +79,7 @@ func newHandoverGate(q *sched.Queue, expected []string, log *slog.Logger, gone f
 	return g
 }
 
-// enrolled: peer (name@id) is in session and hands over; it is waited for
+// enrolled: peer (name@id) answered and will hand over; it is waited for
 // past handoverBound.
 func (g *handoverGate) enrolled(peer string) {
 	if g == nil {

@@ -237,6 +237,9 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 	defer s.ids.release(proved)
 	peer.Name = worker
 	named = true
+	// It answered: the gate waits for its hand-over, however long its
+	// Welcome takes, until its session ends (at most handoverMax).
+	s.gate.enrolled(peer.Name)
 	log = log.With("peer", peer.Name)
 	if err := stream.Send(&peerpb.ToPeer{Msg: &peerpb.ToPeer_Hello{Hello: hello}}); err != nil {
 		return failed(err)
@@ -258,7 +261,6 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
 		s.peers.change(s.r, true, peer.Name)
 		if s.gate != nil {
-			s.gate.enrolled(peer.Name)
 			gate, held, name := s.gate, release, peer.Name
 			release = func() { held(); gate.done(name) }
 		}
@@ -273,6 +275,7 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 		outbox: make(chan *peerpb.ToPeer, 64), creditKick: make(chan struct{}, 1),
 		handovers: int(first.GetWelcome().GetHandovers()), release: release,
 		acks: acker{on: first.GetWelcome().GetAcks()}, endSent: make(chan struct{})}
+	w.hold(first.GetWelcome().GetRunning()) // before any lease is released
 	if w.acks.on {
 		s.telling.add(1)
 		defer w.ended()
@@ -337,6 +340,11 @@ type remoteWorker struct {
 	// job's leases once they came.
 	handovers int
 	release   func()
+	// held: the tasks of the job's lost sessions still running on the
+	// peer (Welcome.running), by task ID: each holds a lease of the
+	// peer's, settled by the hand-over that comes when it ends (guarded
+	// by mu).
+	held map[string]*sched.Lease
 
 	// acks gathers the peer's settled results until they are durable
 	// (ack.go); endSent is closed once the peer took End in and closed
@@ -529,7 +537,13 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 		// Adopted here, settled behind: the hand-over (and the hold on
 		// every lease) ends as soon as the queue has taken them all.
 		var adopted []*peerpb.Result
+		announced := 0 // in Welcome.handovers; the rest end held tasks
 		for _, h := range m.Handovers.Handovers {
+			if res, ok := w.unhold(h); ok {
+				adopted = append(adopted, res)
+				continue
+			}
+			announced++
 			res := w.adopt(h)
 			if res == nil {
 				w.ackLater(0, h.TaskId) // not needed: the peer may forget it
@@ -550,7 +564,7 @@ func (w *remoteWorker) handle(ctx context.Context, msg *peerpb.FromPeer, results
 				}
 			}()
 		}
-		if w.handovers -= len(m.Handovers.Handovers); w.handovers <= 0 {
+		if w.handovers -= announced; w.handovers <= 0 && announced > 0 {
 			w.release() // every task it finished is taken: lease the rest
 		}
 	case *peerpb.FromPeer_Progress:
@@ -605,6 +619,65 @@ func (w *remoteWorker) adopt(h *peerpb.Handover) *peerpb.Result {
 	w.s.handedOver.Add(1)
 	res.LeaseId = l.ID
 	return res
+}
+
+// hold gives the peer a lease of each task its lost sessions still run
+// (Welcome.running) that the queue wants (Queue.AdoptRunning): the task
+// is running on the peer, and nobody else is leased it, not even a backup
+// copy, until its hand-over settles the lease, or the session ends and
+// requeues it.
+func (w *remoteWorker) hold(running []*peerpb.Orphan) {
+	if len(running) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = map[string]*sched.Lease{}
+	for _, o := range running {
+		var start time.Time
+		if o.StartedUnixNano > 0 {
+			start = time.Unix(0, o.StartedUnixNano)
+		}
+		if _, dup := w.held[o.TaskId]; dup {
+			continue
+		}
+		if l := w.s.q.AdoptRunning(w.peer.Name, o.TaskId, start); l != nil {
+			w.leases[l.ID] = l
+			w.held[o.TaskId] = l
+		}
+	}
+	w.s.r.log.Info("the peer still runs tasks of the job's lost sessions; they are its until it hands them over", "peer", w.peer.Name, "running", len(running), "held", len(w.held))
+}
+
+// unhold takes the hand-over of a task held for the peer (hold): ok
+// reports whether the task was held, and res is then the result to settle
+// its lease with. A task that ended without a result on the peer goes
+// back to the queue, uncharged (canceled): the attempt was a lost
+// session's.
+func (w *remoteWorker) unhold(h *peerpb.Handover) (res *peerpb.Result, ok bool) {
+	w.mu.Lock()
+	l, ok := w.held[h.TaskId]
+	delete(w.held, h.TaskId)
+	w.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	res = h.GetResult()
+	if res == nil {
+		res = &peerpb.Result{Outcome: report.OutcomeLost}
+	}
+	if res.Outcome != report.OutcomeOK {
+		why := fmt.Sprintf("the attempt of the job's lost session ended without a result (%s", res.Outcome)
+		if res.Error != "" {
+			why += ": " + res.Error
+		}
+		res = &peerpb.Result{Outcome: report.OutcomeCanceled, Error: why + ")", StartedUnixNano: res.StartedUnixNano, EndedUnixNano: res.EndedUnixNano}
+	} else {
+		w.s.r.log.Debug("result handed over", "task", l.TaskID, "peer", w.peer.Name, "attempt", l.Attempt, "held", true)
+		w.s.handedOver.Add(1)
+	}
+	res.LeaseId = l.ID
+	return res, true
 }
 
 // takenOver is how many handed-over results the job took (nil: none).

@@ -61,7 +61,12 @@
 // Config.KeepResults, under the job ID and run of the session's Hello. A
 // later session of the same job and run gets them as Handovers right after
 // Welcome, before the first Pull, and again in every later session until
-// they expire or the coordinator acknowledges them. End (the job is over)
+// they expire or the coordinator acknowledges them. The tasks the lost
+// sessions still run (the keeper's orphans) are named in Welcome.running,
+// and each is handed over, whatever its outcome, when it ends (watch): the
+// coordinator leases them to nobody meanwhile. A new session of a run
+// first ends the run's older sessions still open here (join), so that
+// their tasks are orphans before it takes stock. End (the job is over)
 // drops the run's results and stops what still runs of it. The keeper
 // bounds the inline data it holds; file outputs are blocks in the store,
 // pinned with the job's.

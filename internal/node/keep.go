@@ -1,7 +1,7 @@
 package node
 
 import (
-	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +22,9 @@ import (
 // and the results of its tasks that finish afterwards go to the node's
 // keeper, per job and run, for Config.KeepResults. A new session of the
 // same run offers them all (Handovers, right after Welcome, before the
-// first Pull); the coordinator takes those of tasks it has not decided,
+// first Pull), names the tasks still running (Welcome.running: the
+// keeper's orphans) and hands each over as it ends, ok or not (watch);
+// the coordinator takes those of tasks it has not decided,
 // and acknowledges handed-over results by task ID once they are durable:
 // the keeper forgets them. The others are offered to every new session
 // until they expire: the coordinator may die again before it journals
@@ -155,11 +157,14 @@ type keeper struct {
 	bytes int
 	now   func() time.Time
 
-	// running counts, per job, the tasks of lost sessions that still
-	// run (their results join the keeper as they finish); changed is
-	// closed, and replaced, whenever a count goes down.
-	running map[string]int
-	changed chan struct{}
+	// running: per job, the tasks of lost sessions that still run (their
+	// results join the keeper as they finish), by orphan ID; watchers:
+	// the new sessions of the job that announced them (watch).
+	running    map[string]map[uint64]orphan
+	nextOrphan uint64
+	watchers   map[string][]*orphanWatch
+	// sessions: per job and run, its sessions open on this node (join).
+	sessions map[string][]*session
 }
 
 // keptRef names a kept result in the keeper's fifo; a ref whose result was
@@ -171,55 +176,120 @@ type keptRef struct {
 
 func newKeeper(grace time.Duration) *keeper {
 	return &keeper{grace: grace, max: maxKeptBytes, jobs: map[string]map[string]kept{}, now: time.Now,
-		running: map[string]int{}, changed: make(chan struct{})}
+		running: map[string]map[uint64]orphan{}, watchers: map[string][]*orphanWatch{}, sessions: map[string][]*session{}}
 }
 
-// orphanWait bounds how long a new session of a job waits for the tasks
-// its lost sessions still run on this node before it offers their
-// results: below the coordinator's hold of every lease for hand-overs
-// (job.handoverHold, 2 s), so that a task that finishes meanwhile is
-// handed over rather than leased again, and run twice.
-const orphanWait = 1500 * time.Millisecond
+// orphan is a task of a lost session of a job that still runs here.
+type orphan struct {
+	taskID  string
+	attempt uint32
+	took    time.Time // when the lost session took the lease
+}
 
-// orphaned notes that n more (n < 0: fewer) tasks of job's lost
-// sessions are running.
-func (k *keeper) orphaned(job string, n int) {
-	if k == nil || n == 0 {
-		return
-	}
+// orphanWatch is a new session's view of the orphans that ran when it
+// started (watch): each one's end comes on ch (buffered for all of them).
+type orphanWatch struct {
+	ids map[uint64]bool
+	ch  chan *peerpb.Handover
+}
+
+// addOrphan notes that a task of job's lost session runs on; it returns
+// the ID that orphanEnded takes.
+func (k *keeper) addOrphan(job string, o orphan) uint64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.running[job] += n; k.running[job] <= 0 {
-		delete(k.running, job)
+	k.nextOrphan++
+	m := k.running[job]
+	if m == nil {
+		m = map[uint64]orphan{}
+		k.running[job] = m
 	}
-	if n < 0 {
-		close(k.changed)
-		k.changed = make(chan struct{})
+	m[k.nextOrphan] = o
+	return k.nextOrphan
+}
+
+// orphanEnded: orphan id of job ended with res. A successful result is
+// kept (put); the sessions that announced the orphan running (watch) get
+// its end to hand over, whatever its outcome.
+func (k *keeper) orphanEnded(job string, id uint64, l *peerpb.Lease, res *peerpb.Result, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if keepable(res) { // kept before it stops running: watch sees one or the other
+		k.putLocked(job, newKept(l, res, now))
+	}
+	o, ok := k.running[job][id]
+	if ok {
+		delete(k.running[job], id)
+		if len(k.running[job]) == 0 {
+			delete(k.running, job)
+		}
+	}
+	var h *peerpb.Handover
+	for _, w := range k.watchers[job] {
+		if !w.ids[id] {
+			continue
+		}
+		if h == nil {
+			r := proto.Clone(res).(*peerpb.Result)
+			r.LeaseId = 0
+			h = &peerpb.Handover{TaskId: o.taskID, Attempt: o.attempt, Result: r}
+		}
+		delete(w.ids, id)
+		w.ch <- h // never blocks: buffered for every ID it watches
 	}
 }
 
-// awaitOrphans waits until no task of job's lost sessions runs here, at
-// most max (or until ctx ends), and says how many still run.
-func (k *keeper) awaitOrphans(ctx context.Context, job string, max time.Duration) int {
-	if k == nil {
-		return 0
+// watch returns, at one instant, job's kept results as Handovers messages
+// (within the protocol's batch bounds) and how many there are, and the
+// tasks of its lost sessions still running, whose ends come on the
+// watch's channel until unwatch. The kept results stay: they go to every
+// new session until acknowledged or expired.
+func (k *keeper) watch(job string) (msgs []*peerpb.Handovers, count int, running []*peerpb.Orphan, w *orphanWatch) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	msgs, count = k.offerLocked(job)
+	w = &orphanWatch{ids: map[uint64]bool{}, ch: make(chan *peerpb.Handover, len(k.running[job]))}
+	for id, o := range k.running[job] {
+		w.ids[id] = true
+		p := &peerpb.Orphan{TaskId: o.taskID, Attempt: o.attempt}
+		if !o.took.IsZero() {
+			p.StartedUnixNano = o.took.UnixNano()
+		}
+		running = append(running, p)
 	}
-	timer := time.NewTimer(max)
-	defer timer.Stop()
-	for {
-		k.mu.Lock()
-		n, ch := k.running[job], k.changed
-		k.mu.Unlock()
-		if n == 0 {
-			return 0
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return n
-		case <-ctx.Done():
-			return n
-		}
+	if len(w.ids) > 0 {
+		k.watchers[job] = append(k.watchers[job], w)
+	}
+	return msgs, count, running, w
+}
+
+// join registers s as a session of the run key and returns the run's
+// sessions that were open here before it.
+func (k *keeper) join(key string, s *session) []*session {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	older := slices.Clone(k.sessions[key])
+	k.sessions[key] = append(k.sessions[key], s)
+	return older
+}
+
+// leave forgets s (join).
+func (k *keeper) leave(key string, s *session) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sessions[key] = slices.DeleteFunc(k.sessions[key], func(x *session) bool { return x == s })
+	if len(k.sessions[key]) == 0 {
+		delete(k.sessions, key)
+	}
+}
+
+// unwatch ends w (its session ended).
+func (k *keeper) unwatch(job string, w *orphanWatch) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.watchers[job] = slices.DeleteFunc(k.watchers[job], func(x *orphanWatch) bool { return x == w })
+	if len(k.watchers[job]) == 0 {
+		delete(k.watchers, job)
 	}
 }
 
@@ -232,6 +302,13 @@ func (k *keeper) put(job string, rs ...kept) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.putLocked(job, rs...)
+}
+
+func (k *keeper) putLocked(job string, rs ...kept) {
+	if k.grace <= 0 {
+		return
+	}
 	now := k.now()
 	k.expireLocked(now)
 	m := k.jobs[job]
@@ -252,15 +329,9 @@ func (k *keeper) put(job string, rs ...kept) {
 	}
 }
 
-// offer returns job's kept results as Handovers messages within the
-// protocol's batch bounds, and how many there are. It keeps them: they go
-// to every new session until they expire.
-func (k *keeper) offer(job string) ([]*peerpb.Handovers, int) {
-	if k == nil {
-		return nil, 0
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// offerLocked returns job's kept results as Handovers messages within
+// the protocol's batch bounds, and how many there are.
+func (k *keeper) offerLocked(job string) ([]*peerpb.Handovers, int) {
 	k.expireLocked(k.now())
 	var out []*peerpb.Handovers
 	var cur *peerpb.Handovers

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ func TestKeeper(t *testing.T) {
 	// Offered, and still kept for the next session; the lease ID is not
 	// the new session's.
 	for range 2 {
-		msgs, _ := k.offer("j1")
+		msgs, _ := offer(k, "j1")
 		if len(msgs) != 1 || len(msgs[0].Handovers) != 2 {
 			t.Fatalf("offer: %v", msgs)
 		}
@@ -46,7 +48,7 @@ func TestKeeper(t *testing.T) {
 	if k.count("j1") != 1 || k.count("j2") != 0 {
 		t.Fatalf("after 70s: kept %d and %d, want 1 and 0", k.count("j1"), k.count("j2"))
 	}
-	if msgs, _ := k.offer("j1"); msgs[0].Handovers[0].Result.Outputs[0].Size != 20 {
+	if msgs, _ := offer(k, "j1"); msgs[0].Handovers[0].Result.Outputs[0].Size != 20 {
 		t.Fatalf("kept the older result of a")
 	}
 	now = now.Add(time.Minute)
@@ -71,7 +73,7 @@ func TestKeeper(t *testing.T) {
 		k.put("big", keptOf(fmt.Sprint(i), 10, now))
 	}
 	total := 0
-	msgs, n := k.offer("big")
+	msgs, n := offer(k, "big")
 	if n != 600 {
 		t.Fatalf("offer counts %d", n)
 	}
@@ -187,29 +189,126 @@ func TestKeeperDrop(t *testing.T) {
 	}
 }
 
-// TestAwaitOrphans: a new session waits for the tasks of the job's lost
-// sessions that still run, and only for those of its job, and not longer
-// than it is told.
-func TestAwaitOrphans(t *testing.T) {
+// offer is what a new session of job is offered at once (watch).
+func offer(k *keeper, job string) ([]*peerpb.Handovers, int) {
+	msgs, n, _, w := k.watch(job)
+	k.unwatch(job, w)
+	return msgs, n
+}
+
+// TestOrphanWatch: a new session of a job learns, at one instant, the
+// results its lost sessions kept and the tasks they still run (only its
+// job's); each of those is handed to it as it ends, whatever its
+// outcome, a successful one is kept for later sessions too, and one
+// that ended before the session started is among the kept results, not
+// announced as running.
+func TestOrphanWatch(t *testing.T) {
 	k := newKeeper(time.Minute)
-	ctx := context.Background()
-	if n := k.awaitOrphans(ctx, "other", time.Hour); n != 0 {
-		t.Fatalf("nothing runs: %d", n)
+	now := time.Now()
+	lease := func(task string) *peerpb.Lease { return &peerpb.Lease{LeaseId: 9, TaskId: task, Attempt: 2} }
+	a := k.addOrphan("j", orphan{taskID: "a", attempt: 2, took: now})
+	b := k.addOrphan("j", orphan{taskID: "b", attempt: 2, took: now})
+	c := k.addOrphan("j", orphan{taskID: "c", attempt: 2, took: now})
+	k.addOrphan("other", orphan{taskID: "a", attempt: 0, took: now})
+	k.orphanEnded("j", c, lease("c"), &peerpb.Result{LeaseId: 9, Outcome: report.OutcomeOK}, now)
+
+	msgs, n, running, w := k.watch("j")
+	defer k.unwatch("j", w)
+	if n != 1 || msgs[0].Handovers[0].TaskId != "c" {
+		t.Fatalf("kept: %d %v, want c", n, msgs)
 	}
-	k.orphaned("j", 2)
-	if n := k.awaitOrphans(ctx, "j", 20*time.Millisecond); n != 2 {
-		t.Fatalf("two run, bounded wait: %d", n)
+	var ids []string
+	for _, o := range running {
+		if o.Attempt != 2 || o.StartedUnixNano != now.UnixNano() {
+			t.Fatalf("running: %+v", o)
+		}
+		ids = append(ids, o.TaskId)
 	}
-	if n := k.awaitOrphans(ctx, "other", time.Hour); n != 0 {
-		t.Fatalf("another job's: %d", n)
+	if slices.Sort(ids); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("running %v, want a and b", ids)
 	}
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		k.orphaned("j", -1)
-		time.Sleep(10 * time.Millisecond)
-		k.orphaned("j", -1)
-	}()
-	if n := k.awaitOrphans(ctx, "j", time.Minute); n != 0 {
-		t.Fatalf("both finished: %d", n)
+	// A second session of the job (after this one was lost too) watches
+	// the same tasks.
+	_, _, again, w2 := k.watch("j")
+	defer k.unwatch("j", w2)
+	if len(again) != 2 {
+		t.Fatalf("second watch: %d running", len(again))
+	}
+
+	k.orphanEnded("j", b, lease("b"), &peerpb.Result{LeaseId: 9, Outcome: report.OutcomeCrashed, Error: "boom"}, now)
+	k.orphanEnded("j", a, lease("a"), &peerpb.Result{LeaseId: 9, Outcome: report.OutcomeOK}, now)
+	for _, w := range []*orphanWatch{w, w2} {
+		got := map[string]string{}
+		for range 2 {
+			select {
+			case h := <-w.ch:
+				if h.Result.LeaseId != 0 || h.Attempt != 2 {
+					t.Fatalf("handover %+v", h)
+				}
+				got[h.TaskId] = h.Result.Outcome
+			default:
+				t.Fatalf("ends handed to the watch: %v, want a and b", got)
+			}
+		}
+		if got["a"] != report.OutcomeOK || got["b"] != report.OutcomeCrashed {
+			t.Fatalf("ends %v", got)
+		}
+	}
+	if k.count("j") != 2 { // c and a; not the crashed b
+		t.Fatalf("kept %d, want 2", k.count("j"))
+	}
+	if _, _, left, w3 := k.watch("j"); len(left) != 0 {
+		t.Fatalf("still running after their ends: %v", left)
+	} else {
+		k.unwatch("j", w3)
+	}
+}
+
+// TestNewSessionEndsOlderOnes: a new session of a run ends the run's
+// older sessions still open here and waits until they are over (their
+// running tasks are the keeper's orphans then), before it takes stock;
+// sessions of other runs are left alone.
+func TestNewSessionEndsOlderOnes(t *testing.T) {
+	n := &Node{keep: newKeeper(time.Minute)}
+	sess := func() *session {
+		s := &session{n: n, log: slog.New(slog.DiscardHandler), gone: make(chan struct{}), left: make(chan struct{})}
+		s.supersede = func() { close(s.gone) } // its stream ends, then end()
+		return s
+	}
+	old, other := sess(), sess()
+	if err := old.takeOver(t.Context(), "j/r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.takeOver(t.Context(), "j/r2"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := sess()
+	if err := fresh.takeOver(t.Context(), "j/r1"); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(old.gone) || closed(other.gone) {
+		t.Fatalf("older session of the run ended %v, of another run %v; want true, false", closed(old.gone), closed(other.gone))
+	}
+	n.keep.leave("j/r1", old)
+	if got := n.keep.join("j/r1", sess()); len(got) != 1 || got[0] != fresh {
+		t.Fatalf("open sessions of the run: %v, want the fresh one", got)
+	}
+	// One that never ends is waited for as long as the new one lives.
+	stuck := sess()
+	stuck.supersede = func() {}
+	n.keep.join("j/r3", stuck)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := sess().takeOver(ctx, "j/r3"); err == nil {
+		t.Fatal("took over while an older session of the run was still open")
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -86,6 +86,9 @@ type queued struct {
 	admitted time.Time
 	frozen0  time.Duration
 	paused   atomic.Bool
+	// orphan: its ID in the node's keeper once its session is lost and it
+	// runs on (guarded by the session's mu).
+	orphan uint64
 }
 
 // session is one coordinator's job on this node.
@@ -115,10 +118,14 @@ type session struct {
 
 	// base is the parent of the leases' contexts: not the stream's, so
 	// that running tasks may outlive a broken session (keep.go); stop
-	// ends it. gone is closed when the session's stream has ended.
-	base context.Context
-	stop context.CancelFunc
-	gone chan struct{}
+	// ends it. gone is closed when the session's stream has ended, left
+	// when Work returns; supersede ends the session (a newer one of its
+	// run came).
+	base      context.Context
+	stop      context.CancelFunc
+	gone      chan struct{}
+	left      chan struct{}
+	supersede context.CancelFunc
 
 	// Used by the receive loop alone: the current batch and how many of
 	// its leases are still to come.
@@ -130,13 +137,12 @@ type session struct {
 	nextCall uint64
 	// recent are the results finished and not acknowledged (keep.go),
 	// while the session lives; orphaned: the stream has ended, results
-	// finished now go to the node's keeper; over: the coordinator said
-	// the job is over (End), nothing is kept; orphans: the tasks running
-	// when it ended run on and are counted in the keeper's running;
-	// idle is signalled when active empties.
+	// finished now go to the node's keeper (the tasks running then are
+	// the keeper's orphans, queued.orphan); over: the coordinator said
+	// the job is over (End), nothing is kept; idle is signalled when
+	// active empties.
 	recent   recentList
 	orphaned bool
-	orphans  bool
 	over     bool
 	idle     *sync.Cond
 }
@@ -195,7 +201,10 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		active:  map[uint64]*queued{},
 		pending: map[uint64]chan *peerpb.HostReply{},
 		gone:    make(chan struct{}),
+		left:    make(chan struct{}),
 	}
+	sess.supersede = cancel
+	defer close(sess.left)
 	sess.idle = sync.NewCond(&sess.mu)
 	sess.recent.acks = hello.Acks
 	sess.base, sess.stop = context.WithCancel(n.life)
@@ -206,14 +215,18 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
 	sess.pool.Warm() // a process ready before the first lease arrives
-	// Tasks a lost session of the job still runs here finish first (for
-	// a while): their results are offered with the rest, not left to
-	// finish beside a second run of the same tasks.
-	if left := n.keep.awaitOrphans(ctx, keepKey(hello), orphanWait); left > 0 {
-		sess.log.Info("tasks of the job's lost session still run; their results are kept for a later session", "running", left)
+	// What the job's lost sessions left here: the results they finished,
+	// handed over now, and the tasks they still run, announced in Welcome
+	// (the coordinator leases them to nobody) and handed over as each
+	// ends.
+	key := keepKey(hello)
+	if err := sess.takeOver(ctx, key); err != nil {
+		return err
 	}
-	handovers, count := n.keep.offer(keepKey(hello))
-	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true}}}); err != nil {
+	defer n.keep.leave(key, sess)
+	handovers, count, running, watch := n.keep.watch(key)
+	defer n.keep.unwatch(key, watch)
+	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true, Running: running}}}); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -225,13 +238,20 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if err := sess.handOver(stream, handovers); err != nil {
 		return err
 	}
+	if len(running) > 0 {
+		sess.log.Info("tasks of the job's lost sessions still run here; each is handed over as it ends", "running", len(running))
+	}
 
 	sendErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		sendErr <- sess.sender(ctx, stream)
+	}()
+	go func() {
+		defer wg.Done()
+		sess.handOverOrphans(ctx, watch, len(running))
 	}()
 	n.sched.add(sess)
 	n.sched.setReady(sess)
@@ -492,6 +512,8 @@ func (s *session) receive(ctx context.Context, stream peerpb.Peer_WorkServer, se
 			return err
 		case err := <-recvErr:
 			return err
+		case <-ctx.Done():
+			return ctx.Err()
 		case m := <-msgs:
 			switch x := m.Msg.(type) {
 			case *peerpb.ToPeer_Lease:
@@ -626,20 +648,16 @@ var errCoordinatorGone = errors.New("the job's coordinator is gone")
 func (s *session) keepResult(it *queued, res *peerpb.Result) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.active[it.lease.LeaseId]; ok && s.orphaned && s.orphans {
-		defer s.n.keep.orphaned(keepKey(s.hello), -1) // after the put below
-	}
+	_, active := s.active[it.lease.LeaseId]
 	delete(s.active, it.lease.LeaseId)
 	if len(s.active) == 0 {
 		s.idle.Broadcast()
 	}
-	if s.n.keep.grace > 0 && keepable(res) && !s.over {
-		k := newKept(it.lease, res, time.Now())
-		if s.orphaned {
-			s.n.keep.put(keepKey(s.hello), k)
-		} else {
-			s.recent.add(k)
-		}
+	switch {
+	case active && it.orphan != 0:
+		s.n.keep.orphanEnded(keepKey(s.hello), it.orphan, it.lease, res, time.Now())
+	case s.n.keep.grace > 0 && keepable(res) && !s.over && !s.orphaned:
+		s.recent.add(newKept(it.lease, res, time.Now()))
 	}
 	return s.orphaned
 }
@@ -662,8 +680,9 @@ func (s *session) end(unstarted []*queued) {
 	if s.n.keep.grace > 0 && s.n.life.Err() == nil && !s.over {
 		recent := s.recent.list()
 		s.n.keep.put(keepKey(s.hello), recent...)
-		s.orphans = true
-		s.n.keep.orphaned(keepKey(s.hello), len(s.active))
+		for _, it := range s.active {
+			it.orphan = s.n.keep.addOrphan(keepKey(s.hello), orphan{taskID: it.lease.TaskId, attempt: it.lease.Attempt, took: it.admitted})
+		}
 		if len(s.active) > 0 || len(recent) > 0 {
 			s.log.Info("session lost: running tasks finish, results are kept for the job's next session",
 				"running", len(s.active), "kept", len(recent), "for", s.n.keep.grace)
@@ -739,6 +758,41 @@ func (s *session) handOver(stream peerpb.Peer_WorkServer, msgs []*peerpb.Handove
 		s.log.Info("results of the job's earlier sessions offered to its coordinator", "results", n)
 	}
 	return nil
+}
+
+// takeOver registers the session as its run's on this node, and first
+// ends the run's older sessions still open here: a coordinator opens a
+// session of a run with a peer only once it has given up the one before
+// (it died, or the stream broke), so they are lost, even if their streams
+// have not ended yet. Their running tasks become the keeper's orphans
+// before watch takes stock, rather than finish unannounced.
+func (s *session) takeOver(ctx context.Context, key string) error {
+	for _, old := range s.n.keep.join(key, s) {
+		old.log.Info("a new session of the job's run came: this one is lost")
+		old.supersede()
+		select {
+		case <-old.gone:
+		case <-old.left:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// handOverOrphans hands over each task of the job's lost sessions that
+// ran when the session started (Welcome.running) as it ends, whatever
+// its outcome: the coordinator holds the task for this peer until then.
+func (s *session) handOverOrphans(ctx context.Context, w *orphanWatch, n int) {
+	for range n {
+		select {
+		case h := <-w.ch:
+			s.send(ctx, &peerpb.FromPeer{Msg: &peerpb.FromPeer_Handovers{Handovers: &peerpb.Handovers{Handovers: []*peerpb.Handover{h}}}})
+			s.log.Debug("a task of the job's lost session ended; handed over", "task", h.TaskId, "outcome", h.Result.GetOutcome())
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // exec runs a batch of leases in a slot (called by the scheduler, one

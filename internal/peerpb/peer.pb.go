@@ -1119,7 +1119,14 @@ type Welcome struct {
 	Handovers uint32 `protobuf:"varint,3,opt,name=handovers,proto3" json:"handovers,omitempty"`
 	// The peer understands Acks and End (a coordinator sends them to no
 	// other peer: an older one would end the session at an unknown message).
-	Acks          bool `protobuf:"varint,4,opt,name=acks,proto3" json:"acks,omitempty"`
+	Acks bool `protobuf:"varint,4,opt,name=acks,proto3" json:"acks,omitempty"`
+	// Tasks of the job's lost sessions (of the same run) that still run on
+	// this peer. The coordinator leases none of them to anyone while this
+	// session lives: the peer hands each one over (Handovers) when it ends,
+	// after the announced ones, with its result, or with a result that is
+	// not ok if it ended without one. An older coordinator ignores the
+	// field, and takes those results as late hand-overs.
+	Running       []*Orphan `protobuf:"bytes,5,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1182,6 +1189,76 @@ func (x *Welcome) GetAcks() bool {
 	return false
 }
 
+func (x *Welcome) GetRunning() []*Orphan {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+// Orphan is a task a lost session of the job still runs on the peer.
+type Orphan struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The attempt number the earlier coordinator gave the lease.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When it started on the peer (0: waiting for a process).
+	StartedUnixNano int64 `protobuf:"varint,3,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Orphan) Reset() {
+	*x = Orphan{}
+	mi := &file_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Orphan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Orphan) ProtoMessage() {}
+
+func (x *Orphan) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Orphan.ProtoReflect.Descriptor instead.
+func (*Orphan) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Orphan) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Orphan) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Orphan) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
 type Refuse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -1191,7 +1268,7 @@ type Refuse struct {
 
 func (x *Refuse) Reset() {
 	*x = Refuse{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1280,7 @@ func (x *Refuse) String() string {
 func (*Refuse) ProtoMessage() {}
 
 func (x *Refuse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1293,7 @@ func (x *Refuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refuse.ProtoReflect.Descriptor instead.
 func (*Refuse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Refuse) GetReason() string {
@@ -1236,7 +1313,7 @@ type Pull struct {
 
 func (x *Pull) Reset() {
 	*x = Pull{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1325,7 @@ func (x *Pull) String() string {
 func (*Pull) ProtoMessage() {}
 
 func (x *Pull) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1338,7 @@ func (x *Pull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pull.ProtoReflect.Descriptor instead.
 func (*Pull) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Pull) GetN() uint32 {
@@ -1285,7 +1362,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1374,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1387,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Output) GetName() string {
@@ -1365,7 +1442,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1454,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1467,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Result) GetLeaseId() uint64 {
@@ -1453,7 +1530,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1542,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1555,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetLeaseId() uint64 {
@@ -1512,7 +1589,7 @@ type Partial struct {
 
 func (x *Partial) Reset() {
 	*x = Partial{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1601,7 @@ func (x *Partial) String() string {
 func (*Partial) ProtoMessage() {}
 
 func (x *Partial) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1614,7 @@ func (x *Partial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partial.ProtoReflect.Descriptor instead.
 func (*Partial) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Partial) GetLeaseId() uint64 {
@@ -1574,7 +1651,7 @@ type FromPeer struct {
 
 func (x *FromPeer) Reset() {
 	*x = FromPeer{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1663,7 @@ func (x *FromPeer) String() string {
 func (*FromPeer) ProtoMessage() {}
 
 func (x *FromPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1676,7 @@ func (x *FromPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FromPeer.ProtoReflect.Descriptor instead.
 func (*FromPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FromPeer) GetMsg() isFromPeer_Msg {
@@ -1759,7 +1836,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1848,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1861,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Results) GetResults() []*Result {
@@ -1802,8 +1879,9 @@ func (x *Results) GetResults() []*Result {
 // session, right after Welcome and before it asks for leases. The
 // coordinator takes it as an attempt of this peer for a task not yet
 // decided, and ignores the rest. result.lease_id is 0; result.outcome is
-// ok; started/ended are the attempt's real times; outputs that are not
-// inline are blocks in the peer's store.
+// ok (or, for a task the peer announced in Welcome.running, whatever
+// ended it); started/ended are the attempt's real times; outputs that are
+// not inline are blocks in the peer's store.
 type Handover struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1816,7 +1894,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1906,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1919,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Handover) GetTaskId() string {
@@ -1877,7 +1955,7 @@ type Handovers struct {
 
 func (x *Handovers) Reset() {
 	*x = Handovers{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1967,7 @@ func (x *Handovers) String() string {
 func (*Handovers) ProtoMessage() {}
 
 func (x *Handovers) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1980,7 @@ func (x *Handovers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handovers.ProtoReflect.Descriptor instead.
 func (*Handovers) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Handovers) GetHandovers() []*Handover {
@@ -2003,12 +2081,17 @@ const file_peer_proto_rawDesc = "" +
 	"\x02ok\x18\x05 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04from\x18\x06 \x01(\tR\x04from\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x12 \n" +
-	"\vunsupported\x18\b \x01(\bR\vunsupported\"e\n" +
+	"\vunsupported\x18\b \x01(\bR\vunsupported\"\x95\x01\n" +
 	"\aWelcome\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\rR\x05slots\x12\x1c\n" +
 	"\thandovers\x18\x03 \x01(\rR\thandovers\x12\x12\n" +
-	"\x04acks\x18\x04 \x01(\bR\x04acks\" \n" +
+	"\x04acks\x18\x04 \x01(\bR\x04acks\x12.\n" +
+	"\arunning\x18\x05 \x03(\v2\x14.p2pc.peer.v1.OrphanR\arunning\"g\n" +
+	"\x06Orphan\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12*\n" +
+	"\x11started_unix_nano\x18\x03 \x01(\x03R\x0fstartedUnixNano\" \n" +
 	"\x06Refuse\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
 	"\x04Pull\x12\f\n" +
@@ -2069,7 +2152,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
@@ -2084,16 +2167,17 @@ var file_peer_proto_goTypes = []any{
 	(*HostCall)(nil),     // 10: p2pc.peer.v1.HostCall
 	(*HostReply)(nil),    // 11: p2pc.peer.v1.HostReply
 	(*Welcome)(nil),      // 12: p2pc.peer.v1.Welcome
-	(*Refuse)(nil),       // 13: p2pc.peer.v1.Refuse
-	(*Pull)(nil),         // 14: p2pc.peer.v1.Pull
-	(*Output)(nil),       // 15: p2pc.peer.v1.Output
-	(*Result)(nil),       // 16: p2pc.peer.v1.Result
-	(*Progress)(nil),     // 17: p2pc.peer.v1.Progress
-	(*Partial)(nil),      // 18: p2pc.peer.v1.Partial
-	(*FromPeer)(nil),     // 19: p2pc.peer.v1.FromPeer
-	(*Results)(nil),      // 20: p2pc.peer.v1.Results
-	(*Handover)(nil),     // 21: p2pc.peer.v1.Handover
-	(*Handovers)(nil),    // 22: p2pc.peer.v1.Handovers
+	(*Orphan)(nil),       // 13: p2pc.peer.v1.Orphan
+	(*Refuse)(nil),       // 14: p2pc.peer.v1.Refuse
+	(*Pull)(nil),         // 15: p2pc.peer.v1.Pull
+	(*Output)(nil),       // 16: p2pc.peer.v1.Output
+	(*Result)(nil),       // 17: p2pc.peer.v1.Result
+	(*Progress)(nil),     // 18: p2pc.peer.v1.Progress
+	(*Partial)(nil),      // 19: p2pc.peer.v1.Partial
+	(*FromPeer)(nil),     // 20: p2pc.peer.v1.FromPeer
+	(*Results)(nil),      // 21: p2pc.peer.v1.Results
+	(*Handover)(nil),     // 22: p2pc.peer.v1.Handover
+	(*Handovers)(nil),    // 23: p2pc.peer.v1.Handovers
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
@@ -2106,28 +2190,29 @@ var file_peer_proto_depIdxs = []int32{
 	6,  // 7: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
 	7,  // 8: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
 	8,  // 9: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
-	15, // 10: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	12, // 11: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	13, // 12: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	14, // 13: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	16, // 14: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	17, // 15: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	18, // 16: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	10, // 17: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
-	20, // 18: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
-	22, // 19: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
-	16, // 20: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
-	16, // 21: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
-	21, // 22: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
-	0,  // 23: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	9,  // 24: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 25: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	19, // 26: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	13, // 10: p2pc.peer.v1.Welcome.running:type_name -> p2pc.peer.v1.Orphan
+	16, // 11: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	12, // 12: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	14, // 13: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	15, // 14: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	17, // 15: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	18, // 16: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	19, // 17: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	10, // 18: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	21, // 19: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
+	23, // 20: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
+	17, // 21: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	17, // 22: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
+	22, // 23: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
+	0,  // 24: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	9,  // 25: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 26: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	20, // 27: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2144,7 +2229,7 @@ func file_peer_proto_init() {
 		(*ToPeer_Acks)(nil),
 		(*ToPeer_End)(nil),
 	}
-	file_peer_proto_msgTypes[19].OneofWrappers = []any{
+	file_peer_proto_msgTypes[20].OneofWrappers = []any{
 		(*FromPeer_Welcome)(nil),
 		(*FromPeer_Refuse)(nil),
 		(*FromPeer_Pull)(nil),
@@ -2161,7 +2246,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,6 +19,25 @@ import (
 func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.adoptLocked(peer, taskID, start)
+}
+
+// AdoptRunning is Adopt for a task that peer still runs for an earlier
+// session of the job and will hand over when it ends: the lease, settled
+// by that hand-over (whatever its outcome), holds the task for peer. No
+// backup copy of it is leased: the attempt is announced, not lost, and
+// ends within its timeout, or with the peer's session (Lose).
+func (q *Queue) AdoptRunning(peer, taskID string, start time.Time) *Lease {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.adoptLocked(peer, taskID, start)
+	if l != nil {
+		l.announced = true
+	}
+	return l
+}
+
+func (q *Queue) adoptLocked(peer, taskID string, start time.Time) *Lease {
 	if q.drainedLocked() || q.trustOf(peer).excluded {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -98,6 +99,29 @@ func TestAdoptedLeaseIsNotOld(t *testing.T) {
 	f.q.Expire(time.Minute)
 	if !closed(l.Revoked()) {
 		t.Fatal("the adopted lease never expires")
+	}
+}
+
+// TestAdoptRunningIsNotCopied: a task its peer still runs for an earlier
+// session of the job (announced, handed over when it ends) is held for
+// that peer: neither leased to another worker nor copied as a straggler,
+// however long it runs; its hand-over settles it, and a peer's lost
+// session gives it back to the queue.
+func TestAdoptRunningIsNotCopied(t *testing.T) {
+	f := newFixture(t, 2, Config{})
+	held := f.q.AdoptRunning("a", "t0", f.clock.Now())
+	if held == nil {
+		t.Fatal("not adopted")
+	}
+	f.take(t, "b")
+	f.finish("b", "t1", report.OutcomeOK, "d1")
+	f.clock.advance(30 * time.Second) // far past twice the median
+	if l := f.q.TryNext("c"); l != nil {
+		t.Fatalf("leased %s (attempt %d) while its peer runs it", l.TaskID, l.Attempt)
+	}
+	f.q.Lose("a", errors.New("gone"))
+	if l := f.q.TryNext("c"); l == nil || l.TaskID != "t0" {
+		t.Fatalf("after the peer's session was lost: %v, want t0", l)
 	}
 }
 

@@ -189,6 +189,9 @@ type Lease struct {
 	leased time.Time
 	// batched: handed out with others as one batch (Queue.Batched).
 	batched bool
+	// announced: the attempt of an earlier session that the peer still
+	// runs (AdoptRunning): never copied as a straggler.
+	announced bool
 }
 
 // Revoked is closed when the lease is taken back or settled.
@@ -642,7 +645,9 @@ func (q *Queue) takeTaskLocked(peer string) *Lease {
 	// backup copy of the slowest running task (first valid result wins).
 	if !q.Verifying() {
 		if t, ok := q.backupCandidateLocked(peer); ok {
-			return q.leaseLocked(t, peer, false)
+			l := q.leaseLocked(t, peer, false)
+			q.log.Debug("backup copy of a straggler", "task", l.TaskID, "peer", peer, "attempt", l.Attempt)
+			return l
 		}
 	}
 	return nil
@@ -709,7 +714,7 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	own := false // peer holds a lease that could be taken
 	next := now.Add(threshold)
 	for _, l := range q.running {
-		if q.tasks[l.Task].running != 1 {
+		if q.tasks[l.Task].running != 1 || l.announced {
 			continue
 		}
 		at := l.leased.Add(threshold)

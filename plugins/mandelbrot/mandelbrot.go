@@ -17,7 +17,7 @@ const (
 	MaxIter   = 1 << 24
 )
 
-// Params are the job-level params; see the package comment.
+// Params are the job-level params; see docs/plugins/mandelbrot.md.
 type Params struct {
 	Width   int     `json:"width"`
 	Height  int     `json:"height"`

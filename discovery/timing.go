@@ -7,8 +7,8 @@ import (
 )
 
 // Timing holds memberlist's failure detection and gossip knobs. A zero
-// field takes its value from LANTiming. See doc.go for what the figures
-// give in practice.
+// field takes its value from LANTiming. docs/design/discovery.md says
+// what the figures give in practice.
 type Timing struct {
 	// ProbeInterval is how often each member probes one other member;
 	// ProbeTimeout how long it waits for the direct ack before asking
@@ -44,8 +44,8 @@ type Timing struct {
 }
 
 // LANTiming is tuned for a LAN of spare machines: a member that goes
-// silent is declared dead in about 2-3 s (see doc.go for the measured
-// figure), at the cost of one small UDP probe per member every 500 ms.
+// silent is declared dead in about 2-3 s (results/notes-from-code.md),
+// at the cost of one small UDP probe per member every 500 ms.
 func LANTiming() Timing {
 	return Timing{
 		ProbeInterval:           500 * time.Millisecond,

@@ -27,8 +27,8 @@ import (
 	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
-// Exit codes, documented in README.md's table (TestExitCodesDocumented
-// holds the two together).
+// Exit codes, documented in README.md's table; a test keeps the two
+// together.
 const (
 	exitOK          = 0
 	exitInternal    = 1

@@ -16,7 +16,7 @@ var execStart = time.Now()
 
 // phaseTrace prints when each phase of `p2pc run` ends, counted from
 // execStart, with the time since the previous mark (hidden flag
-// --trace-phases; issue 16's "the whole command counts"). A nil
+// --trace-phases). A nil
 // *phaseTrace prints nothing.
 type phaseTrace struct {
 	mu   sync.Mutex

@@ -37,7 +37,7 @@ type RunCmd struct {
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
 	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
-	// TracePhases prints when each phase of the command ends (issue 16).
+	// TracePhases prints when each phase of the command ends.
 	TracePhases bool `name:"trace-phases" hidden:"" help:"Print on stderr when each phase of the run ends, from exec to exit."`
 }
 

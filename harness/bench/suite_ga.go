@@ -51,9 +51,7 @@ type gaConfig struct {
 
 // gaDefaults are benchmarks/bench.yaml's: the full run measures 48
 // islands at two sizes, 30 cities at 160 generations and 400 at 40, each
-// job about 2.5 core-seconds of work, in 5 rounds (until issue 19: 120
-// islands of 100 generations at five sizes, a 400-city job 15
-// core-seconds, 2 rounds: 27 minutes). quick is a smoke check.
+// job about 2.5 core-seconds of work, in 5 rounds. quick is a smoke check.
 func gaDefaults(quick bool) gaConfig {
 	if quick {
 		return gaConfig{Sizes: []int{30}, Islands: 8, Generations: 60, Population: 32, MigrateEvery: 10, Migrants: 2, CheckpointEvery: 2, Rounds: 1, KeepCoresBusy: true, Timeout: "5m"}
@@ -117,9 +115,7 @@ func (gaSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 	}
 	// The warm-up runs a few short islands of the largest size on each
 	// peer, so that the first measurement in a lab finds the peer's plugin
-	// process, its heap and the peer's caches as the later ones do (in a
-	// trial with a toy warm-up, the first solo run of a lab came out 20%
-	// slower than its B round).
+	// process, its heap and the peer's caches as the later ones do.
 	largest := slices.Max(cfg.Sizes)
 	warm, err := env.WriteSpec("ga-warmup", JobSpec{
 		Name: "bench-ga-warmup", Plugin: plugin,

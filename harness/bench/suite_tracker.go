@@ -212,8 +212,7 @@ func (d *trackerData) measure(ctx context.Context, env *Env, specs trackerSpecs,
 		// The cold run waits until every peer has enrolled (fetched the
 		// plugin, started its first plugin process): else it may end on
 		// the first few peers, and warm run 1 would be the first run of
-		// the job for all the others, cold there (issue 16: a 3.9 s "warm"
-		// run against 0.11-0.22 s for the rest).
+		// the job for all the others, cold there.
 		args := []string{"--min-peers", strconv.Itoa(cfg.Peers)}
 		if i > 0 {
 			label, args = fmt.Sprintf("warm run %d", i), nil

@@ -282,7 +282,7 @@ func corruptBlocks(data string) (int, error) {
 }
 
 // refetchesBlocks: a peer that finds a bad block fetches it again from
-// another holder (issue 20 item 3). Until it does, corrupt-block asserts
+// another holder. Until it does, corrupt-block asserts
 // the minimum: the job ends with exit 3, naming the corrupt block.
 const refetchesBlocks = true
 

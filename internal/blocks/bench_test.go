@@ -17,7 +17,7 @@ const benchFileSize = 64 << 20
 
 // BenchmarkPutFile stores a 64 MiB random file in a fresh disk store:
 // read, hash, write, fsync and rename every block, then the manifest. The
-// numbers justify DefaultBlockSize (see doc.go).
+// numbers justify DefaultBlockSize (see docs/design/blocks.md).
 func BenchmarkPutFile(b *testing.B) {
 	data := randomBytes(42, benchFileSize)
 	for _, bs := range blockSizes {

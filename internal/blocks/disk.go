@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-// Layout of a store directory; see the package documentation.
+// Layout of a store directory; see docs/design/blocks.md.
 const (
 	blocksDir     = "blocks"
 	quarantineDir = "quarantine"
@@ -68,7 +68,7 @@ type DiskOptions struct {
 // OpenDisk. Every Get re-hashes the block; one that no longer matches its
 // ID is moved to quarantine/ and reported as ErrCorrupt. Batch makes many
 // blocks durable in one pass; a file can also be held in one piece (see
-// Partial and the package documentation, "Whole files").
+// Partial and docs/design/blocks.md, "Whole files").
 //
 // One process owns a store directory at a time (an flock on dir/lock).
 type DiskStore struct {

@@ -32,7 +32,7 @@ type Manifest struct {
 	Blocks    []ID  // ceil(Size/BlockSize) block IDs
 }
 
-// Encode returns the canonical encoding (see the package documentation):
+// Encode returns the canonical encoding (see docs/design/blocks.md):
 //
 //	"P2PM" 0x01 uvarint(Size) uvarint(BlockSize) uvarint(len(Blocks)) Blocks...
 //

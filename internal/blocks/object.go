@@ -23,7 +23,7 @@ import (
 // FetchFile (internal/transfer) writes a fetched file once, hard-linked to
 // its destination, instead of twice (block files, then the output). The
 // file's manifest is a block file as always; the object's blocks are at
-// the manifest's offsets. See the package documentation ("Whole files").
+// the manifest's offsets. See docs/design/blocks.md, "Whole files".
 const (
 	filesDir   = "files"
 	partPrefix = ".part-"

@@ -1,8 +1,7 @@
-// Package digest is the one SHA-256 digest type of p2pc: block and file
-// IDs, plugin and input digests, output digests and job IDs are all an ID
-// — a fixed-size array (comparable, a map key) with parse, short-string
-// and text (JSON, YAML) methods, written as 64 lower-case hex digits.
+// Package digest is the one SHA-256 digest type of p2pc. Block and file
+// IDs, plugin and input digests, output digests and job IDs are all an
+// ID: a fixed-size array, usable as a map key, written as 64 lower-case
+// hex digits, with parse, short-string and text methods.
 //
-// It is a leaf: it imports nothing of this repository, so that any package
-// (blocks, outputs, pluginbuild, the coordinator) can use it.
+// It imports nothing of this repository, so any package may use it.
 package digest

@@ -37,13 +37,8 @@ const (
 const (
 	// spoolBudget bounds the spool's text: about 550 bytes per task of
 	// one attempt, so every job up to spoolMaxTasks of such tasks keeps
-	// one. The text holds no pointers: the collector never scans it. At
-	// 32 MiB a job of 65,536 echo tasks overflowed it, and reading
-	// report.json back from the database took 0.6 s of the run's end
-	// (issue 16): with it the coordinator spent 45 µs of CPU per task
-	// instead of 48-52, and the whole command ran at 17,500 tasks/s
-	// instead of 15,600-16,200; a local run of that job peaked at 256
-	// instead of 232 MB.
+	// one, and report.json is not read back from the database at the
+	// run's end. The text holds no pointers: the collector never scans it.
 	spoolBudget = 96 << 20
 	// spoolMaxTasks: a larger job keeps no spool (its index alone would
 	// be 8 bytes per task).

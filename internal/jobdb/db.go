@@ -240,8 +240,7 @@ func openWritable(ctx context.Context, path string, opts *Options) (*DB, error) 
 	// A statement of many rows (the writer's multi-row upserts) keeps a
 	// statement journal, so that a failing row can undo the statement's
 	// others: in memory rather than in a temporary file, it costs a
-	// memcpy per page rather than a write(2) (a third of the journal's
-	// CPU per task; BenchmarkFinishTask).
+	// memcpy per page rather than a write(2).
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
 	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())

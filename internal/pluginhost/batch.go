@@ -89,10 +89,9 @@ func (pl *Pool) RunBatch(ctx context.Context, tasks []BatchTask, timeout time.Du
 		t := tasks[0]
 		// The task's start and end are the plugin's own (SDK protocol 4),
 		// else from when it had a process (a start is not run time) to
-		// its answer: the host's round trip and the process's wake-up
-		// included, on a busy machine milliseconds, which the coordinator
-		// took for the run time of a task of microseconds and so shrank
-		// its batches to single tasks.
+		// its answer. The host's times include its round trip and the
+		// process's wake-up, which the coordinator would take for the run
+		// time of a tiny task when it sizes batches.
 		var start, pstart, pend time.Time
 		res, err := pl.call(t.Ctx, "run", t.Req.TaskID, timeout, func(ctx context.Context, c *pluginproto.Client) (*sdk.Result, error) {
 			start = time.Now()

@@ -390,11 +390,9 @@ func expired(ctx context.Context) bool {
 // less costs less (the ski-rental rule: at most twice the better
 // choice). So a tiny task never waits for a start while a warm process
 // frees in a fraction of a millisecond, and a burst of tiny tasks on a
-// pool smaller than the burst no longer starts a process per task: a
-// start costs milliseconds of CPU (exec, the Go runtime, confinement, the
-// handshake), and a whole slot count of them at once on a machine with
-// fewer cores held every waiting task up until the last was done (the
-// tracker benchmark's slow "warm" runs, issue 16). A long task waits at
+// pool smaller than the burst does not start a process per task: a start
+// costs milliseconds of CPU, and many at once on fewer cores hold up
+// every waiting task until the last is done. A long task waits at
 // most about one start's time before its own process starts, or
 // busyPatience starts' time while every CPU of the machine is busy (a
 // start then slows the work that would free a process). A process
@@ -543,9 +541,8 @@ func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
 }
 
 // busyPatience is how many starts' time a caller waits for a process
-// before it starts one while every CPU of the machine is busy (issue 16:
-// on 2 cores shared by 16 peers, the warm tracker runs in which peers
-// started processes mid-run took twice as long as those without).
+// before it starts one while every CPU of the machine is busy: a start
+// then takes CPU from the tasks that would free a process.
 const busyPatience = 4
 
 // errorForTask is a start's error as the call of taskID returns it: a

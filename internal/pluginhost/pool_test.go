@@ -659,7 +659,7 @@ func TestHostKilled(t *testing.T) {
 		t.Fatal("helper host printed no plugin pid")
 	}
 	// With no host left to kill the process group, a grandchild survives
-	// (the plugin itself has Pdeathsig): a known limit, see doc.go.
+	// (the plugin itself has Pdeathsig): a known limit, see docs/design/pluginhost.md.
 	defer func() {
 		t.Logf("grandchild %d alive after the host's death: %v", child, alive(child))
 		syscall.Kill(child, syscall.SIGKILL)

@@ -136,7 +136,7 @@ const exitWait = 100 * time.Millisecond
 // awaitExit waits up to d for the started process to exit. The SIGKILL
 // of its process group has usually ended everything in its cgroup by
 // then, so the cgroup's kill is one read of its list, not a freeze, a
-// kill and a wait polled every millisecond (2 to 3 ms of a run's end).
+// kill and a wait polled every millisecond.
 func (p *proc) awaitExit(d time.Duration) {
 	if p.pidValue() == 0 || sandbox.Paused() {
 		return // never started (nothing closes exited), or frozen: it dies once its cgroup's kill thaws it

@@ -22,8 +22,7 @@ const (
 // fields itself, several times faster than encoding/json's reflection,
 // and leaves to encoding/json what needs escaping or checking (strings
 // with characters JSON escapes, the parameters, times outside years
-// 0-9999), so that the bytes are the same; TestAppendTaskMatchesJSON
-// holds it to that.
+// 0-9999), so that the bytes are the same; a test holds it to that.
 func AppendTask(dst []byte, t *Task) ([]byte, error) {
 	e := encoder{b: dst}
 	e.task(t)

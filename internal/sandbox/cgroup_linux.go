@@ -58,9 +58,8 @@ type cgroupTree struct {
 
 // cpuShared: the cpu controller groups no plugin process on its own. A
 // plugin in another cpu group (task group) than the host costs every
-// task round trip between them scheduler work on both sides — about a
-// third more CPU per echo task on a 2-CPU VM, measured with
-// BenchmarkWarmRun — and buys nothing: the CPU cap (--cpus) is on the
+// task round trip between them scheduler work on both sides, and buys
+// nothing: the CPU cap (--cpus) is on the
 // tree, for all plugins together. So the plugins stay in p2pc's own cpu
 // group, and join the tree's (v1: its folder; v2: the cpu controller is
 // enabled for the tree) only once SetShare sets a CPU quota.
@@ -503,9 +502,8 @@ func StartConfined(cmd *exec.Cmd, conf *Confinement, c *Cgroup, l Limits) (Statu
 		// "0" moves the writing thread alone: the kernel then skips the
 		// lock that a named thread's or process's move takes for
 		// writing (cgroup_threadgroup_rwsem), whose first taking in a
-		// while waits for an RCU grace period: 10 to 15 ms of every
-		// p2pc run's first plugin start, measured on this VM
-		// (BenchmarkStartPhases/cgroup-join).
+		// while waits for an RCU grace period and so delays a run's first
+		// plugin start.
 		self := []byte("0")
 		for _, d := range folders(t.home) {
 			f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)

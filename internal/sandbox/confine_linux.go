@@ -136,7 +136,7 @@ func (c *Confinement) Close() error {
 }
 
 // ConfineThread confines the calling OS thread, and so every process it
-// forks from now on, to p (see the package comment). The caller has
+// forks from now on, to p (see docs/design/sandbox.md). The caller has
 // locked its goroutine to the thread and never unlocks it: the thread
 // must die with the goroutine. It returns the confinements applied.
 // A kernel without a mechanism is not an error (Status says what is

@@ -19,8 +19,8 @@ import (
 	"github.com/p2pc/p2pc/internal/transfer/transferpb"
 )
 
-// The bulk path (p2pc.bulk.v1): block bytes on a plain TCP connection
-// beside gRPC, on the same port. See doc.go, "Bulk path".
+// The bulk path (p2pc.bulk.v1): block bytes on a mutual TLS connection of
+// their own beside gRPC, on the same port. See docs/design/transfer.md.
 const (
 	// bulkMagic opens a bulk connection, both ways. It cannot be mistaken
 	// for the HTTP/2 client preface ("PRI * HTTP/2.0...").

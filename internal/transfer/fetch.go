@@ -71,7 +71,7 @@ type FetchOptions struct {
 	// (1s), for slow transfers that take long to fill CommitBytes.
 	CommitInterval time.Duration
 	// NoBulk keeps block data on gRPC even with peers that offer the
-	// bulk path (see "Bulk path" in the package documentation).
+	// bulk path (docs/design/transfer.md).
 	NoBulk bool
 	// Logger receives the fetcher's logs; nil means slog.Default().
 	Logger *slog.Logger

@@ -30,7 +30,7 @@ var (
 	_ sdk.Describer = (*echo)(nil)
 )
 
-// params are echo's switches; see the package comment.
+// params are echo's switches; see docs/plugins/echo.md.
 type params struct {
 	SleepMS       int  `json:"sleep_ms"`
 	Partials      int  `json:"partials"`
@@ -49,7 +49,7 @@ func (*echo) Describe() sdk.Info {
 	return sdk.Info{Name: "echo", Version: "1.0.0", Portable: true}
 }
 
-// Run answers one task; see the package comment.
+// Run answers one task; see docs/plugins/echo.md.
 func (e *echo) Run(ctx context.Context, req *sdk.Request, host sdk.Host) (*sdk.Result, error) {
 	var p params
 	if err := req.Decode(&p); err != nil {

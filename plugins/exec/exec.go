@@ -53,7 +53,7 @@ func (*execTask) Describe() sdk.Info {
 	return sdk.Info{Name: "exec", Version: "1.1.0", Portable: false}
 }
 
-// params are the task's params; see the package comment.
+// params are the task's params; see docs/plugins/exec.md.
 type params struct {
 	step
 	CopyInputs bool `json:"copy_inputs"`

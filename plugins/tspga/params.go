@@ -21,8 +21,8 @@ const (
 	TopologyAll  = "all"  // the best of every other island's
 )
 
-// Params are a task's params (the job's merged with the task's); see the
-// package comment.
+// Params are a task's params, the job's merged with the task's; see
+// docs/plugins/tspga.md.
 type Params struct {
 	Instance string `json:"instance"`
 	Input    string `json:"input"`

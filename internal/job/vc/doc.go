@@ -1,17 +1,16 @@
 // Package vc is a job's "virtual computer" (Fenech and Vella): the state
 // that the tasks of one job share, held by the coordinator so that it
-// survives any peer — messages between tasks, job-global variables with
-// versions (compare-and-swap), and checkpoints.
+// survives any peer. It holds messages between tasks, job-global
+// variables with versions, and checkpoints.
 //
-// Every Host call of a task, local or remote, ends up in a State, made by
-// one attempt of the task through its Cursor. A task has a log of the
-// shared-state operations it made, with their results; an attempt replays
-// that log from its starting point (the beginning, or its checkpoint's
-// position), so an operation that raced with a peer's death is applied
-// exactly once and a resumed task sees the results the attempt it
-// replaces saw. A State is a plain data structure: no process, no clock
-// but the checkpoint's time stamp, no network; the only side effects are
-// the optional Store that keeps checkpoints as blocks and the optional
-// Journal (the job database) that is told every change in order, from
-// which Restore rebuilds the State when a job resumes.
+// Every Host call of a task attempt, local or remote, goes to the job's
+// State through the attempt's Cursor. Each task has a log of its
+// shared-state operations and their results. A new attempt replays that
+// log from the beginning or from its checkpoint, so an operation is
+// applied exactly once even if it raced with a peer's death.
+//
+// A State is a plain data structure guarded by one mutex. Its only side
+// effects are the optional store of checkpoint blocks and the optional
+// Journal, which is told every change in order; Restore rebuilds a State
+// from the journal when a job resumes.
 package vc

@@ -299,20 +299,18 @@ func redeemInvite(g *Globals, token, name string) error {
 	return nil
 }
 
-// serveInvites runs the invites mode's background work for a node until
-// ctx ends: on the creator, the admission server (listen) and the
-// revocations of its registry; on a member, the revocation list fetched
-// from the creator every poll.
+// serveInvites runs the invites mode's background work for a `p2pc join`
+// until ctx ends: on the creator, the admission server (on listen), and
+// on every node keepRevocations.
 func serveInvites(ctx context.Context, g *Globals, creds *trust.Creds, n *node.Node, listen string, poll time.Duration) error {
 	if !creds.Invites() {
 		return nil
 	}
-	m, err := g.membership()
-	if err != nil {
-		return err
-	}
 	log := g.Logger.With("component", "invites")
 	reg, err := trust.OpenRegistry(g.Data)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err == nil {
 		lis, err := net.Listen("tcp", listen)
 		if err != nil {
@@ -331,55 +329,95 @@ func serveInvites(ctx context.Context, g *Globals, creds *trust.Creds, n *node.N
 			}
 		}()
 		log.Info("admitting newcomers", "addr", addr)
-		go refreshRevocations(ctx, log, creds, poll, func(context.Context) ([]trust.NodeID, error) { return reg.Revoked() })
+	}
+	return keepRevocations(ctx, g, creds, poll)
+}
+
+// firstRefresh bounds keepRevocations' first refresh.
+const firstRefresh = 3 * time.Second
+
+// keepRevocations keeps creds' revoked IDs current every poll until ctx
+// ends: from the creator's registry on the creator, else fetched from the
+// creator (and kept in the data folder). The first refresh is done before
+// it returns, so that a node (a run's coordinator too) starts with the
+// creator's current list when the creator answers.
+func keepRevocations(ctx context.Context, g *Globals, creds *trust.Creds, poll time.Duration) error {
+	if !creds.Invites() {
 		return nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	m, err := g.membership()
+	if err != nil {
 		return err
 	}
-	go refreshRevocations(ctx, log, creds, poll, func(ctx context.Context) ([]trust.NodeID, error) {
-		rv, signed, err := trust.FetchRevocations(ctx, m.Creator, creds)
-		if err != nil {
-			return nil, err
+	k := &revocationKeeper{log: g.Logger.With("component", "invites"), creds: creds}
+	reg, err := trust.OpenRegistry(g.Data)
+	switch {
+	case err == nil:
+		k.get = func(context.Context) ([]trust.NodeID, error) { return reg.Revoked() }
+	case errors.Is(err, fs.ErrNotExist):
+		k.get = func(ctx context.Context) ([]trust.NodeID, error) {
+			rv, signed, err := trust.FetchRevocations(ctx, m.Creator, creds)
+			if err != nil {
+				return nil, err
+			}
+			if err := trust.SaveRevocations(g.Data, signed); err != nil {
+				k.log.Warn("revocation list not kept", "err", err)
+			}
+			return rv.IDs, nil
 		}
-		if err := trust.SaveRevocations(g.Data, signed); err != nil {
-			log.Warn("revocation list not kept", "err", err)
-		}
-		return rv.IDs, nil
-	})
+	default:
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, firstRefresh)
+	k.refresh(fctx)
+	cancel()
+	go k.loop(ctx, poll)
 	return nil
 }
 
-// refreshRevocations applies the list get returns every poll until ctx
-// ends; a failure keeps the last list and is logged once until it heals.
-func refreshRevocations(ctx context.Context, log *slog.Logger, creds *trust.Creds, poll time.Duration, get func(context.Context) ([]trust.NodeID, error)) {
-	var last []trust.NodeID
-	failing := false
+// revocationKeeper applies the revoked IDs get returns; a failure keeps
+// the last list and is logged once until it heals.
+type revocationKeeper struct {
+	log     *slog.Logger
+	creds   *trust.Creds
+	get     func(context.Context) ([]trust.NodeID, error)
+	last    []trust.NodeID
+	failing bool
+}
+
+func (k *revocationKeeper) refresh(ctx context.Context) {
+	ids, err := k.get(ctx)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return // the node is stopping
+	case err != nil:
+		if !k.failing {
+			k.log.Warn("revocation list not refreshed; keeping the last one", "err", err)
+		}
+		k.failing = true
+	default:
+		if k.failing {
+			k.log.Info("revocation list refreshed again")
+		}
+		k.failing = false
+		if !slices.Equal(ids, k.last) {
+			k.creds.SetRevoked(ids)
+			k.log.Info("revocation list applied", "revoked", len(ids))
+			k.last = ids
+		}
+	}
+}
+
+// loop refreshes every poll until ctx ends.
+func (k *revocationKeeper) loop(ctx context.Context, poll time.Duration) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		ids, err := get(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			if !failing {
-				log.Warn("revocation list not refreshed; keeping the last one", "err", err)
-			}
-			failing = true
-		case err == nil:
-			if failing {
-				log.Info("revocation list refreshed again")
-			}
-			failing = false
-			if !slices.Equal(ids, last) {
-				creds.SetRevoked(ids)
-				log.Info("revocation list applied", "revoked", len(ids))
-				last = ids
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			k.refresh(ctx)
 		}
 	}
 }

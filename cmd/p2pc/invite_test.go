@@ -52,8 +52,9 @@ func waitListed(t *testing.T, env []string, data, addr, name string) time.Time {
 // machine joins with a one-time line and runs a job's tasks; a reused,
 // wrong or expired code is refused with a clear error; a member that
 // derives a certificate from the secret it holds (a second identity) is
-// refused at the handshake; a revoked member is refused by the creator
-// and, once the list reached it, by another member.
+// refused at the handshake; a revoked member is refused by the creator,
+// by another member once the list reached it, and by the run of a member
+// whose kept list was older.
 func TestInviteOnlySwarm(t *testing.T) {
 	dir := t.TempDir()
 	// No swarm token from the environment: the invitation carries it.
@@ -92,9 +93,14 @@ func TestInviteOnlySwarm(t *testing.T) {
 
 	// A job runs on the new member.
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(markedEchoSpec, "inv"))
+	var runFrom func(data, out string, join ...string) map[string]int
 	runOn := func(out string, join ...string) map[string]int {
 		t.Helper()
-		r := p2pcEnv(t, env, "--data", cdata, "run", spec, "--out", filepath.Join(dir, out), "--no-mdns", "--local-slots", "0", "--join", strings.Join(join, ","))
+		return runFrom(cdata, out, join...)
+	}
+	runFrom = func(data, out string, join ...string) map[string]int {
+		t.Helper()
+		r := p2pcEnv(t, env, "--data", data, "run", spec, "--out", filepath.Join(dir, out), "--no-mdns", "--local-slots", "0", "--join", strings.Join(join, ","))
 		if r.code != 0 {
 			t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
 		}
@@ -110,6 +116,10 @@ func TestInviteOnlySwarm(t *testing.T) {
 	}
 	if on := runOn("out1", aaddr); len(on) != 1 || on["a@"+aid] == 0 {
 		t.Fatalf("attempts by peer %v, want a (%s) only", on, aid)
+	}
+
+	if r := p2pcEnv(t, env, "--data", filepath.Join(dir, "a"), "swarm", "show"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "invite-only swarm") || !strings.Contains(r.stderr, aid) {
+		t.Fatalf("swarm show on a member: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
 	}
 
 	// The same code again, a code the creator never made, an expired one.
@@ -136,6 +146,10 @@ func TestInviteOnlySwarm(t *testing.T) {
 
 	// A second machine.
 	b, baddr, bid := startJoin(t, dir, "b", env, append([]string{"--invite", invite(t, env, cdata), "--join", caddr}, poll...)...)
+	// A third, which later only submits: its kept revocation list stays
+	// as it was when its peer stopped.
+	c, _, _ := startJoin(t, dir, "c", env, append([]string{"--invite", invite(t, env, cdata), "--join", caddr}, poll...)...)
+	c.Stop(5 * time.Second)
 
 	// Member a holds the secret: a certificate derived from it (what the
 	// default mode accepts) or self-signed is a second identity, refused
@@ -198,6 +212,10 @@ func TestInviteOnlySwarm(t *testing.T) {
 	waitStderr(t, b, regexp.MustCompile(`refused a connection.*remote=127\.0\.0\.6:\d+ err=.*revoked by the swarm's creator`))
 	if on := runOn("out3", aaddr, baddr); len(on) != 1 || on["b@"+bid] == 0 {
 		t.Fatalf("attempts by peer %v, want b only (a revoked, the creator takes none)", on)
+	}
+	// A run from c's folder fetches the list from the creator at start.
+	if on := runFrom(filepath.Join(dir, "c"), "out4", aaddr, baddr); len(on) != 1 || on["b@"+bid] == 0 {
+		t.Fatalf("attempts by peer %v of c's run, want b only (a revoked)", on)
 	}
 
 	// The join line again on an admitted folder starts without admission

@@ -194,15 +194,11 @@ func (c *SwarmInviteCmd) Run(g *Globals) error {
 	if c.Expires <= 0 {
 		return withCode(exitBadInput, errors.New("--expires must be positive"))
 	}
-	s, err := trust.ParseToken(m.Token)
-	if err != nil {
-		return withCode(exitBadInput, err)
-	}
 	code, err := reg.Invite(c.Expires, time.Now())
 	if err != nil {
 		return err
 	}
-	inv := trust.Invitation{Secret: s, CA: reg.CA.Public(), Code: code, Addr: addr}
+	inv := trust.Invitation{CA: reg.CA.Public(), Code: code, Addr: addr}
 	fmt.Fprintf(os.Stderr, "p2pc: one-time invitation, valid until %s; it admits one machine through %s (this machine's 'p2pc join' must be running). On the new machine, run:\n", time.Now().Add(c.Expires).Format(time.DateTime), addr)
 	fmt.Printf("p2pc join --invite %s\n", inv.Token())
 	return nil
@@ -284,14 +280,13 @@ func redeemInvite(g *Globals, token, name string) error {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	der, err := trust.Redeem(g.Ctx, inv, id, name)
+	m, err := trust.Redeem(g.Ctx, inv, id, name)
 	if errors.Is(err, trust.ErrRefused) {
 		return withCode(exitBadInput, fmt.Errorf("--invite: %w", err))
 	}
 	if err != nil {
 		return fmt.Errorf("--invite: %w", err)
 	}
-	m := &trust.Membership{Token: inv.Secret.Token(), CA: inv.CA, Cert: der, Creator: inv.Addr}
 	if err := m.Save(g.Data); err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ type JoinCmd struct {
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 	VolunteerFlags
-	Invite         string        `help:"Join an invite-only swarm with the one-time line from 'p2pc swarm invite' (the creator issues this node's identity; later starts need no flag)." placeholder:"INVITATION"`
+	Invite         string        `help:"Join an invite-only swarm with the one-time line from 'p2pc swarm invite' (the creator issues this node's identity and gives the swarm secret; later starts need no flag)." env:"P2PC_INVITE" placeholder:"INVITATION"`
 	AdmitListen    string        `name:"admit-listen" help:"On the creator of an invite-only swarm: where newcomers redeem their invitations (host:port)." default:"0.0.0.0:7071" placeholder:"ADDR"`
 	RevocationPoll time.Duration `name:"revocation-poll" hidden:"" default:"30s" help:"Invite-only swarm: how often the revocation list is refreshed."`
 	TaskUser       string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`

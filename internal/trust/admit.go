@@ -25,7 +25,7 @@ import (
 // client presents any Ed25519 certificate (a newcomer's is self-signed),
 // and the handshake proves it holds that key. Then one JSON line each
 // way: the request {"op": "redeem", "code", "name"} is answered with the
-// certificate issued for the client's key, {"op": "revoked"} with the
+// certificate issued for the client's key and the swarm secret's token, {"op": "revoked"} with the
 // signed revocation list; a refusal is {"error": "..."}.
 const admitALPN = "p2pc-admit/1"
 
@@ -44,6 +44,7 @@ type admitRequest struct {
 
 type admitResponse struct {
 	Cert    []byte `json:"cert,omitempty"`
+	Token   string `json:"token,omitempty"` // the swarm secret, with Cert
 	Revoked []byte `json:"revoked,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
@@ -116,7 +117,7 @@ func ServeAdmission(ctx context.Context, lis net.Listener, creds *Creds, reg *Re
 					resp.Error = err.Error()
 					log.Warn("invitation refused", "remote", c.RemoteAddr(), "node", IDOf(pub), "err", err)
 				} else {
-					resp.Cert = der
+					resp.Cert, resp.Token = der, creds.secret.Token()
 					log.Info("invitation redeemed: new member", "node", IDOf(pub), "name", req.Name, "remote", c.RemoteAddr())
 				}
 			case "revoked":
@@ -186,8 +187,8 @@ func exchange(ctx context.Context, addr string, caPub ed25519.PublicKey, cert tl
 var ErrRefused = errors.New("the swarm's creator refused the invitation")
 
 // Redeem presents inv to its creator for identity id (named name) and
-// returns the member certificate issued.
-func Redeem(ctx context.Context, inv Invitation, id *Identity, name string) ([]byte, error) {
+// returns the membership it gives.
+func Redeem(ctx context.Context, inv Invitation, id *Identity, name string) (*Membership, error) {
 	cert, err := selfSigned(id)
 	if err != nil {
 		return nil, err
@@ -206,7 +207,10 @@ func Redeem(ctx context.Context, inv Invitation, id *Identity, name string) ([]b
 	if got, err := verifyUnder(inv.CA, x); err != nil || got != id.ID {
 		return nil, fmt.Errorf("certificate from the creator does not name this node under the invitation's CA (%v)", err)
 	}
-	return resp.Cert, nil
+	if _, err := ParseToken(resp.Token); err != nil {
+		return nil, fmt.Errorf("swarm secret from the creator: %w", err)
+	}
+	return &Membership{Token: resp.Token, CA: inv.CA, Cert: resp.Cert, Creator: inv.Addr}, nil
 }
 
 // FetchRevocations asks the creator at addr for its signed revocation

@@ -59,12 +59,14 @@ const InvitePrefix = "p2pcinv1-"
 // CodeSize is the size of an invitation's one-time code.
 const CodeSize = 16
 
-// Invitation is what a newcomer needs to join an invites-mode swarm.
+// Invitation is what a newcomer needs to join an invites-mode swarm. It
+// holds no secret beyond its one-time code: the swarm secret comes from
+// the creator once the code is redeemed, so a spent invitation (on a
+// command line, in a shell history) gives nothing.
 type Invitation struct {
-	Secret Secret            // the gossip key's source
-	CA     ed25519.PublicKey // the swarm CA's public key
-	Code   [CodeSize]byte    // the one-time code
-	Addr   string            // the creator's admission address, host:port
+	CA   ed25519.PublicKey // the swarm CA's public key
+	Code [CodeSize]byte    // the one-time code
+	Addr string            // the creator's admission address, host:port
 }
 
 func inviteCheck(body []byte) []byte {
@@ -76,7 +78,7 @@ func inviteCheck(body []byte) []byte {
 
 // Token is the invitation's printable form, "p2pcinv1-...".
 func (inv Invitation) Token() string {
-	body := slices.Concat(inv.Secret[:], inv.CA, inv.Code[:], []byte(inv.Addr))
+	body := slices.Concat(inv.CA, inv.Code[:], []byte(inv.Addr))
 	return InvitePrefix + b32.EncodeToString(append(inviteCheck(body), body...))
 }
 
@@ -89,7 +91,7 @@ func ParseInvitation(tok string) (Invitation, error) {
 		return inv, fmt.Errorf("invitation: does not start with %q", InvitePrefix)
 	}
 	raw, err := b32.DecodeString(t[len(InvitePrefix):])
-	fixed := checkSize + SecretSize + ed25519.PublicKeySize + CodeSize
+	fixed := checkSize + ed25519.PublicKeySize + CodeSize
 	if err != nil || len(raw) <= fixed {
 		return inv, errors.New("invitation: malformed or cut short (copy the whole line again)")
 	}
@@ -97,8 +99,6 @@ func ParseInvitation(tok string) (Invitation, error) {
 	if string(raw[:checkSize]) != string(inviteCheck(body)) {
 		return inv, errors.New("invitation: checksum does not match (a typo? copy the whole line again)")
 	}
-	copy(inv.Secret[:], body)
-	body = body[SecretSize:]
 	inv.CA = ed25519.PublicKey(slices.Clone(body[:ed25519.PublicKeySize]))
 	body = body[ed25519.PublicKeySize:]
 	copy(inv.Code[:], body)

@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -107,11 +108,11 @@ func TestRevokedRefused(t *testing.T) {
 
 func TestInvitationToken(t *testing.T) {
 	_, ca, _ := inviteSwarm(t, 0)
-	inv := Invitation{Secret: mustSecret(t), CA: ca.Public(), Addr: "192.0.2.7:7071"}
+	inv := Invitation{CA: ca.Public(), Addr: "192.0.2.7:7071"}
 	inv.Code[3] = 9
 	tok := inv.Token()
 	got, err := ParseInvitation("  " + strings.ToUpper(tok) + "\n")
-	if err != nil || got.Secret != inv.Secret || !got.CA.Equal(inv.CA) || got.Code != inv.Code || got.Addr != inv.Addr {
+	if err != nil || !got.CA.Equal(inv.CA) || got.Code != inv.Code || got.Addr != inv.Addr {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
 	b := []byte(tok)
@@ -119,7 +120,7 @@ func TestInvitationToken(t *testing.T) {
 	for in, want := range map[string]string{
 		string(b):              "checksum",
 		tok[:40]:               "cut short",
-		inv.Secret.Token():     "does not start with",
+		mustSecret(t).Token():  "does not start with",
 		tok[:len(tok)-1] + "1": "malformed",
 	} {
 		if _, err := ParseInvitation(in); err == nil || !strings.Contains(err.Error(), want) {
@@ -225,13 +226,18 @@ func TestAdmission(t *testing.T) {
 		}
 	}()
 	code, _ := r.Invite(time.Hour, time.Now())
-	inv := Invitation{Secret: s, CA: ca.Public(), Code: code, Addr: lis.Addr().String()}
+	inv := Invitation{CA: ca.Public(), Code: code, Addr: lis.Addr().String()}
+	if raw, err := b32.DecodeString(inv.Token()[len(InvitePrefix):]); err != nil || bytes.Contains(raw, s[:]) {
+		t.Fatalf("the invitation carries the secret (%v)", err)
+	}
 	nid, _ := NewIdentity()
-	cert, err := Redeem(ctx, inv, nid, "newcomer")
+	m, err := Redeem(ctx, inv, nid, "newcomer")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Membership{Token: s.Token(), CA: ca.Public(), Cert: cert, Creator: inv.Addr}
+	if m.Token != s.Token() || m.Creator != inv.Addr {
+		t.Fatalf("membership from the creator: %+v", m)
+	}
 	ndir := t.TempDir()
 	if err := m.Save(ndir); err != nil {
 		t.Fatal(err)
@@ -250,7 +256,7 @@ func TestAdmission(t *testing.T) {
 	}
 	// An invitation naming another CA: the creator is not believed.
 	fake, _ := NewCA(t.TempDir())
-	if _, err := Redeem(ctx, Invitation{Secret: s, CA: fake.Public(), Code: code, Addr: inv.Addr}, other, "x"); !errors.Is(err, ErrNotMember) {
+	if _, err := Redeem(ctx, Invitation{CA: fake.Public(), Code: code, Addr: inv.Addr}, other, "x"); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("creator under another CA: %v", err)
 	}
 	r.Revoke(other.ID, time.Now()) // unknown: refused, changes nothing

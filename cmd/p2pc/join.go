@@ -27,7 +27,10 @@ type JoinCmd struct {
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 	VolunteerFlags
-	TaskUser string `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
+	Invite         string        `help:"Join an invite-only swarm with the one-time line from 'p2pc swarm invite' (the creator issues this node's identity and gives the swarm secret; later starts need no flag)." env:"P2PC_INVITE" placeholder:"INVITATION"`
+	AdmitListen    string        `name:"admit-listen" help:"On the creator of an invite-only swarm: where newcomers redeem their invitations (host:port)." default:"0.0.0.0:7071" placeholder:"ADDR"`
+	RevocationPoll time.Duration `name:"revocation-poll" hidden:"" default:"30s" help:"Invite-only swarm: how often the revocation list is refreshed."`
+	TaskUser       string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
 	// Fault injection for the tests of answer verification. Hidden, and
 	// loudly logged: never set it on a real swarm.
@@ -60,6 +63,11 @@ func (c *JoinCmd) Run(g *Globals) error {
 	taskUser, err := sandbox.TaskUser(c.TaskUser)
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))
+	}
+	if c.Invite != "" {
+		if err := redeemInvite(g, c.Invite, c.Name); err != nil {
+			return err
+		}
 	}
 	creds, err := g.creds()
 	if err != nil {
@@ -109,6 +117,9 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
+	}
+	if err := serveInvites(g.Ctx, g, creds, n, c.AdmitListen, c.RevocationPoll); err != nil {
+		return err
 	}
 	presence, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()})
 	if err != nil {

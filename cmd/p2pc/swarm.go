@@ -124,6 +124,14 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 			g.Logger.Warn("submitter node", "err", err)
 		}
 	}()
+	// In an invite-only swarm the coordinator refuses the peers the
+	// creator revoked: its list, refreshed while the run lasts.
+	if err := keepRevocations(nctx, g, creds, defaultRevocationPoll); err != nil {
+		cancel()
+		wg.Wait()
+		own.Remove()
+		return nil, err
+	}
 	addrs := static.Addrs()
 	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs, Timing: discovery.SubmitterTiming()})
 	if err != nil {

@@ -56,9 +56,16 @@ func (f *SwarmFlags) secret() (s trust.Secret, ok bool, err error) {
 }
 
 // creds returns this node's credentials in the swarm: its identity from
-// the data folder, its certificate from the secret. Without a secret it
-// fails with errNoSwarm (exit 2).
+// the data folder; its certificate issued by the creator when the data
+// folder holds an invites-mode membership, else derived from the secret.
+// Without either it fails with errNoSwarm (exit 2).
 func (g *Globals) creds() (*trust.Creds, error) {
+	if m, err := g.membership(); err != nil || m != nil {
+		if err != nil {
+			return nil, err
+		}
+		return g.issuedCreds(m)
+	}
 	s, ok, err := g.secret()
 	if err != nil {
 		return nil, err
@@ -79,15 +86,23 @@ func (g *Globals) creds() (*trust.Creds, error) {
 
 // SwarmCmd is `p2pc swarm`: make or show the swarm secret.
 type SwarmCmd struct {
-	Init SwarmInitCmd `cmd:"" help:"Create a swarm secret and print the line to paste on the other machines."`
-	Show SwarmShowCmd `cmd:"" help:"Print the swarm's join line again, and this node's ID."`
+	Init    SwarmInitCmd    `cmd:"" help:"Create a swarm secret and print the line to paste on the other machines."`
+	Show    SwarmShowCmd    `cmd:"" help:"Print the swarm's join line again, and this node's ID."`
+	Invite  SwarmInviteCmd  `cmd:"" help:"Invite-only swarm, on its creator: print a one-time 'p2pc join --invite' line that admits one machine."`
+	Members SwarmMembersCmd `cmd:"" help:"Invite-only swarm, on its creator: list the identities issued."`
+	Revoke  SwarmRevokeCmd  `cmd:"" help:"Invite-only swarm, on its creator: revoke an identity; the members refuse it from then on."`
 }
 
 // SwarmInitCmd is `p2pc swarm init`.
-type SwarmInitCmd struct{}
+type SwarmInitCmd struct {
+	Invites bool `help:"Make an invite-only swarm: its signing key stays in this data folder, and each machine joins with a one-time line from 'p2pc swarm invite' (one member, one identity)."`
+}
 
 // Run creates the secret file, refusing to replace one.
 func (c *SwarmInitCmd) Run(g *Globals) error {
+	if c.Invites {
+		return initInvites(g)
+	}
 	path, err := g.secretPath()
 	if err != nil {
 		return withCode(exitBadInput, err)
@@ -112,6 +127,12 @@ type SwarmShowCmd struct{}
 
 // Run prints the join line (stdout) and the swarm and node IDs (stderr).
 func (c *SwarmShowCmd) Run(g *Globals) error {
+	if m, err := g.membership(); err != nil || m != nil {
+		if err != nil {
+			return err
+		}
+		return showInvites(g, m)
+	}
 	s, ok, err := g.secret()
 	if err != nil {
 		return err

@@ -9,11 +9,20 @@
 // token. Only the web view token is ever sent, and it grants only the view.
 //
 // A node's identity is an Ed25519 key kept in its data folder; its NodeID
-// is derived from the public key. Each member signs its own certificate
-// with the swarm CA key. A peer accepts a certificate that the swarm CA
-// key signed, and then TLS proves the peer holds the certified key, so no
-// member can take another's node ID. Certificates check no clock and no
-// host name.
+// is derived from the public key. In the default mode each member signs
+// its own certificate with the secret-derived CA key. A peer accepts a
+// certificate that the swarm CA key signed, and then TLS proves the peer
+// holds the certified key, so no member can take another's node ID.
+// Certificates check no clock and no host name.
 //
-// docs/protocol.md, "Swarm trust", gives the formats and the threat model.
+// In the invites mode the CA key is random and only the swarm's creator
+// holds it (CA); a member holds its public key and the certificate the
+// creator issued for its node key on one Invitation (Membership), so a
+// member cannot mint a second identity. The creator serves the admission
+// protocol (ServeAdmission: a one-time code redeemed for a certificate,
+// and the CA-signed list of revoked IDs); Creds refuse the IDs given to
+// SetRevoked.
+//
+// docs/protocol.md, "Swarm trust" and "Invite-only swarms", gives the
+// formats and the threat model.
 package trust

@@ -116,16 +116,29 @@ func LoadIdentity(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(fresh.Key)
-	if err != nil {
+	// Link, not rename: the first of two racing processes wins, the
+	// other reads its key.
+	if err := writeKeyFile(path, fresh.Key); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("node key: %w", err)
 	}
+	return readIdentity(path)
+}
+
+// writeKeyFile writes key to path (PKCS#8 PEM, mode 0600, its folder
+// made 0700) through a temporary file linked into place: it never
+// replaces a file already there (the error wraps fs.ErrExist).
+func writeKeyFile(path string, key ed25519.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("node key: %w", err)
+		return err
 	}
-	f, err := os.CreateTemp(dir, ".node-key-*")
+	f, err := os.CreateTemp(dir, ".key-*")
 	if err != nil {
-		return nil, fmt.Errorf("node key: %w", err)
+		return err
 	}
 	defer os.Remove(f.Name())
 	err = f.Chmod(0o600)
@@ -139,39 +152,44 @@ func LoadIdentity(dir string) (*Identity, error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("node key: %w", err)
+		return err
 	}
-	// Link, not rename: the first of two racing processes wins, the
-	// other reads its key.
-	if err := os.Link(f.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("node key: %w", err)
-	}
-	return readIdentity(path)
+	return os.Link(f.Name(), path)
 }
 
-func readIdentity(path string) (*Identity, error) {
+// readKeyFile reads an Ed25519 key written by writeKeyFile, refusing a
+// file that other users may read.
+func readKeyFile(path, what string) (ed25519.PrivateKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("node key %s has mode %04o, open to other users: run chmod 600 %s", path, perm, path)
+		return nil, fmt.Errorf("%s %s has mode %04o, open to other users: run chmod 600 %s", what, path, perm, path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("node key: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil || blk.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("node key %s: not a PEM private key", path)
+		return nil, fmt.Errorf("%s %s: not a PEM private key", what, path)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("node key %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	key, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("node key %s: not an Ed25519 key", path)
+		return nil, fmt.Errorf("%s %s: not an Ed25519 key", what, path)
+	}
+	return key, nil
+}
+
+func readIdentity(path string) (*Identity, error) {
+	key, err := readKeyFile(path, "node key")
+	if err != nil {
+		return nil, err
 	}
 	return &Identity{Key: key, ID: IDOf(key.Public().(ed25519.PublicKey))}, nil
 }

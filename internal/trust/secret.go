@@ -114,7 +114,7 @@ func (s Secret) caKey() ed25519.PrivateKey {
 // SwarmID names the swarm without revealing its secret: the first group
 // of the swarm CA public key's ID. Two members print the same SwarmID.
 func (s Secret) SwarmID() string {
-	return IDOf(s.caKey().Public().(ed25519.PublicKey)).String()[:9]
+	return swarmIDOf(s.caKey().Public().(ed25519.PublicKey))
 }
 
 // DefaultSecretPath is the secret file's default place:
@@ -160,14 +160,23 @@ func SaveSecret(path string, s Secret) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("save swarm secret: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".swarm-*")
-	if err != nil {
+	if err := WriteFile(path, []byte(s.Token()+"\n")); err != nil {
 		return fmt.Errorf("save swarm secret: %w", err)
+	}
+	return nil
+}
+
+// WriteFile replaces path with data (mode 0600) through a temporary file
+// renamed into place: a reader sees the old file or the new, whole.
+func WriteFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
 	}
 	defer os.Remove(f.Name())
 	err = f.Chmod(0o600)
 	if err == nil {
-		_, err = f.WriteString(s.Token() + "\n")
+		_, err = f.Write(data)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -178,10 +187,7 @@ func SaveSecret(path string, s Secret) error {
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
-	if err != nil {
-		return fmt.Errorf("save swarm secret: %w", err)
-	}
-	return nil
+	return err
 }
 
 // UIToken is the token of the web view (`p2pc run --ui`): derived from

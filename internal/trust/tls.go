@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -20,6 +21,10 @@ import (
 // does not prove membership of this swarm.
 var ErrNotMember = errors.New("peer certificate is not from this swarm (another swarm's secret, or none)")
 
+// ErrRevoked is wrapped by the handshake error when a peer's certificate
+// names a node the swarm's creator revoked.
+var ErrRevoked = errors.New("peer certificate was revoked by the swarm's creator")
+
 // Creds are a member's credentials: its identity and its certificate
 // signed by the swarm CA.
 type Creds struct {
@@ -28,6 +33,10 @@ type Creds struct {
 	caPub  ed25519.PublicKey
 	swarm  string
 	secret Secret
+	// invites: the certificate was issued by the creator's random CA.
+	invites bool
+	// revoked holds the node IDs the creator revoked (invites mode).
+	revoked atomic.Pointer[map[NodeID]bool]
 }
 
 // Validity of member certificates. Peers do not check it (see doc.go), so
@@ -37,14 +46,53 @@ var (
 	certNotAfter  = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
-// NewCreds signs a certificate for id with the swarm CA of s.
+// NewCreds signs a certificate for id with the swarm CA of s (the
+// secret-derived mode).
 func NewCreds(s Secret, id *Identity) (*Creds, error) {
 	ca := s.caKey()
+	der, err := signLeaf(ca, id.Key.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, err
+	}
+	return newCreds(s, id, ca.Public().(ed25519.PublicKey), der), nil
+}
+
+func newCreds(s Secret, id *Identity, caPub ed25519.PublicKey, der []byte) *Creds {
+	return &Creds{
+		id:     id,
+		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: id.Key},
+		caPub:  caPub,
+		swarm:  swarmIDOf(caPub),
+		secret: s,
+	}
+}
+
+// NewIssuedCreds are the credentials of a member of an invites-mode swarm:
+// id's certificate der, issued by the swarm's creator, must verify under
+// caPub and name id's key. s gives the gossip key only.
+func NewIssuedCreds(s Secret, id *Identity, caPub ed25519.PublicKey, der []byte) (*Creds, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("node certificate: %w", err)
+	}
+	got, err := verifyUnder(caPub, cert)
+	if err != nil {
+		return nil, fmt.Errorf("node certificate: not issued by this swarm's creator: %w", err)
+	}
+	if got != id.ID {
+		return nil, fmt.Errorf("node certificate names node %s, not this node (%s): was the data folder's node.key replaced?", got, id.ID)
+	}
+	c := newCreds(s, id, caPub, der)
+	c.invites = true
+	return c, nil
+}
+
+// signLeaf signs a member certificate for pub with the CA key ca.
+func signLeaf(ca ed25519.PrivateKey, pub ed25519.PublicKey) ([]byte, error) {
 	caPub := ca.Public().(ed25519.PublicKey)
-	swarm := s.SwarmID()
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "p2pc swarm " + swarm},
+		Subject:               pkix.Name{CommonName: "p2pc swarm " + swarmIDOf(caPub)},
 		NotBefore:             certNotBefore,
 		NotAfter:              certNotAfter,
 		IsCA:                  true,
@@ -65,24 +113,22 @@ func NewCreds(s Secret, id *Identity) (*Creds, error) {
 	}
 	leaf := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: id.ID.String()},
+		Subject:      pkix.Name{CommonName: IDOf(pub).String()},
 		NotBefore:    certNotBefore,
 		NotAfter:     certNotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, id.Key.Public(), ca)
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, pub, ca)
 	if err != nil {
 		return nil, fmt.Errorf("node certificate: %w", err)
 	}
-	return &Creds{
-		id:     id,
-		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: id.Key},
-		caPub:  caPub,
-		swarm:  swarm,
-		secret: s,
-	}, nil
+	return der, nil
 }
+
+// swarmIDOf names a swarm by its CA public key: the first two groups of
+// the key's ID.
+func swarmIDOf(caPub ed25519.PublicKey) string { return IDOf(caPub).String()[:9] }
 
 // ID is this node's ID.
 func (c *Creds) ID() NodeID { return c.id.ID }
@@ -104,15 +150,48 @@ func (c *Creds) VerifyCert(der []byte) (NodeID, error) {
 }
 
 func (c *Creds) verify(cert *x509.Certificate) (NodeID, error) {
+	id, err := verifyUnder(c.caPub, cert)
+	if err != nil {
+		return id, err
+	}
+	if r := c.revoked.Load(); r != nil && (*r)[id] {
+		return NodeID{}, fmt.Errorf("%w: node %s", ErrRevoked, id)
+	}
+	return id, nil
+}
+
+// verifyUnder checks that cert is an Ed25519 certificate signed by caPub
+// and returns the node ID its key gives.
+func verifyUnder(caPub ed25519.PublicKey, cert *x509.Certificate) (NodeID, error) {
 	pub, ok := cert.PublicKey.(ed25519.PublicKey)
 	if !ok || cert.SignatureAlgorithm != x509.PureEd25519 {
 		return NodeID{}, fmt.Errorf("%w: not an Ed25519 member certificate", ErrNotMember)
 	}
-	if !ed25519.Verify(c.caPub, cert.RawTBSCertificate, cert.Signature) {
+	if !ed25519.Verify(caPub, cert.RawTBSCertificate, cert.Signature) {
 		return NodeID{}, ErrNotMember
 	}
 	return IDOf(pub), nil
 }
+
+// SetRevoked replaces the set of revoked node IDs: from now on their
+// certificates are refused at the handshake.
+func (c *Creds) SetRevoked(ids []NodeID) {
+	m := make(map[NodeID]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	c.revoked.Store(&m)
+}
+
+// Invites reports whether the swarm is in invites mode (certificates
+// issued by its creator, not derived from the secret).
+func (c *Creds) Invites() bool { return c.invites }
+
+// CAPublic is the swarm CA's public key.
+func (c *Creds) CAPublic() ed25519.PublicKey { return c.caPub }
+
+// Secret is the swarm secret (the gossip key's source).
+func (c *Creds) Secret() Secret { return c.secret }
 
 // verifyConn is the VerifyConnection of both ends: exactly one certificate,
 // from the swarm CA.

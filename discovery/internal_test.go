@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"slices"
@@ -88,6 +89,42 @@ func TestMetaRoundTrip(t *testing.T) {
 	big.Version = strings.Repeat("v", memberlist.MetaMaxSize)
 	if _, err := encodeMeta(big, false); err == nil || !strings.Contains(err.Error(), "limit of 512") {
 		t.Errorf("oversized meta: err = %v", err)
+	}
+}
+
+// TestMetaAddressScheme: a tcp address travels bare under "g", as every
+// version reads it; an address of another transport travels with its
+// scheme under "u", which older versions ignore (they skip a member
+// without an address rather than dial it as tcp); a bare "g" of an older
+// version is read as tcp.
+func TestMetaAddressScheme(t *testing.T) {
+	for _, tc := range []struct{ addr, wantG, wantU, back string }{
+		{"10.0.0.1:7000", "10.0.0.1:7000", "", "10.0.0.1:7000"},
+		{"tcp://10.0.0.1:7000", "10.0.0.1:7000", "", "10.0.0.1:7000"},
+		{"mem://a", "", "mem://a", "mem://a"},
+		{"quic://[::1]:7000", "", "quic://[::1]:7000", "quic://[::1]:7000"},
+	} {
+		b, err := encodeMeta(Meta{Name: "n", GRPCAddr: tc.addr, Proto: 3}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w struct {
+			G string `json:"g"`
+			U string `json:"u"`
+		}
+		if err := json.Unmarshal(b, &w); err != nil {
+			t.Fatal(err)
+		}
+		if w.G != tc.wantG || w.U != tc.wantU {
+			t.Errorf("%s encoded as %s: want g=%q u=%q", tc.addr, b, tc.wantG, tc.wantU)
+		}
+		if m, _, err := decodeMeta("n", b); err != nil || m.GRPCAddr != tc.back {
+			t.Errorf("%s decoded as %q, %v; want %q", tc.addr, m.GRPCAddr, err, tc.back)
+		}
+	}
+	// Metadata of a version before the transport seam.
+	if m, _, err := decodeMeta("old", []byte(`{"g":"10.0.0.1:7000","p":3,"s":2}`)); err != nil || m.GRPCAddr != "10.0.0.1:7000" {
+		t.Errorf("old metadata decoded as %q, %v", m.GRPCAddr, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // Meta is what a member tells the others about itself, spread by
@@ -16,7 +18,9 @@ type Meta struct {
 	// the swarm key, so only members claim). Connections prove the ID
 	// again in their TLS handshake; that proof is what names a peer.
 	ID string
-	// GRPCAddr is host:port of the member's peer gRPC service.
+	// GRPCAddr is the address of the member's peer gRPC service, in the
+	// canonical form of package transport: host:port for tcp,
+	// scheme://... for another transport.
 	GRPCAddr string
 	// OS and Arch are the member's GOOS and GOARCH.
 	OS, Arch string
@@ -37,9 +41,13 @@ type Meta struct {
 // wireMeta is Meta as carried in memberlist's node metadata: JSON with
 // one-letter keys, zero values left out. The name is not carried (it is
 // the memberlist node name). L marks a member that is leaving, so that its
-// departure is reported as Leave rather than Dead.
+// departure is reported as Leave rather than Dead. G is a tcp address
+// (host:port, as every version reads it); U an address of another
+// transport, with its scheme, which versions before the transport seam
+// ignore: to them such a member has no address, and is skipped.
 type wireMeta struct {
 	GRPC    string `json:"g,omitempty"`
+	URL     string `json:"u,omitempty"`
 	ID      string `json:"i,omitempty"`
 	OS      string `json:"o,omitempty"`
 	Arch    string `json:"a,omitempty"`
@@ -54,10 +62,18 @@ type wireMeta struct {
 // encodeMeta encodes m, failing if the result exceeds memberlist's limit
 // (memberlist.MetaMaxSize, 512 bytes).
 func encodeMeta(m Meta, leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{
-		GRPC: m.GRPCAddr, ID: m.ID, OS: m.OS, Arch: m.Arch, Version: m.Version,
+	w := wireMeta{
+		ID: m.ID, OS: m.OS, Arch: m.Arch, Version: m.Version,
 		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving, Sandbox: m.Sandbox,
-	})
+	}
+	if m.GRPCAddr != "" {
+		if scheme, _ := transport.Split(m.GRPCAddr); scheme == transport.DefaultScheme {
+			w.GRPC = transport.Canonical(m.GRPCAddr)
+		} else {
+			w.URL = m.GRPCAddr
+		}
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("encode member metadata: %w", err)
 	}
@@ -77,7 +93,13 @@ func decodeMeta(name string, b []byte) (m Meta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return m, false, fmt.Errorf("member %q: decode metadata: %w", name, err)
 	}
-	m.GRPCAddr, m.ID, m.OS, m.Arch, m.Version = w.GRPC, w.ID, w.OS, w.Arch, w.Version
+	m.ID, m.OS, m.Arch, m.Version = w.ID, w.OS, w.Arch, w.Version
+	switch {
+	case w.GRPC != "":
+		m.GRPCAddr = transport.Canonical(w.GRPC)
+	case w.URL != "":
+		m.GRPCAddr = transport.Canonical(w.URL)
+	}
 	m.Proto, m.Slots, m.FreeSlots, m.Sandbox = w.Proto, w.Slots, w.Free, w.Sandbox
 	return m, w.Leaving, nil
 }

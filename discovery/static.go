@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // Peer is a node that can be contacted.
@@ -42,7 +44,8 @@ const DefaultPort = 7070
 // ParseAddrs parses host:port addresses (as given to --join, which kong
 // splits at commas), rejecting malformed ones with their position and
 // dropping empty ones and repeats. A bare host (a name or an IP address,
-// IPv6 in brackets) means its DefaultPort.
+// IPv6 in brackets) means its DefaultPort. A "tcp://" scheme is allowed
+// and dropped; another scheme is refused.
 func ParseAddrs(addrs []string) (Static, error) {
 	var out Static
 	seen := map[string]bool{}
@@ -51,6 +54,11 @@ func ParseAddrs(addrs []string) (Static, error) {
 		if a == "" {
 			continue
 		}
+		scheme, rest := transport.Split(a)
+		if scheme != transport.DefaultScheme {
+			return nil, fmt.Errorf("peer address %d %q: transport %q: a static peer is a tcp address", i+1, a, scheme)
+		}
+		a = rest
 		host, port, err := net.SplitHostPort(a)
 		if err != nil && bareHost(a) {
 			host, port, err = strings.Trim(a, "[]"), strconv.Itoa(DefaultPort), nil

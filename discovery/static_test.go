@@ -33,6 +33,8 @@ func TestParseAddrs(t *testing.T) {
 		{in: []string{"not an address:7070"}, wantErr: "neither an IP address nor a host name"},
 		{in: []string{"a..b"}, wantErr: "empty label"},
 		{in: []string{"host/x"}, wantErr: "character 5 is '/'"},
+		{in: []string{"tcp://10.0.0.1:7000", "tcp://host-a"}, want: []string{"10.0.0.1:7000", "host-a:7070"}},
+		{in: []string{"quic://10.0.0.1:7000"}, wantErr: `peer address 1 "quic://10.0.0.1:7000": transport "quic"`},
 	}
 	for _, tt := range tests {
 		got, err := ParseAddrs(tt.in)

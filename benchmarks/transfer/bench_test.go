@@ -43,7 +43,7 @@ func BenchmarkFetchLoopback(b *testing.B) {
 			b.SetBytes(size)
 			b.ResetTimer()
 			for b.Loop() {
-				pool := transfer.NewPool(benchCreds.ClientTLS())
+				pool := transfer.NewPool(nil, benchCreds.ClientTLS())
 				f := transfer.NewFetcher(blocks.NewMemStore(), pool, transfer.FetchOptions{Logger: slog.New(slog.DiscardHandler)})
 				if _, err := f.Fetch(b.Context(), file, addrs, nil); err != nil {
 					b.Fatal(err)
@@ -81,7 +81,7 @@ func BenchmarkFetchDisk(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pool := transfer.NewPool(benchCreds.ClientTLS())
+		pool := transfer.NewPool(nil, benchCreds.ClientTLS())
 		f := transfer.NewFetcher(dst, pool, transfer.FetchOptions{Logger: slog.New(slog.DiscardHandler)})
 		b.StartTimer()
 		if _, err := f.FetchFile(b.Context(), file, []string{addr}, nil, filepath.Join(dir, "out")); err != nil {

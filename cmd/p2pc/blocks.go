@@ -18,6 +18,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/transport"
 	"github.com/p2pc/p2pc/spec"
 )
 
@@ -108,7 +109,7 @@ func (c *BlocksGetCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	pool := transfer.NewPool(creds.ClientTLS())
+	pool := transfer.NewPool(transport.Default(), creds.ClientTLS())
 	defer pool.Close()
 	f := transfer.NewFetcher(s, pool, transfer.FetchOptions{
 		Concurrency:    c.Concurrency,
@@ -361,7 +362,11 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 		log.Warn("FAULT INJECTION FLAGS SET: this node serves bad data on purpose; never use outside tests",
 			"corrupt", c.FaultCorrupt, "truncate", c.FaultTruncate, "stall_after", c.FaultStallAfter)
 	}
-	lis, err := net.Listen("tcp", c.Listen)
+	tr, addr, err := transport.Default().Lookup(c.Listen)
+	var lis net.Listener
+	if err == nil {
+		lis, err = tr.Listen(g.Ctx, addr)
+	}
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("listen: %w", err))
 	}
@@ -375,11 +380,11 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 	})
 	srv.Register(gs)
 	// Block data also goes over the bulk path, on the same port.
-	glis := srv.Listener(lis, creds.ServerTLS())
+	glis := srv.Listener(lis, tr, creds.ServerTLS())
 
-	fmt.Printf("listening %s\n", lis.Addr())
+	fmt.Printf("listening %s\n", transport.AddrOf(lis))
 	n, bytes := s.Usage()
-	log.Info("serving", "addr", lis.Addr().String(), "store", s.Dir(), "blocks", n, "bytes", bytes)
+	log.Info("serving", "addr", transport.AddrOf(lis), "store", s.Dir(), "blocks", n, "bytes", bytes)
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(glis) }()

@@ -11,6 +11,7 @@ import (
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/transport"
 	"github.com/p2pc/p2pc/internal/webui"
 )
 
@@ -80,7 +81,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	adv := c.Advertise
 	if adv == "" && len(static) > 0 {
-		adv = node.LocalIPFor(static[0].Addr)
+		adv = transport.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
 		Name:          c.Name,

@@ -11,6 +11,7 @@ import (
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/internal/node"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // PeersCmd is `p2pc peers`: list the live swarm.
@@ -43,7 +44,7 @@ func (c *PeersCmd) Run(g *Globals) error {
 	if len(static) > 0 {
 		target = static[0].Addr
 	}
-	adv := node.LocalIPFor(target)
+	adv := transport.LocalIPFor(target)
 	bind := adv
 	if bind == "" {
 		bind = "0.0.0.0"
@@ -62,7 +63,7 @@ func (c *PeersCmd) Run(g *Globals) error {
 		return fmt.Errorf("peers: %w", err)
 	}
 	defer mem.Close()
-	conns := transfer.NewPool(creds.ClientTLS())
+	conns := transfer.NewPool(transport.Default(), creds.ClientTLS())
 	defer conns.Close()
 	resolver := &discovery.Resolver{Addrs: static.Addrs(), Resolve: node.ResolveStatic(conns)}
 	found, err := resolver.Find(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // node.Swarm enrols peers for the coordinator, without importing it.
@@ -96,7 +97,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 	dataDir := own.Path
 	adv := ""
 	if len(static) > 0 {
-		adv = node.LocalIPFor(static[0].Addr)
+		adv = transport.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
 		Name:    member,

@@ -26,6 +26,8 @@ type pkg struct {
 	// FileImports maps a Go file to its direct imports of the module;
 	// filled only for the packages whose rules name files.
 	FileImports map[string][]string
+	// Files are the paths of its production Go files.
+	Files []string
 }
 
 // under reports whether path is root or below it.
@@ -53,6 +55,10 @@ func violations(pkgs []pkg) []string {
 				bad(p.Path, d, "only harness/... and cmd/p2pc (bench.go) may depend on the harness")
 			case p.Path == "spec":
 				bad(p.Path, d, "spec imports nothing of this repository")
+			case under(p.Path, "internal/transport") && !under(d, "internal/transport"):
+				bad(p.Path, d, "internal/transport/... imports nothing of this repository outside itself")
+			case under(d, "internal/transport/transporttest"):
+				bad(p.Path, d, "internal/transport/transporttest is for tests only")
 			case under(p.Path, "plugins/sdk") && !under(d, "plugins/sdk"):
 				bad(p.Path, d, "plugins/sdk/... imports nothing of this repository outside plugins/sdk/...")
 			case under(p.Path, "plugins") && !under(p.Path, "plugins/sdk") && !under(d, "plugins/sdk"):
@@ -90,6 +96,8 @@ func TestRules(t *testing.T) {
 			{Path: "plugins/sdk/sdktest", Deps: []string{"plugins/sdk", "plugins/sdk/pluginpb"}},
 			{Path: "plugins/echo", Deps: []string{"plugins/sdk", "plugins/sdk/pluginpb"}},
 			{Path: "internal/outputs", Deps: []string{"internal/blocks"}},
+			{Path: "internal/transfer", Deps: []string{"internal/transport"}},
+			{Path: "internal/transport/transporttest", Deps: []string{"internal/transport"}},
 		}, 0},
 		{"node to job, transitively", []pkg{{Path: "internal/node", Deps: []string{"internal/job", "internal/x"}}}, 1},
 		{"node subpackage to job subpackage", []pkg{{Path: "internal/node/x", Deps: []string{"internal/job/y"}}}, 1},
@@ -101,6 +109,8 @@ func TestRules(t *testing.T) {
 		{"sdk imports the repo", []pkg{{Path: "plugins/sdk/sdktest", Deps: []string{"plugins/sdk", "internal/pluginhost"}}}, 1},
 		{"plugin imports the repo", []pkg{{Path: "plugins/echo", Deps: []string{"plugins/sdk", "internal/blocks"}}}, 1},
 		{"a harness name prefix is not the harness", []pkg{{Path: "internal/job", Deps: []string{"harnessed"}}}, 0},
+		{"transport imports the repo", []pkg{{Path: "internal/transport", Deps: []string{"internal/blocks"}}}, 1},
+		{"production package to transporttest", []pkg{{Path: "internal/node", Deps: []string{"internal/transport", "internal/transport/transporttest"}}}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +132,7 @@ func TestRepository(t *testing.T) {
 		byPath[p.Path] = true
 	}
 	// The rules name these packages: if one moves, the rules must follow.
-	for _, want := range []string{"internal/node", "internal/job", "internal/outputs", "internal/peerpb", "harness", "cmd/p2pc", "spec", "plugins/sdk"} {
+	for _, want := range []string{"internal/node", "internal/job", "internal/outputs", "internal/peerpb", "internal/transport", "internal/transport/transporttest", "harness", "cmd/p2pc", "spec", "plugins/sdk"} {
 		if !byPath[want] {
 			t.Errorf("package %s not found: update the rules", want)
 		}
@@ -195,6 +205,9 @@ func list(t *testing.T) []pkg {
 			return r
 		}
 		p := pkg{Path: rel([]string{l.ImportPath})[0], Imports: rel(l.Imports), Deps: rel(l.Deps)}
+		for _, f := range append(l.GoFiles, l.CgoFiles...) {
+			p.Files = append(p.Files, filepath.Join(l.Dir, f))
+		}
 		if p.Path == "cmd/p2pc" {
 			p.FileImports = map[string][]string{}
 			for _, f := range append(l.GoFiles, l.CgoFiles...) {

@@ -21,6 +21,7 @@ import (
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/transport"
 	"github.com/p2pc/p2pc/internal/trust"
 )
 
@@ -36,12 +37,16 @@ type Config struct {
 	// own folder, removed when the run ends and swept when it died), so
 	// its block store fsyncs no block (blocks.DiskOptions.Ephemeral).
 	EphemeralStore bool
-	// Listen is the gRPC listen address (default 127.0.0.1:0).
+	// Listen is the gRPC listen address (default 127.0.0.1:0), an
+	// address of Transports ("host:port" is tcp).
 	Listen string
 	// Advertise is the address (host or host:port) peers dial (default:
 	// the bound address; an unspecified IP is replaced by the first
 	// non-loopback address, or 127.0.0.1 when there is none).
 	Advertise string
+	// Transports serve the node's listen address and the addresses it
+	// dials (nil: transport.Default()).
+	Transports *transport.Registry
 	// Version is the software version reported to peers.
 	Version string
 	// Creds are the node's swarm credentials (required): every
@@ -167,7 +172,14 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	lis, err := net.Listen("tcp", cfg.Listen)
+	if cfg.Transports == nil {
+		cfg.Transports = transport.Default()
+	}
+	tr, listenAddr, err := cfg.Transports.Lookup(cfg.Listen)
+	var lis net.Listener
+	if err == nil {
+		lis, err = tr.Listen(context.Background(), listenAddr)
+	}
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("node: listen %s: %w", cfg.Listen, err)
@@ -181,7 +193,7 @@ func New(cfg Config) (*Node, error) {
 		// connection is noticed after about 12 s. The membership (about 2 s)
 		// is what takes a stopped or cut-off peer's leases back; this is
 		// the backstop.
-		conns:    transfer.NewPool(cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second})),
+		conns:    transfer.NewPool(cfg.Transports, cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second})),
 		lis:      lis,
 		sched:    newSched(cfg.Slots),
 		slotMade: make([]string, cfg.Slots),
@@ -190,7 +202,7 @@ func New(cfg Config) (*Node, error) {
 		keep:     newKeeper(cfg.KeepResults),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
-	n.addr = advertise(cfg.Advertise, lis.Addr().(*net.TCPAddr))
+	n.addr = advertise(cfg.Advertise, lis)
 	n.grpc = grpc.NewServer(append(transfer.GRPCServerOptions(cfg.Creds.ServerTLS(), cfg.Logger),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
@@ -202,14 +214,25 @@ func New(cfg Config) (*Node, error) {
 	blockSrv := transfer.NewServer(store, cfg.Blocks)
 	blockSrv.Register(n.grpc)
 	// Block bytes move on the bulk path (TLS on the same port, see
-	// package transfer) when both ends speak it; gRPC connections pass.
-	n.lis = blockSrv.Listener(lis, cfg.Creds.ServerTLS())
+	// package transfer) when both ends speak it and the transport has
+	// the capability; gRPC connections pass.
+	n.lis = blockSrv.Listener(lis, tr, cfg.Creds.ServerTLS())
 	peerpb.RegisterPeerServer(n.grpc, &peerService{n: n})
 	n.confinement = n.ConfinementLine()
 	return n, nil
 }
 
-func advertise(adv string, bound *net.TCPAddr) string {
+// advertise returns the canonical address peers dial: adv, completed
+// with the bound port, or the bound address of l.
+func advertise(adv string, l net.Listener) string {
+	bound, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		if adv != "" {
+			return transport.Canonical(adv)
+		}
+		return transport.AddrOf(l)
+	}
+	adv = transport.Canonical(adv)
 	if adv != "" {
 		if _, port, err := net.SplitHostPort(adv); err == nil && port != "" {
 			return adv

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // PresenceConfig says how a node finds and keeps its peers.
@@ -42,7 +43,8 @@ type Presence struct {
 
 // StartPresence joins the swarm. Close it before the node stops serving.
 func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence, error) {
-	host, _, err := net.SplitHostPort(n.addr)
+	_, hostPort := transport.Split(n.addr)
+	host, _, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return nil, fmt.Errorf("presence: %w", err)
 	}

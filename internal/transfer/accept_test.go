@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // flakyListener fails its first fails Accepts with err.
@@ -72,7 +73,7 @@ func TestAcceptSurvivesTemporaryErrors(t *testing.T) {
 			fl.fails.Store(c.fails)
 			var logs lockedBuffer
 			srv := NewServer(blocks.NewMemStore(), ServerOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			ml := srv.Listener(fl, testCreds.ServerTLS())
+			ml := srv.Listener(fl, transport.TCP{}, testCreds.ServerTLS())
 			defer ml.Close()
 			if c.serve {
 				conn, err := net.Dial("tcp", lis.Addr().String())

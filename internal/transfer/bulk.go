@@ -17,10 +17,12 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/transfer/transferpb"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // The bulk path (p2pc.bulk.v1): block bytes on a mutual TLS connection of
-// their own beside gRPC, on the same port. See docs/design/transfer.md.
+// their own beside gRPC, on the same port, where the transport has the
+// transport.Bulk capability (tcp). See docs/design/transfer.md.
 const (
 	// bulkMagic opens a bulk connection, both ways. It cannot be mistaken
 	// for the HTTP/2 client preface ("PRI * HTTP/2.0...").
@@ -44,19 +46,22 @@ const (
 // ---------------------------------------------------------------- server
 
 // Listener returns a listener for the grpc.Server that s is registered on:
-// it accepts on l and hands the gRPC connections on, and serves the
-// connections that open with the bulk path's magic itself. A server whose
-// connections come through it advertises the bulk path in its Have
-// answers; without it (any other listener) it serves gRPC only, as
-// before. Closing the returned listener (grpc.Server.Stop does) closes l
+// it accepts on l (a listener of t), caps the connections whose handshake
+// is not done (gate.go) and hands the gRPC connections on. When t has the
+// transport.Bulk capability it also serves the connections that open
+// with the bulk path's magic itself, and s advertises the bulk path in
+// its Have answers; otherwise (or without this listener) s serves gRPC
+// only. Closing the returned listener (grpc.Server.Stop does) closes l
 // and every bulk connection.
-func (s *Server) Listener(l net.Listener, serverTLS *tls.Config) net.Listener {
+func (s *Server) Listener(l net.Listener, t transport.Transport, serverTLS *tls.Config) net.Listener {
 	if serverTLS == nil {
 		panic("transfer: bulk listener without TLS")
 	}
+	_, bulk := t.(transport.Bulk)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &muxListener{
 		Listener: l,
+		bulkOn:   bulk,
 		tls:      serverTLS,
 		s:        s,
 		ctx:      ctx,
@@ -66,13 +71,16 @@ func (s *Server) Listener(l net.Listener, serverTLS *tls.Config) net.Listener {
 		bulk:     make(map[net.Conn]struct{}),
 		gate:     newGate(s.log, MaxHandshakingPerIP, MaxHandshaking),
 	}
-	s.bulk.Store(true)
+	if bulk {
+		s.bulk.Store(true)
+	}
 	go m.acceptLoop()
 	return m
 }
 
 type muxListener struct {
 	net.Listener
+	bulkOn bool // the transport has the bulk capability: sniff
 	tls    *tls.Config
 	s      *Server
 	ctx    context.Context // ends when the listener is closed
@@ -120,6 +128,10 @@ func (m *muxListener) acceptLoop() {
 			m.s.log.Warn("accepting connections again", "failed accepts", failures)
 		}
 		backoff, failures = 0, 0
+		if !m.bulkOn {
+			go m.pass(m.gate.admit(c))
+			continue
+		}
 		go m.sniff(m.gate.admit(c))
 	}
 }
@@ -180,8 +192,13 @@ func (m *muxListener) sniff(c *gatedConn) {
 		return
 	}
 	// Let gRPC deal with whatever this is, short or not.
+	m.pass(&prefixConn{Conn: c, head: head[:n]})
+}
+
+// pass hands c to gRPC's Accept.
+func (m *muxListener) pass(c net.Conn) {
 	select {
-	case m.conns <- &prefixConn{Conn: c, head: head[:n]}:
+	case m.conns <- c:
 	case <-m.done:
 		c.Close()
 	}
@@ -351,7 +368,9 @@ func (s *Server) advertiseBulk(ctx context.Context) {
 // bulkPeer is the client side of the bulk path to one peer: whether the
 // peer advertised it, and the idle connections kept for reuse.
 type bulkPeer struct {
-	target string
+	target string         // canonical, the Pool's key
+	addr   string         // target without its scheme, for via
+	via    transport.Bulk // target's transport
 	tls    *tls.Config
 
 	mu       sync.Mutex
@@ -428,8 +447,7 @@ func (b *bulkPeer) close() {
 // dial opens a bulk connection and checks the server's answer to the
 // magic.
 func (b *bulkPeer) dial(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", b.target)
+	raw, err := b.via.DialBulk(ctx, b.addr)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // bulkServer serves store on 127.0.0.1: through Server.Listener (gRPC and
@@ -35,7 +36,7 @@ func bulkServer(t *testing.T, store blocks.Store, opts ServerOptions, mux, adver
 	srv.Register(g)
 	l := lis
 	if mux {
-		l = srv.Listener(lis, testCreds.ServerTLS())
+		l = srv.Listener(lis, transport.TCP{}, testCreds.ServerTLS())
 	}
 	if advertise {
 		srv.bulk.Store(true)
@@ -72,7 +73,7 @@ func fetchWith(t *testing.T, mux, advertise bool, opts FetchOptions) (*Server, *
 		t.Fatal(err)
 	}
 	srv, addr := bulkServer(t, src, ServerOptions{}, mux, advertise)
-	pool := NewPool(testCreds.ClientTLS())
+	pool := NewPool(nil, testCreds.ClientTLS())
 	t.Cleanup(func() { pool.Close() })
 	local := blocks.NewMemStore()
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -242,7 +243,7 @@ func TestBulkServerHostile(t *testing.T) {
 	g.Close()
 
 	// Still serving both ways.
-	pool := NewPool(testCreds.ClientTLS())
+	pool := NewPool(nil, testCreds.ClientTLS())
 	defer pool.Close()
 	bp := pool.bulkPeer(addr)
 	bp.on = true
@@ -335,7 +336,7 @@ func TestBulkClientHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := fakeBulk(t, tc.answer) // "missing answer": one answer for two ids
-			bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
+			bp := &bulkPeer{target: addr, addr: addr, via: transport.TCP{}, on: true, tls: testCreds.ClientTLS()}
 			defer bp.close()
 			ids := []blocks.ID{id}
 			if tc.name == "missing answer" {
@@ -366,7 +367,7 @@ func TestBulkReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, addr := bulkServer(t, src, ServerOptions{}, true, false)
-	bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
+	bp := &bulkPeer{target: addr, addr: addr, via: transport.TCP{}, on: true, tls: testCreds.ClientTLS()}
 	defer bp.close()
 	get := func() error {
 		return bp.get(t.Context(), []blocks.ID{id}, func(_ int, b *rxBlock) (bool, error) {

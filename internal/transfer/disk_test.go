@@ -11,6 +11,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 func openDisk(t *testing.T, dir string) *blocks.DiskStore {
@@ -172,7 +173,7 @@ func startPeer2(t *testing.T, store blocks.Store) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(srv.Listener(lis, testCreds.ServerTLS()))
+		_ = g.Serve(srv.Listener(lis, transport.TCP{}, testCreds.ServerTLS()))
 	}()
 	t.Cleanup(func() {
 		g.Stop()

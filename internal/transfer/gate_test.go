@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 type addrConn struct {
@@ -99,7 +100,7 @@ func TestSilentConnectionClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := NewServer(blocks.NewMemStore(), ServerOptions{Logger: slog.New(slog.DiscardHandler)})
-	ml := srv.Listener(lis, testCreds.ServerTLS())
+	ml := srv.Listener(lis, transport.TCP{}, testCreds.ServerTLS())
 	defer ml.Close()
 	c, err := net.Dial("tcp", lis.Addr().String())
 	if err != nil {

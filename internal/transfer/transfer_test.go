@@ -23,6 +23,7 @@ import (
 	"github.com/p2pc/p2pc/internal/blocks/blockstest"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/transfer/transferpb"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // peer is a Blocks server on 127.0.0.1 with its own store.
@@ -48,7 +49,7 @@ func startPeer(t *testing.T, store *blocks.MemStore, opts transfer.ServerOptions
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = g.Serve(srv.Listener(lis, testCreds.ServerTLS()))
+		_ = g.Serve(srv.Listener(lis, transport.TCP{}, testCreds.ServerTLS()))
 	}()
 	t.Cleanup(func() {
 		g.Stop()
@@ -106,7 +107,7 @@ func readBack(t *testing.T, s blocks.Store, file blocks.ID) []byte {
 }
 
 func newFetcher(t *testing.T, s blocks.Store, opts transfer.FetchOptions) *transfer.Fetcher {
-	pool := transfer.NewPool(testCreds.ClientTLS())
+	pool := transfer.NewPool(nil, testCreds.ClientTLS())
 	t.Cleanup(func() { _ = pool.Close() })
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
@@ -476,7 +477,7 @@ func TestServerHostile(t *testing.T) {
 	_ = src.Put(t.Context(), id, data)
 	p := startPeer(t, src, transfer.ServerOptions{})
 	// A client that does not hold itself to the protocol's limits.
-	pool := transfer.NewPool(testCreds.ClientTLS(), grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	pool := transfer.NewPool(nil, testCreds.ClientTLS(), grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 	defer pool.Close()
 	c, err := pool.Blocks(p.addr)
 	if err != nil {
@@ -564,7 +565,7 @@ func TestHaveSplitsLargeQuestions(t *testing.T) {
 		ids = append(ids, id)
 	}
 	p := startPeer(t, src, transfer.ServerOptions{})
-	pool := transfer.NewPool(testCreds.ClientTLS())
+	pool := transfer.NewPool(nil, testCreds.ClientTLS())
 	defer pool.Close()
 	c, _ := pool.Blocks(p.addr)
 	has, err := transfer.Have(t.Context(), c, ids)
@@ -598,7 +599,7 @@ func TestRemoteStoreConformance(t *testing.T) {
 	blockstest.TestStore(t, func(t *testing.T) blocks.Store {
 		backing := blocks.NewMemStore()
 		p := startPeer(t, backing, transfer.ServerOptions{})
-		pool := transfer.NewPool(testCreds.ClientTLS())
+		pool := transfer.NewPool(nil, testCreds.ClientTLS())
 		t.Cleanup(func() { _ = pool.Close() })
 		r, err := transfer.NewRemoteStore(pool, p.addr)
 		if err != nil {
@@ -614,7 +615,7 @@ func TestRemoteStore(t *testing.T) {
 	_ = backing.Put(t.Context(), id, data)
 	good := startPeer(t, backing, transfer.ServerOptions{})
 	bad := startPeer(t, backing, transfer.ServerOptions{Corrupt: true})
-	pool := transfer.NewPool(testCreds.ClientTLS())
+	pool := transfer.NewPool(nil, testCreds.ClientTLS())
 	defer pool.Close()
 	r, _ := transfer.NewRemoteStore(pool, good.addr)
 	if err := r.Put(t.Context(), id, data); !errors.Is(err, transfer.ErrReadOnly) {

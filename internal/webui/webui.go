@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // Default listen addresses of `p2pc run --ui` and `p2pc join --ui` given
@@ -166,7 +167,8 @@ func (s *Server) Listen(addr string) (net.Listener, error) {
 	if !IsLoopback(addr) && len(s.cfg.Tokens) == 0 {
 		return nil, fmt.Errorf("web view on %s: not a loopback address, and there is no token to protect it (make a swarm: p2pc swarm init)", addr)
 	}
-	ln, err := net.Listen("tcp", addr)
+	// A browser speaks tcp: the web view listens on the tcp transport.
+	ln, err := transport.TCP{}.Listen(context.Background(), addr)
 	if err != nil {
 		return nil, fmt.Errorf("web view: %w", err)
 	}

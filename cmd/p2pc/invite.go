@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/transport"
 	"github.com/p2pc/p2pc/internal/trust"
 )
 
@@ -307,7 +308,7 @@ func serveInvites(ctx context.Context, g *Globals, creds *trust.Creds, n *node.N
 		return err
 	}
 	if err == nil {
-		lis, err := net.Listen("tcp", listen)
+		lis, err := transport.Default().Listen(ctx, listen)
 		if err != nil {
 			return withCode(exitBadInput, fmt.Errorf("--admit-listen %s: %w", listen, err))
 		}

@@ -30,7 +30,8 @@ type PeerSession struct {
 	Peer  string
 	Slots int
 	// Up: the session runs; otherwise it ended at Ended, with Err when
-	// it broke (the peer died or the connection failed).
+	// it broke (the peer died or the connection failed). An Up session
+	// with Err is the same worker back after a session that broke.
 	Up    bool
 	Since time.Time
 	Ended time.Time
@@ -191,7 +192,13 @@ func (l *Live) sessionUp(peer string, slots int) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sessions[peer] = &PeerSession{Peer: peer, Slots: slots, Up: true, Since: time.Now()}
+	s := &PeerSession{Peer: peer, Slots: slots, Up: true, Since: time.Now()}
+	if prev := l.sessions[peer]; prev != nil && !prev.Up {
+		// The same worker back (one node ID, one worker): its earlier
+		// session's error stays, shown as past.
+		s.Err = prev.Err
+	}
+	l.sessions[peer] = s
 }
 
 // sessionDown notes the end of peer's session and why; ended says the

@@ -17,6 +17,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // The admission protocol (p2pc-admit/1): on the creator's admission port,
@@ -159,12 +161,15 @@ func exchange(ctx context.Context, addr string, caPub ed25519.PublicKey, cert tl
 		},
 		SessionTicketsDisabled: true,
 	}
-	d := tls.Dialer{Config: cfg}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := transport.Default().Dial(ctx, addr)
 	if err != nil {
 		return resp, fmt.Errorf("the swarm's creator at %s (is its 'p2pc join' running and reachable?): %w", addr, err)
 	}
+	c := tls.Client(raw, cfg)
 	defer c.Close()
+	if err := c.HandshakeContext(ctx); err != nil {
+		return resp, fmt.Errorf("the swarm's creator at %s: %w", addr, err)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}

@@ -41,9 +41,9 @@ proto:
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
     cd internal/peerpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative peer.proto
 
-# Render the Mandelbrot demo job on this machine.
+# Render the Mandelbrot demo job on this machine (README's command: built with the plugins' settings).
 demo:
-    go run ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
+    CGO_ENABLED=0 go run -trimpath ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
 
 # Run the quick Go benchmarks (plugin host round trip against bare gRPC).
 bench:

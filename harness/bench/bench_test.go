@@ -291,6 +291,9 @@ func TestBenchQuickScratch(t *testing.T) {
 // the files every suite must write (not the figures: the machine is
 // shared).
 func TestBenchQuick(t *testing.T) {
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed (Debian package rsync; .ci/run installs it): the transfer suite's script compares with it")
+	}
 	start := time.Now()
 	out, b := quickBench(t, "all", 3*time.Minute)
 	t.Logf("p2pc bench --quick --suite all --setups 2 took %s", time.Since(start).Round(time.Second))

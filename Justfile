@@ -22,13 +22,13 @@ release *targets:
 # the root's ./... does not include).
 modules := ". plugins/sdk"
 
-# Run the test suite of both modules (the commands README.md gives).
-test:
-    for m in {{modules}}; do (cd $m && go test ./...); done
+# Run the test suite of both modules, the second whatever the first's result (README's command; go test flags may follow).
+test *flags:
+    go run ./harness/testall {{flags}}
 
 # Run the test suite of both modules with the race detector.
 test-race:
-    for m in {{modules}}; do (cd $m && go test -race ./...); done
+    go run ./harness/testall -race
 
 # Check formatting, vet and staticcheck of both modules (the release pinned at the top, as in .ci/run).
 lint:
@@ -41,9 +41,9 @@ proto:
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
     cd internal/peerpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative peer.proto
 
-# Render the Mandelbrot demo job on this machine.
+# Render the Mandelbrot demo job on this machine (README's command: built with the plugins' settings).
 demo:
-    go run ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
+    CGO_ENABLED=0 go run -trimpath ./cmd/p2pc run examples/mandelbrot.yaml --no-mdns
 
 # Run the quick Go benchmarks (plugin host round trip against bare gRPC).
 bench:
@@ -61,13 +61,13 @@ bench-verify:
 bench-webui tasks="100000" rounds="5":
     TASKS={{tasks}} ROUNDS={{rounds}} benchmarks/webui/run.sh
 
-# Reproduce the seed papers' experiments (needs root: namespaces, cgroups).
+# Reproduce the seed papers' experiments and publish them into results/ (needs root: namespaces, cgroups).
 bench-papers setups="2,3,4":
-    go run ./cmd/p2pc bench --setups {{setups}}
+    go run ./cmd/p2pc bench --setups {{setups}} --publish
 
-# The chaos suite: every fault scenario `runs` times into results/chaos/ (needs root).
+# The chaos suite: every fault scenario `runs` times, published into results/chaos/ (needs root).
 bench-chaos runs="10":
-    go run ./cmd/p2pc bench --suite chaos --runs {{runs}}
+    go run ./cmd/p2pc bench --suite chaos --runs {{runs}} --publish
 
 # Run the hostile-plugin suite and write results/sandbox/hostile.md (run as root for the task-user and netns cases).
 hostile-report:

@@ -8,7 +8,9 @@
 // a CPU quota and `p2pc run` in a namespace of its own. Labs need root;
 // LabAvailable says whether this process can build them. The faults of
 // the chaos suite are in labfault.go. MainInNetns re-executes a test
-// binary in a private network namespace, for tests that multicast.
+// binary in a private network namespace, for tests that multicast;
+// nothing in it reaches the Go module proxy, so a test binary whose tests
+// run go commands calls FetchModules first.
 //
 // Ownership: everything a lab makes is named by LabName and removed when
 // the lab closes. A new lab removes what crashed runs left behind, judged

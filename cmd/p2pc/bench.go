@@ -19,15 +19,16 @@ import (
 // BenchCmd is `p2pc bench`: reproduce the seed papers' experiments with
 // real p2pc processes in network namespaces under CPU quotas.
 type BenchCmd struct {
-	Setups []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N"`
-	Suite  []string `help:"Suites to run (mandelbrot, ga, tracker, latency, transfer, scale, chaos), or all (every suite but chaos, which runs only when named)." default:"all" sep:"," placeholder:"NAME"`
-	Runs   int      `help:"How many times the chaos suite runs each scenario (default: the config's, 10; 1 with --quick)." placeholder:"N"`
-	Quick  bool     `help:"Tiny problem sizes, one round: a smoke check of every suite in under 3 minutes (figures mean nothing)."`
-	Out    string   `help:"Results folder (default: results/ of the repository)." type:"path" placeholder:"DIR"`
-	Config string   `help:"Bench configuration (default: benchmarks/bench.yaml of the repository)." type:"path" placeholder:"FILE"`
-	Mode   string   `help:"Lab mode: bridge (a namespace per peer on a bridge) or loopback (one namespace on 127.0.0.1); default from the config." enum:",bridge,loopback" default:""`
-	Keep   bool     `help:"Keep the scratch folder (lab data, job outputs) and print where it is."`
-	List   bool     `help:"List the suites and exit."`
+	Setups  []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N"`
+	Suite   []string `help:"Suites to run (mandelbrot, ga, tracker, latency, transfer, scale, chaos), or all (every suite but chaos, which runs only when named)." default:"all" sep:"," placeholder:"NAME"`
+	Runs    int      `help:"How many times the chaos suite runs each scenario (default: the config's, 10; 1 with --quick)." placeholder:"N"`
+	Quick   bool     `help:"Tiny problem sizes, one round: a smoke check of every suite in under 3 minutes (figures mean nothing)."`
+	Out     string   `help:"Results folder (default: a new folder under the system's temporary folder, printed)." type:"path" placeholder:"DIR"`
+	Publish bool     `help:"Write into results/ of the repository, the published figures (full runs only: refused with --quick or --out)."`
+	Config  string   `help:"Bench configuration (default: benchmarks/bench.yaml of the repository)." type:"path" placeholder:"FILE"`
+	Mode    string   `help:"Lab mode: bridge (a namespace per peer on a bridge) or loopback (one namespace on 127.0.0.1); default from the config." enum:",bridge,loopback" default:""`
+	Keep    bool     `help:"Keep the scratch folder (lab data, job outputs) and print where it is."`
+	List    bool     `help:"List the suites and exit."`
 }
 
 // Run runs the suites and prints the table of headline figures.
@@ -48,6 +49,7 @@ func (c *BenchCmd) Run(g *Globals) error {
 		Quick:      c.Quick,
 		Runs:       c.Runs,
 		Out:        c.Out,
+		Publish:    c.Publish,
 		Mode:       c.Mode,
 		Keep:       c.Keep,
 		Progress:   prog,
@@ -62,6 +64,8 @@ func (c *BenchCmd) Run(g *Globals) error {
 		return nil
 	case g.Ctx.Err() != nil:
 		return withCode(exitInterrupted, fmt.Errorf("bench: interrupted"))
+	case errors.Is(err, bench.ErrOptions):
+		return withCode(exitBadInput, err)
 	case errors.Is(err, bench.ErrNoLab):
 		return withCode(exitBadInput, fmt.Errorf("bench: %w\n(p2pc bench runs its peers in network namespaces with CPU quotas: run it as root on Linux with iproute2; mDNS never runs in the machine's own network namespace)", err))
 	case out == nil:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,9 +30,19 @@ var (
 
 // TestMain runs the whole test binary inside a private network namespace
 // (when one can be made), so that the tests of discovery may use mDNS:
-// multicast never leaves through the machine's network card.
+// multicast never leaves through the machine's network card. Nothing in
+// the namespace reaches the Go module proxy, so it first fetches what the
+// tests' go commands need (fetchModules).
 func TestMain(m *testing.M) {
 	if os.Getenv(harness.NetnsEnv) != "1" && harness.NetnsAvailable() == nil {
+		flag.Parse() // for selected
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		err := fetchModules(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cmd/p2pc tests: fetch modules before entering the private network namespace, which cannot reach the module proxy: %v\n", err)
+			os.Exit(1)
+		}
 		os.Exit(harness.MainInNetns(m))
 	}
 	os.Exit(testMain(m))

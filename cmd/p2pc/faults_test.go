@@ -185,6 +185,18 @@ func flipBytes(t *testing.T, root string) int {
 		}
 		data[0] ^= 0xff
 		n++
+		// Stores keep their files read-only; root writes them anyway, an
+		// ordinary user makes them writable for the damage.
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if perm := fi.Mode().Perm(); perm&0o200 == 0 {
+			if err := os.Chmod(path, perm|0o200); err != nil {
+				return err
+			}
+			defer os.Chmod(path, perm)
+		}
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if errors.Is(err, syscall.ETXTBSY) {
 			if err := os.WriteFile(path+".rot", data, 0o755); err != nil {

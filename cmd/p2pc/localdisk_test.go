@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -59,10 +60,20 @@ exit 0
 // error, charges no peer, leaves nothing half-written; a rerun after
 // space is freed completes, reusing what was done. A read-only one is
 // exit 4 too, and so is a full one written by local slots.
-func TestLocalDiskFaultStopsTheRun(t *testing.T) {
+// requireMountNS skips the test unless this process can make a private
+// mount namespace (unshare --mount: root or CAP_SYS_ADMIN), for a tmpfs.
+func requireMountNS(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare (util-linux)")
 	}
+	if out, err := exec.Command("unshare", "--mount", "true").CombinedOutput(); err != nil {
+		t.Skipf("needs a private mount namespace (root or CAP_SYS_ADMIN): unshare --mount: %v: %s", err, bytes.TrimSpace(out))
+	}
+}
+
+func TestLocalDiskFaultStopsTheRun(t *testing.T) {
+	requireMountNS(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "ok", 2)
 	root, root2, keep := filepath.Join(dir, "mnt"), filepath.Join(dir, "mnt2"), filepath.Join(dir, "keep")
@@ -172,9 +183,7 @@ exec "$P2PC" --data "$ROOT/data" join --listen 127.0.0.1:0 --name full --slots 2
 // A peer whose disk is full refuses the job; the refusal may pass, so the
 // job asks it again, and once space is freed the job runs on it.
 func TestPeerDiskFullRefusalPasses(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("needs unshare (util-linux)")
-	}
+	requireMountNS(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "mnt")
 	if err := os.MkdirAll(root, 0o755); err != nil {

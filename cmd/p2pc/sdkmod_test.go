@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,25 +11,93 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/p2pc/p2pc/harness"
 )
 
-// docBlock returns the first fenced block of language lang after the
-// heading of docs/plugin-sdk.md.
-func docBlock(t *testing.T, heading, lang string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "plugin-sdk.md"))
+// guideBlock returns the first fenced block of language lang after the
+// heading of docs/plugin-sdk.md in the repository at root.
+func guideBlock(root, heading, lang string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "plugin-sdk.md"))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("docs/plugin-sdk.md has no heading %q", heading)
+		return "", fmt.Errorf("docs/plugin-sdk.md has no heading %q", heading)
 	}
 	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("docs/plugin-sdk.md: no ```%s block after %q", lang, heading)
+		return "", fmt.Errorf("docs/plugin-sdk.md: no ```%s block after %q", lang, heading)
 	}
-	return m[1]
+	return m[1], nil
+}
+
+// buildGuidePlugin writes the guide's primes plugin into the folder dir and
+// runs there the commands of docs/plugin-sdk.md ("Plugins in their own
+// repository"), against the SDK of the repository at root, with env added
+// to the environment.
+func buildGuidePlugin(ctx context.Context, root, dir string, env ...string) error {
+	src, err := guideBlock(root, "## A complete plugin", "go")
+	if err != nil {
+		return err
+	}
+	script, err := guideBlock(root, "## Plugins in their own repository", "sh")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	// The module cache and proxy of the machine; -mod=mod as a plugin
+	// author's shell has it by default.
+	cmd.Env = append(append(os.Environ(), "P2PC="+root, "GOFLAGS=-mod=mod", "GOWORK=off"), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("the guide's commands failed: %w\n%s\n%s", err, script, out)
+	}
+	return nil
+}
+
+// fetchModules fetches from the Go module proxy what the tests' go
+// commands need: the root module's requirements (TestReleaseCrossBuild
+// builds for Windows, whose packages need modules Linux's do not) and
+// those of the guide's out-of-tree plugin (TestOutOfTreePlugin), by
+// running the guide's commands once. TestMain calls it before the tests
+// enter their private network namespace, which has no route to the proxy.
+func fetchModules(ctx context.Context) error {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := harness.FetchModules(ctx, root); err != nil {
+		return err
+	}
+	if !selected("TestOutOfTreePlugin") {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "p2pc-guide-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := buildGuidePlugin(ctx, root, dir); err != nil {
+		return fmt.Errorf("fetch the modules of docs/plugin-sdk.md's out-of-tree plugin: %w\n%s", err, harness.ProxyHint(ctx))
+	}
+	return nil
+}
+
+// selected reports whether -test.run may select the top-level test name
+// (-test.skip is not consulted: a test it skips may be fetched for).
+func selected(name string) bool {
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return true
+	}
+	top, _, _ := strings.Cut(f.Value.String(), "/")
+	ok, err := regexp.MatchString(top, name)
+	return ok || err != nil
 }
 
 const primesSpec = `
@@ -52,19 +121,18 @@ func TestOutOfTreePlugin(t *testing.T) {
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(docBlock(t, "## A complete plugin", "go")), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script := docBlock(t, "## Plugins in their own repository", "sh")
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = src
-	// The module cache and proxy of the machine; -mod=mod as a plugin
-	// author's shell has it by default.
-	cmd.Env = append(os.Environ(), "P2PC="+repoRoot, "GOFLAGS=-mod=mod", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the guide's commands failed: %v\n%s\n%s", err, script, out)
+	var env []string
+	if harness.InPrivateNetns() {
+		// fetchModules ran the same commands before the tests entered the
+		// namespace: the modules are in the cache, verified against the
+		// checksum database, which is out of reach from here (go mod tidy
+		// would check its latest tree again for the new go.sum).
+		env = append(env, "GOSUMDB=off")
+	}
+	if err := buildGuidePlugin(ctx, repoRoot, src, env...); err != nil {
+		t.Fatal(err)
 	}
 	gomod, err := os.ReadFile(filepath.Join(src, "go.mod"))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -199,22 +200,9 @@ func TestSVG(t *testing.T) {
 // skips the test where no lab can be made.
 func quickBench(t *testing.T, suite string, timeout time.Duration) (out string, printed []byte) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	if err := harness.LabAvailable(); err != nil {
-		t.Skipf("no lab here: %v", err)
-	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "p2pc")
-	if err := harness.Build(ctx, root, bin, false); err != nil {
-		t.Fatal(err)
-	}
+	root, bin := benchBinary(t, ctx)
 	out = t.TempDir()
 	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", suite, "--setups", "2", "--out", out)
 	cmd.Dir = root
@@ -225,11 +213,87 @@ func quickBench(t *testing.T, suite string, timeout time.Duration) (out string, 
 	return out, b
 }
 
+// benchBinary skips the test in -short mode or where no lab can be made,
+// else builds p2pc; it returns the repository and the binary.
+func benchBinary(t *testing.T, ctx context.Context) (root, bin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	if err := harness.LabAvailable(); err != nil {
+		t.Skipf("no lab here: %v", err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(t.TempDir(), "p2pc")
+	if err := harness.Build(ctx, root, bin, false); err != nil {
+		t.Fatal(err)
+	}
+	return root, bin
+}
+
+// TestBenchQuickScratch: `p2pc bench --quick` without --out writes a new
+// folder under the temporary folder and leaves results/ alone; its summary
+// names the run. It runs in a stand-in for the repository (a link to each
+// entry of the real one but results/, an empty folder of its own), so that
+// even a p2pc that wrote results/ would leave the real one alone.
+func TestBenchQuickScratch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, bin := benchBinary(t, ctx)
+	repo := t.TempDir()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "results" {
+			if err := os.Symlink(filepath.Join(root, e.Name()), filepath.Join(repo, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.Mkdir(filepath.Join(repo, "results"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", "latency", "--setups", "2")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("p2pc bench: %v\n%s", err, b)
+	}
+	if left, _ := os.ReadDir(filepath.Join(repo, "results")); len(left) > 0 {
+		t.Errorf("p2pc bench --quick wrote %d entries into the repository's results/", len(left))
+	}
+	m := regexp.MustCompile(`(?m)^results: (\S+) \(`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("p2pc bench did not print where its results are:\n%s", b)
+	}
+	out := string(m[1])
+	if !strings.HasPrefix(out, tmp+string(filepath.Separator)) {
+		t.Fatalf("results in %s, want a new folder under TMPDIR %s", out, tmp)
+	}
+	sum, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`From run \d{8}T\d{6}Z \(p2pc bench --quick --suite latency --setups 2; commit [^)]*\), this suite started \d{4}-\d\d-\d\d \d\d:\d\d UTC\.\n`).Match(sum) {
+		t.Errorf("summary.md does not say which run and when:\n%s", sum)
+	}
+}
+
 // TestBenchQuick is the CI smoke test: `p2pc bench --quick --suite all`
 // on one setup, as root, within the 3 minutes --quick promises; it checks
 // the files every suite must write (not the figures: the machine is
 // shared).
 func TestBenchQuick(t *testing.T) {
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed (Debian package rsync; .ci/run installs it): the transfer suite's script compares with it")
+	}
 	start := time.Now()
 	out, b := quickBench(t, "all", 3*time.Minute)
 	t.Logf("p2pc bench --quick --suite all --setups 2 took %s", time.Since(start).Round(time.Second))

@@ -1,7 +1,10 @@
 // Package bench is `p2pc bench`: it reproduces the seed papers'
 // experiments on this machine with real p2pc processes in labs (package
 // harness) and writes raw JSON, CSV, SVG charts and markdown summaries
-// into results/.
+// into a results folder: a new temporary one by default, the repository's
+// results/ only with Options.Publish (never with Quick). Every suite's
+// rows.json carries the run that wrote it (RunStamp), and the summaries
+// rebuilt from every folder say per section which run and date it is.
 //
 // Each suite is one file with a type implementing Suite, registered from
 // init; its parameters live under `suites: NAME:` in

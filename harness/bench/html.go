@@ -24,6 +24,10 @@ type htmlSuite struct {
 	*Result
 	Table   [][]string
 	Figures []htmlFigure
+	// FromText says which run wrote the suite's rows; Earlier marks a
+	// run other than the page's.
+	FromText string
+	Earlier  bool
 }
 
 type htmlFigure struct {
@@ -77,15 +81,16 @@ var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 body { font: 14px/1.45 system-ui, sans-serif; color: #1d2330; margin: 0 auto; max-width: 1100px; padding: 1em 1.5em; }
 h1 { font-size: 1.5em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; padding-bottom: .2em; }
 table { border-collapse: collapse; margin: .5em 0; } th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; }
-th { background: #eef0f3; } .quick { color: #b3261e; font-weight: 600; }
+th { background: #eef0f3; } .quick, .earlier { color: #b3261e; font-weight: 600; } .from { color: #6b7280; }
 figure { margin: 1em 0; } figure svg, figure img { max-width: 100%; height: auto; } figcaption { color: #6b7280; font-size: .9em; }
 pre { background: #f4f5f7; padding: .8em; overflow: auto; } nav a { margin-right: 1em; }
 </style></head><body>
 <h1>p2pc bench report</h1>
-<p>Written by <code>p2pc bench</code> on {{.When}}. The numbers are also in <code>summary.md</code> and each suite's <code>rows.json</code>; this page holds the same tables and the figures, and needs nothing else to show them.</p>
+<p>Written by <code>p2pc bench</code> run {{.Run}} on {{.When}}; a section from another run says so. The numbers are also in <code>summary.md</code> and each suite's <code>rows.json</code>; this page holds the same tables and the figures, and needs nothing else to show them.</p>
 <nav>{{range .Suites}}<a href="#{{.Suite}}">{{.Suite}}</a>{{end}}<a href="#machine">machine</a></nav>
 {{range .Suites}}
 <h2 id="{{.Suite}}">{{.Suite}}: {{.Title}} <small>({{.Paper}})</small></h2>
+<p class="{{if .Earlier}}earlier{{else}}from{{end}}">{{.FromText}}</p>
 {{if .Quick}}<p class="quick">--quick run: a smoke check, not a measurement.</p>{{end}}
 <table><tr><th>setup</th><th>metric</th><th>ours</th><th>paper</th></tr>
 {{range .Table}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
@@ -102,12 +107,14 @@ pre { background: #f4f5f7; padding: .8em; overflow: auto; } nav a { margin-right
 // figures in their folders (dirs).
 func writeHTML(out string, m Machine, results []*Result, dirs map[*Result]string, now time.Time) error {
 	data := struct {
+		Run     string
 		When    string
 		Suites  []htmlSuite
 		Machine string
-	}{When: now.UTC().Format("2006-01-02 15:04 MST"), Machine: m.Markdown()}
+	}{Run: m.Run, When: now.UTC().Format("2006-01-02 15:04 MST"), Machine: m.Markdown()}
 	for _, r := range results {
-		data.Suites = append(data.Suites, htmlSuite{Result: r, Table: rowsOf(r), Figures: figuresOf(dirs[r])})
+		from, earlier := r.From.Describe(m.Run)
+		data.Suites = append(data.Suites, htmlSuite{Result: r, Table: rowsOf(r), Figures: figuresOf(dirs[r]), FromText: from, Earlier: earlier})
 	}
 	var buf bytes.Buffer
 	if err := reportTmpl.Execute(&buf, data); err != nil {

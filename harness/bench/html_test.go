@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/harness"
 )
@@ -96,4 +97,55 @@ func must(b []byte, err error) []byte {
 func htmlEscape(s string) string {
 	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;")
 	return r.Replace(s)
+}
+
+// TestRunStamps: summary.md and report.html say which run and date each
+// suite's rows come from, and mark the rows of runs other than the one
+// that rebuilt them (a run of one suite keeps the others' folders).
+func TestRunStamps(t *testing.T) {
+	out := t.TempDir()
+	old := time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 28, 5, 15, 0, 0, time.UTC)
+	for _, r := range []Result{
+		{Suite: "mandelbrot", Title: "M", Rows: []Row{{Metric: "m", Value: "1"}},
+			From: &RunStamp{Run: "20261120T093000Z", Date: old, Commit: "0123456789abcdef", Command: "p2pc bench --suite all"}},
+		{Suite: "latency", Title: "L", Quick: true, Rows: []Row{{Metric: "l", Value: "2"}},
+			From: &RunStamp{Run: "20261128T051500Z", Date: now.Add(time.Minute), Commit: "fedcba9876543210", Dirty: true, Command: "p2pc bench --quick --suite latency"}},
+		{Suite: "ga", Title: "G", Rows: []Row{{Metric: "g", Value: "3"}}}, // written before runs were stamped
+	} {
+		dir := filepath.Join(out, r.Suite)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(r)
+		if err := os.WriteFile(filepath.Join(dir, "rows.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeTop(out, Machine{Date: now, Run: "20261128T051500Z"}); err != nil {
+		t.Fatal(err)
+	}
+	sum := string(must(os.ReadFile(filepath.Join(out, "summary.md"))))
+	page := string(must(os.ReadFile(filepath.Join(out, ReportHTML))))
+	for _, want := range []string{
+		"From run 20261120T093000Z (p2pc bench --suite all; commit 0123456789ab), this suite started 2026-11-20 09:30 UTC. An earlier run than 20261128T051500Z",
+		"From run 20261128T051500Z (p2pc bench --quick --suite latency; commit fedcba987654 with uncommitted changes), this suite started 2026-11-28 05:16 UTC.",
+		"From an earlier run that did not record itself",
+	} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, sum)
+		}
+		if !strings.Contains(page, htmlEscape(want)) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(sum, "fedcba987654 with uncommitted changes), this suite started 2026-11-28 05:16 UTC. An earlier") {
+		t.Errorf("summary.md marks the current run's suite as another run's:\n%s", sum)
+	}
+	if n := strings.Count(page, `class="earlier"`); n != 2 {
+		t.Errorf("report.html marks %d suites as another run's, want 2 (mandelbrot, ga)", n)
+	}
+	if !strings.Contains(page, "run 20261128T051500Z on 2026-11-28") {
+		t.Errorf("report.html does not name its own run")
+	}
 }

@@ -30,6 +30,8 @@ type Machine struct {
 	LabMode   string    `json:"lab_mode"`
 	Command   string    `json:"command"`
 	Quick     bool      `json:"quick"`
+	// Run names the run: its start (Date), UTC, as 20060102T150405Z.
+	Run string `json:"run"`
 }
 
 // DescribeMachine gathers the machine's description; root is the
@@ -42,6 +44,7 @@ func DescribeMachine(ctx context.Context, root string) Machine {
 		LoadStart: loadavg(),
 		Command:   strings.Join(append([]string{"p2pc"}, os.Args[1:]...), " "),
 	}
+	m.Run = m.Date.Format("20060102T150405Z")
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -116,6 +119,7 @@ func (m Machine) Markdown() string {
 		{"Go", m.Go},
 		{"commit", m.Commit + dirty},
 		{"date", m.Date.Format(time.RFC3339)},
+		{"run", m.Run},
 		{"load average (1, 5, 15 min) at start / end", m.LoadStart + " / " + m.LoadEnd},
 		{"CPU quotas", m.Cgroup},
 		{"lab", m.LabMode},

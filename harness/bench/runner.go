@@ -36,8 +36,13 @@ type Options struct {
 	// Runs is how many times repeating suites run (chaos: each
 	// scenario); 0: the config's.
 	Runs int
-	// Out is the results folder (default Root/results).
+	// Out is the results folder. Default: a new folder under the
+	// system's temporary folder (p2pc-bench-RUN-*), so that no run
+	// rewrites the published figures by accident.
 	Out string
+	// Publish writes into Root/results, the repository's published
+	// figures; refused with Quick or with Out.
+	Publish bool
 	// Mode overrides the config's lab mode ("bridge", "loopback").
 	Mode string
 	// Keep keeps the scratch folder (printed) instead of removing it.
@@ -68,6 +73,9 @@ type SuiteTime struct {
 // machine.md and summary.md into the results folder. A failing suite
 // does not stop the others; the error then says which failed.
 func Run(ctx context.Context, o Options) (*Outcome, error) {
+	if err := o.checkOut(); err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,7 +95,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if o.ConfigFile == "" {
 		o.ConfigFile = filepath.Join(o.Root, DefaultConfig)
 	}
-	if o.Out == "" {
+	if o.Publish {
 		o.Out = filepath.Join(o.Root, "results")
 	}
 	cfg, err := LoadConfig(o.ConfigFile, runtime.NumCPU())
@@ -145,11 +153,16 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
 	machine := DescribeMachine(ctx, o.Root)
 	machine.Quick = o.Quick
+	if o.Out == "" {
+		if o.Out, err = os.MkdirTemp("", "p2pc-bench-"+machine.Run+"-"); err != nil {
+			return nil, fmt.Errorf("bench: results folder: %w", err)
+		}
+	} else if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	o.Progress.Printf("run %s: results into %s", machine.Run, o.Out)
 	sh := &shared{mode: mode, submitData: filepath.Join(work, "submitter")}
 	out := &Outcome{Machine: machine, Failed: map[string]error{}, Out: o.Out}
 
@@ -206,6 +219,20 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	return out, nil
 }
 
+// ErrOptions: the options contradict each other.
+var ErrOptions = errors.New("bench: options")
+
+// checkOut refuses the results folder options that contradict each other.
+func (o *Options) checkOut() error {
+	switch {
+	case o.Publish && o.Out != "":
+		return fmt.Errorf("%w: --publish writes the repository's results/, --out names another folder: give one", ErrOptions)
+	case o.Publish && o.Quick:
+		return fmt.Errorf("%w: --publish takes full runs only: a --quick run's figures mean nothing (keep one with --out DIR)", ErrOptions)
+	}
+	return nil
+}
+
 func runSuite(ctx context.Context, s Suite, env *Env) (*Result, error) {
 	if err := os.RemoveAll(env.OutDir); err != nil {
 		return nil, fmt.Errorf("clear %s: %w", env.OutDir, err)
@@ -222,6 +249,8 @@ func runSuite(ctx context.Context, s Suite, env *Env) (*Result, error) {
 	}
 	info := s.Info()
 	res.Suite, res.Title, res.Paper, res.Quick = info.Name, info.Title, info.Paper, env.Quick
+	res.From = &RunStamp{Run: env.Machine.Run, Date: start.UTC().Truncate(time.Second),
+		Commit: env.Machine.Commit, Dirty: env.Machine.Dirty, Command: env.Machine.Command}
 	res.Note("took %s on this machine%s", time.Since(start).Round(time.Second), map[bool]string{true: " (--quick)", false: ""}[env.Quick])
 	entries, _ := os.ReadDir(env.OutDir)
 	res.Files = nil
@@ -272,12 +301,18 @@ func writeTop(out string, m Machine) error {
 	var md Markdown
 	md.P("# p2pc bench: summary")
 	md.P("Written by `p2pc bench` from each suite's `rows.json`; the machine is in [machine.md](machine.md), what the files are in [README.md](README.md). Each suite's folder has its own summary.md with the details and the paper's figures beside ours.")
+	md.P("This summary was written by run %s; a section from another run says so.", m.Run)
 	for _, r := range results {
 		quick := ""
 		if r.Quick {
 			quick = " — **--quick run (smoke check, not a measurement)**"
 		}
 		md.P("## %s: %s (%s)%s", r.Suite, r.Title, r.Paper, quick)
+		from, earlier := r.From.Describe(m.Run)
+		if earlier {
+			from = "**" + from + "**"
+		}
+		md.P("%s", from)
 		md.Table([]string{"setup", "metric", "ours", "paper"}, rowsOf(r))
 		for _, n := range r.Notes {
 			md.WriteString("- " + n + "\n")

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Suite is one reproduced experiment. A suite plugs in by registering
@@ -54,6 +55,44 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 	// Files are the files written, relative to the suite's folder.
 	Files []string `json:"files,omitempty"`
+	// From is the run that wrote these rows (nil in rows.json files
+	// written before runs were recorded).
+	From *RunStamp `json:"from,omitempty"`
+}
+
+// RunStamp says which run of p2pc bench wrote a suite's rows, and when.
+type RunStamp struct {
+	// Run is the run's ID: when it started, UTC (Machine.Run).
+	Run string `json:"run"`
+	// Date is when the suite started.
+	Date    time.Time `json:"date"`
+	Commit  string    `json:"commit,omitempty"`
+	Dirty   bool      `json:"dirty,omitempty"`
+	Command string    `json:"command,omitempty"`
+}
+
+// Describe says in a sentence where the rows come from, and whether that
+// is a run other than current (a summary rebuilt from every suite's
+// folder mixes runs).
+func (s *RunStamp) Describe(current string) (text string, other bool) {
+	if s == nil {
+		return "From an earlier run that did not record itself (its rows.json predates run stamps): see the suite's summary.md for its date.", true
+	}
+	commit := s.Commit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	if s.Dirty {
+		commit += " with uncommitted changes"
+	}
+	text = fmt.Sprintf("From run %s (%s; commit %s), this suite started %s.", s.Run, s.Command, commit, s.Date.UTC().Format("2006-01-02 15:04 UTC"))
+	if s.Run != current {
+		return text + " An earlier run than " + current + ", which wrote this page.", true
+	}
+	return text, false
 }
 
 // Row is one line of the final table.

@@ -240,4 +240,5 @@
 // 4 MiB for a parallel fetch to spread over peers (Preon's reason for
 // blocks: many slow uplinks add up), halves what a failed transfer
 // re-sends, and bounds PutFile's memory to 5 MiB.
+// Lock order: DiskStore.gcMu or pinMu (never both), then mu, then fanMu; expMu, Batch.mu and MemStore.mu are leaves.
 package blocks

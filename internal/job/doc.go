@@ -93,4 +93,5 @@
 // (internal/outputs): one line "<sha256 of file> <size> <len>:<name>\n"
 // per file, sorted by name. A resumed run also accepts an earlier run's
 // digest of listing version 1 (no length) for the same files.
+// Lock order: sched.Queue's, then runner.mu (its ReportLock), then jobdb's; remoteWorker.mu also under the queue's (OnRevoke); other mutexes are leaves.
 package job

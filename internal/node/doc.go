@@ -77,4 +77,5 @@
 // membership. On SIGKILL the coordinator sees the stream break (or the
 // membership declare the node dead) and requeues its leases; nothing the
 // node wrote can be half-written (see package blocks).
+// Lock order: session.mu, then keeper.mu; sched.mu, Node.mu, the swarm's and the presence's are leaves.
 package node

@@ -201,4 +201,5 @@
 // a retry; ErrCrashed and ErrTimeout may. Classify turns a call's error
 // into the attempt outcome report.json records (ok, canceled, timeout,
 // task_error, crashed), the same for a local slot and a peer.
+// Lock order: none nested; Pool.mu, proc.mu and the log tails' are leaves (Pool.mu is released before a proc's is taken).
 package pluginhost

@@ -37,7 +37,7 @@ type Pool struct {
 	slots   chan struct{} // a token per process that may run
 	closing chan struct{} // closed by Close
 
-	mu     sync.Mutex
+	mu     sync.Mutex // a leaf: released before a proc's lock is taken
 	closed bool
 	idle   []*proc            // warm, not in a call; most recently used last
 	all    map[*proc]struct{} // started, starting or shutting down

@@ -81,6 +81,7 @@ type muxListener struct {
 	done   chan struct{} // closed by Close or when l fails
 	gate   *gate         // caps connections whose handshake is not done
 
+	// mu is taken before the gate's (a bulk connection's Close).
 	mu     sync.Mutex
 	err    error // l's Accept error, once it failed
 	closed bool
@@ -354,6 +355,7 @@ type bulkPeer struct {
 	target string
 	tls    *tls.Config
 
+	// mu is a leaf, taken after Pool's.
 	mu       sync.Mutex
 	on       bool      // advertised in the last Have answer
 	offUntil time.Time // a connection failed to open: gRPC only until then

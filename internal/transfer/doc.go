@@ -177,4 +177,5 @@
 // through hidden `p2pc blocks serve` flags, and a server with any of them
 // logs a warning when it starts. ServerOptions.RateLimit caps a server's
 // upload rate, to model slow uplinks in tests and benchmarks.
+// Lock order: Pool.mu before bulkPeer.mu; muxListener.mu before gate.mu; the others are leaves.
 package transfer

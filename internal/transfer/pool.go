@@ -21,7 +21,7 @@ type Pool struct {
 	dial []grpc.DialOption
 	tls  *tls.Config // for bulk connections
 
-	mu     sync.Mutex
+	mu     sync.Mutex // taken before a bulkPeer's (Drop, Close)
 	conns  map[string]*grpc.ClientConn
 	bulk   map[string]*bulkPeer
 	closed bool

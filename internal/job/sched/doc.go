@@ -43,4 +43,5 @@
 // (state, attempts, votes, verdict) into the job's report.Report under a
 // lock the caller gives, so that it is tested with table tests and no
 // process.
+// Lock order: Queue.mu, then ReportLock and what OnRevoke callbacks take; Lease.revokeMu is a leaf.
 package sched

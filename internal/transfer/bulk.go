@@ -532,6 +532,12 @@ func bulkRequest(ctx context.Context, c net.Conn, req []byte, ids []blocks.ID, f
 		if n > 0 {
 			started = true
 		}
+		if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && !started {
+			// Closed before any answer: the peer went away (a node that
+			// shuts down closes its bulk connections), which says
+			// nothing false about a block.
+			return false, fmt.Errorf("get: connection closed before an answer: %w", err)
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return started, fmt.Errorf("get: %w: stream ended after %d of %d blocks", ErrProtocol, i, len(ids))
 		}

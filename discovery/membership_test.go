@@ -448,10 +448,15 @@ func TestCloseEndsEverything(t *testing.T) {
 	nodes := startCluster(t, 3, discovery.LoopbackTiming())
 	ctx := context.Background()
 	done := make(chan error, 1)
+	asked := &askedFinder{Finder: discovery.Static{{GossipAddr: nodes[0].GossipAddr()}}, asked: make(chan struct{})}
 	go func() {
-		done <- nodes[1].JoinFrom(ctx, discovery.Static{{GossipAddr: nodes[0].GossipAddr()}}, 50*time.Millisecond)
+		done <- nodes[1].JoinFrom(ctx, asked, 50*time.Millisecond)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select { // Close comes while JoinFrom runs
+	case <-asked.asked:
+	case <-time.After(5 * time.Second): // a bound on a failing test
+		t.Fatal("JoinFrom did not ask its finder within 5s")
+	}
 	for _, nd := range nodes {
 		if err := nd.Close(); err != nil {
 			t.Fatal(err)
@@ -565,4 +570,16 @@ func TestRejoinForgottenMember(t *testing.T) {
 	start := time.Now()
 	testwait.For(t, 15*time.Second, "n1 to re-join n2", func() bool { return len(a.Members()) == 2 && len(back.Members()) == 2 })
 	t.Logf("re-joined %s after n2 came back", time.Since(start).Round(time.Millisecond))
+}
+
+// askedFinder closes asked the first time it is asked for peers.
+type askedFinder struct {
+	discovery.Finder
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (f *askedFinder) Find(ctx context.Context) ([]discovery.Peer, error) {
+	f.once.Do(func() { close(f.asked) })
+	return f.Finder.Find(ctx)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/p2pc/p2pc/discovery"
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 // Every test here multicasts: it runs only inside the private network
@@ -120,7 +121,7 @@ func TestMDNSBrowse(t *testing.T) {
 			found = append(found, p.Name)
 		})
 	}()
-	waitFor(t, 5*time.Second, "both browsed", func() bool {
+	testwait.For(t, 5*time.Second, "both browsed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(found) >= 2

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 var gossipLine = regexp.MustCompile(`gossip=(\S+)`)
@@ -97,7 +98,7 @@ func startCluster(t *testing.T, n int, timing discovery.Timing) []*node {
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "all members see each other", func() bool {
+	testwait.For(t, 10*time.Second, "all members see each other", func() bool {
 		for _, nd := range nodes {
 			if len(nd.Members()) != n {
 				return false
@@ -106,18 +107,6 @@ func startCluster(t *testing.T, n int, timing discovery.Timing) []*node {
 		return true
 	})
 	return nodes
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // waitEvent waits for an event of kind about member name, skipping others.
@@ -188,7 +177,7 @@ func TestUpdateMetaPropagates(t *testing.T) {
 		t.Errorf("update event %+v", e.Member)
 	}
 	for _, nd := range []*node{nodes[0], nodes[2]} {
-		waitFor(t, 5*time.Second, nd.name+" sees n1 with 1 free slot", func() bool {
+		testwait.For(t, 5*time.Second, nd.name+" sees n1 with 1 free slot", func() bool {
 			for _, mem := range nd.Members() {
 				if mem.Name == "n1" {
 					return mem.FreeSlots == 1
@@ -214,7 +203,7 @@ func TestLeaveEvent(t *testing.T) {
 	if e.Member.State != discovery.StateLeft || e.Member.GossipAddr != nodes[2].GossipAddr() {
 		t.Errorf("leave event %+v", e.Member)
 	}
-	waitFor(t, 5*time.Second, "n2 gone from n1's members", func() bool { return len(nodes[1].Members()) == 2 })
+	testwait.For(t, 5*time.Second, "n2 gone from n1's members", func() bool { return len(nodes[1].Members()) == 2 })
 	if err := nodes[2].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +294,7 @@ func TestDeadOnSilentClose(t *testing.T) {
 	if e.Member.State != discovery.StateDead {
 		t.Errorf("dead event %+v", e.Member)
 	}
-	waitFor(t, 5*time.Second, "n2 gone from n1's members", func() bool { return len(nodes[1].Members()) == 2 })
+	testwait.For(t, 5*time.Second, "n2 gone from n1's members", func() bool { return len(nodes[1].Members()) == 2 })
 }
 
 // TestDeadProcess stops (SIGSTOP) one real member process and kills
@@ -315,7 +304,7 @@ func TestDeadProcess(t *testing.T) {
 	obs := startNode(t, "n0", discovery.LANTiming())
 	p1, _ := startMemberProc(t, "p1", memberJoinEnv+"="+obs.GossipAddr(), memberLANEnv+"=1")
 	p2, _ := startMemberProc(t, "p2", memberJoinEnv+"="+obs.GossipAddr(), memberLANEnv+"=1")
-	waitFor(t, 10*time.Second, "n0 sees p1 and p2", func() bool { return len(obs.Members()) == 3 })
+	testwait.For(t, 10*time.Second, "n0 sees p1 and p2", func() bool { return len(obs.Members()) == 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, p := range []interface {
@@ -392,7 +381,7 @@ func TestProtoMismatchFlagged(t *testing.T) {
 	if _, err := b.Join(context.Background(), []string{a.GossipAddr()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "both listed", func() bool { return len(a.Members()) == 2 })
+	testwait.For(t, 5*time.Second, "both listed", func() bool { return len(a.Members()) == 2 })
 	for _, mem := range a.Members() {
 		if want := mem.Name == "n1"; mem.Compatible != want {
 			t.Errorf("n1 sees %s (proto %d) with Compatible %v", mem.Name, mem.Proto, mem.Compatible)
@@ -443,7 +432,7 @@ func TestJoinFromStatic(t *testing.T) {
 			done <- nd.JoinFrom(ctx, discovery.Static{{Name: "n1", GossipAddr: a.GossipAddr()}}, 100*time.Millisecond)
 		}()
 	}
-	waitFor(t, 10*time.Second, "three members everywhere", func() bool {
+	testwait.For(t, 10*time.Second, "three members everywhere", func() bool {
 		return len(a.Members()) == 3 && len(b.Members()) == 3 && len(c.Members()) == 3
 	})
 	cancel()
@@ -459,10 +448,15 @@ func TestCloseEndsEverything(t *testing.T) {
 	nodes := startCluster(t, 3, discovery.LoopbackTiming())
 	ctx := context.Background()
 	done := make(chan error, 1)
+	asked := &askedFinder{Finder: discovery.Static{{GossipAddr: nodes[0].GossipAddr()}}, asked: make(chan struct{})}
 	go func() {
-		done <- nodes[1].JoinFrom(ctx, discovery.Static{{GossipAddr: nodes[0].GossipAddr()}}, 50*time.Millisecond)
+		done <- nodes[1].JoinFrom(ctx, asked, 50*time.Millisecond)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select { // Close comes while JoinFrom runs
+	case <-asked.asked:
+	case <-time.After(5 * time.Second): // a bound on a failing test
+		t.Fatal("JoinFrom did not ask its finder within 5s")
+	}
 	for _, nd := range nodes {
 		if err := nd.Close(); err != nil {
 			t.Fatal(err)
@@ -554,7 +548,7 @@ func TestRejoinForgottenMember(t *testing.T) {
 	if _, err := b.Join(context.Background(), []string{a.GossipAddr()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "two members", func() bool { return len(a.Members()) == 2 })
+	testwait.For(t, 5*time.Second, "two members", func() bool { return len(a.Members()) == 2 })
 	_, port, err := net.SplitHostPort(b.GossipAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +556,7 @@ func TestRejoinForgottenMember(t *testing.T) {
 	if err := b.Close(); err != nil { // silent: no leave
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n1 to declare n2 failed", func() bool { return len(a.Members()) == 1 })
+	testwait.For(t, 10*time.Second, "n1 to declare n2 failed", func() bool { return len(a.Members()) == 1 })
 	// n2 again, at the same address, joining no one.
 	p, _ := strconv.Atoi(port)
 	back, err := discovery.Start(context.Background(), discovery.Config{
@@ -574,6 +568,18 @@ func TestRejoinForgottenMember(t *testing.T) {
 	}
 	t.Cleanup(func() { back.Close() })
 	start := time.Now()
-	waitFor(t, 15*time.Second, "n1 to re-join n2", func() bool { return len(a.Members()) == 2 && len(back.Members()) == 2 })
+	testwait.For(t, 15*time.Second, "n1 to re-join n2", func() bool { return len(a.Members()) == 2 && len(back.Members()) == 2 })
 	t.Logf("re-joined %s after n2 came back", time.Since(start).Round(time.Millisecond))
+}
+
+// askedFinder closes asked the first time it is asked for peers.
+type askedFinder struct {
+	discovery.Finder
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (f *askedFinder) Find(ctx context.Context) ([]discovery.Peer, error) {
+	f.once.Do(func() { close(f.asked) })
+	return f.Finder.Find(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 // A peer SIGSTOPped in the middle of a job: the membership declares it
@@ -59,7 +60,7 @@ tasks:
 				t.Fatal(err)
 			}
 			defer run.Kill()
-			waitFor(t, 30*time.Second, "z1 runs a task", func() bool {
+			testwait.For(t, 30*time.Second, "z1 runs a task", func() bool {
 				rep, err := jobdb.ReadReport(context.Background(), out)
 				return err == nil && sharesOf(rep)["z1"] > 0
 			})
@@ -105,19 +106,6 @@ tasks:
 			}
 			t.Logf("z1 ran %d tasks in all", sharesOf(rep)["z1"])
 		})
-	}
-}
-
-// waitFor polls cond every 50 ms until it holds, failing the test after
-// limit, saying what it waited for.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 var webViewRe = regexp.MustCompile(`web view: (http://\S+)`)
@@ -236,7 +237,7 @@ func TestJoinWebView(t *testing.T) {
 	}
 	// The other peer appears once gossip has it, with the confinement it
 	// gossips.
-	waitFor(t, 30*time.Second, "the other peer in the web view", func() bool {
+	testwait.For(t, 30*time.Second, "the other peer in the web view", func() bool {
 		resp, err := http.Get(base + "/api/snapshot")
 		if err != nil {
 			t.Fatal(err)
@@ -343,13 +344,13 @@ tasks:
 		return p, n
 	}
 	var before snapshotPeer
-	waitFor(t, 60*time.Second, "the flaky peer has done tasks", func() bool {
+	testwait.For(t, 60*time.Second, "the flaky peer has done tasks", func() bool {
 		peers, _ := viewSnapshot(t, base)
 		before, _ = row(peers)
 		return before.Done >= 2
 	})
 	flaky.proc.Kill() // SIGKILL: its session breaks
-	waitFor(t, 20*time.Second, "the killed peer shown lost", func() bool {
+	testwait.For(t, 20*time.Second, "the killed peer shown lost", func() bool {
 		peers, _ := viewSnapshot(t, base)
 		p, _ := row(peers)
 		before = p
@@ -363,7 +364,7 @@ tasks:
 	defer again.Stop(5 * time.Second)
 	var now snapshotPeer
 	var rows int
-	waitFor(t, 60*time.Second, "the restarted peer live again, its done count going on", func() bool {
+	testwait.For(t, 60*time.Second, "the restarted peer live again, its done count going on", func() bool {
 		peers, _ := viewSnapshot(t, base)
 		now, rows = row(peers)
 		return now.State != "lost" && now.Done > before.Done

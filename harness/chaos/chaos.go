@@ -192,23 +192,6 @@ func (r *labRun) peer(name string) *harness.LabPeer {
 	panic("chaos: no peer " + name)
 }
 
-// waitFor polls cond every 20 ms until it holds, ctx ends or d passes;
-// what names the condition in the error.
-func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting %s for %s: %w", d, what, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return nil
-}
-
 // progress reads the report of a job still running (nil if none yet).
 func progress(out string) *report.Report {
 	rep, err := harness.ReadReport(out)

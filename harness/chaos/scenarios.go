@@ -13,6 +13,7 @@ import (
 
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 // Scenarios returns every scenario, in a fixed order.
@@ -434,7 +435,7 @@ func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 		}
 		outDir := filepath.Join(r.dir, "out")
 		out = &Outcome{}
-		if err := waitFor(ctx, 30*time.Second, "peer a to finish a task", func() bool { return okOn(progress(outDir), "a") > 0 }); err != nil {
+		if err := testwait.Until(ctx, 30*time.Second, "peer a to finish a task", func() bool { return okOn(progress(outDir), "a") > 0 }); err != nil {
 			return out, err
 		}
 		a := r.peer("a")
@@ -545,7 +546,7 @@ func runPartition(ctx context.Context, e *Env) (out *Outcome, err error) {
 		return nil, err
 	}
 	outDir := filepath.Join(r.dir, "out")
-	if err := waitFor(ctx, 30*time.Second, "peer c to finish a task", func() bool { return okOn(progress(outDir), "c") > 0 }); err != nil {
+	if err := testwait.Until(ctx, 30*time.Second, "peer c to finish a task", func() bool { return okOn(progress(outDir), "c") > 0 }); err != nil {
 		return out, err
 	}
 	if err := r.lab.SetLink(ctx, c, false); err != nil {
@@ -823,7 +824,7 @@ var submitterKill = Scenario{
 		}
 		out = &Outcome{}
 		var before *report.Report
-		if err := waitFor(ctx, 30*time.Second, "5 tasks done", func() bool {
+		if err := testwait.Until(ctx, 30*time.Second, "5 tasks done", func() bool {
 			before = progress(outDir)
 			return before != nil && before.Summary.Done >= 5
 		}); err != nil {

@@ -53,6 +53,8 @@ func violations(pkgs []pkg) []string {
 				bad(p.Path, d, "outputs must not depend on the plugin host or builder")
 			case under(d, "harness") && !under(p.Path, "harness") && p.Path != "cmd/p2pc":
 				bad(p.Path, d, "only harness/... and cmd/p2pc (bench.go) may depend on the harness")
+			case under(d, "internal/testwait") && !under(p.Path, "harness") && p.Path != "cmd/p2pc":
+				bad(p.Path, d, "internal/testwait is for tests and the harness only")
 			case p.Path == "spec":
 				bad(p.Path, d, "spec imports nothing of this repository")
 			case under(p.Path, "internal/transport") && !under(d, "internal/transport"):
@@ -91,6 +93,7 @@ func TestRules(t *testing.T) {
 			{Path: "internal/node", Deps: []string{"internal/peerpb", "internal/pluginhost"}},
 			{Path: "internal/job", Deps: []string{"internal/node", "internal/peerpb"}},
 			{Path: "harness/bench", Deps: []string{"harness", "internal/job"}},
+			{Path: "harness/chaos", Deps: []string{"harness", "internal/testwait"}},
 			{Path: "spec"},
 			{Path: "plugins/sdk", Deps: []string{"plugins/sdk/pluginpb"}},
 			{Path: "plugins/sdk/sdktest", Deps: []string{"plugins/sdk", "plugins/sdk/pluginpb"}},
@@ -108,6 +111,7 @@ func TestRules(t *testing.T) {
 		{"spec imports the repo", []pkg{{Path: "spec", Deps: []string{"internal/report"}}}, 1},
 		{"sdk imports the repo", []pkg{{Path: "plugins/sdk/sdktest", Deps: []string{"plugins/sdk", "internal/pluginhost"}}}, 1},
 		{"plugin imports the repo", []pkg{{Path: "plugins/echo", Deps: []string{"plugins/sdk", "internal/blocks"}}}, 1},
+		{"production package to testwait", []pkg{{Path: "internal/node", Deps: []string{"internal/testwait"}}}, 1},
 		{"a harness name prefix is not the harness", []pkg{{Path: "internal/job", Deps: []string{"harnessed"}}}, 0},
 		{"transport imports the repo", []pkg{{Path: "internal/transport", Deps: []string{"internal/blocks"}}}, 1},
 		{"production package to transporttest", []pkg{{Path: "internal/node", Deps: []string{"internal/transport", "internal/transport/transporttest"}}}, 1},

@@ -83,10 +83,10 @@ type DiskStore struct {
 	ephemeral bool
 	syncs     atomic.Int64
 
-	gcMu  sync.Mutex // one GC at a time
-	pinMu sync.Mutex // serializes writes of pin files
+	gcMu  sync.Mutex // one GC at a time; taken before mu
+	pinMu sync.Mutex // serializes writes of pin files; taken before mu, never with gcMu
 
-	mu        sync.Mutex // guards the fields below and every rename or removal in blocks/
+	mu        sync.Mutex // guards the fields below and every rename or removal in blocks/; taken before fanMu
 	nblocks   int
 	nbytes    int64
 	pins      map[string]map[ID]struct{}
@@ -103,7 +103,7 @@ type DiskStore struct {
 	inObj map[ID]*object  // block ID -> a whole file that holds it; guarded by mu
 	parts map[string]bool // partial files open; guarded by mu
 
-	expMu    sync.Mutex          // guards expected
+	expMu    sync.Mutex          // guards expected; a leaf
 	expected map[ID]*Expectation // blocks promised but maybe not held yet (Expect)
 
 	noXattr  atomic.Bool // the file system refused a user extended attribute: record no CRC32C
@@ -113,7 +113,7 @@ type DiskStore struct {
 	// block up there with one fstatat instead of resolving blocks/ab/<id>
 	// from the store's root (five system calls), which was most of the
 	// time to plan a fetch of a large file. Guarded by fanMu.
-	fanMu sync.Mutex
+	fanMu sync.Mutex // a leaf
 	fan   [256]*os.Root
 	// made[b]: blocks/<b> exists (created at first use). Guarded by fanMu.
 	made [256]bool

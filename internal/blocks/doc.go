@@ -25,4 +25,5 @@
 //
 // The manifest encoding and the on-disk layout are in
 // docs/design/blocks.md, with the reasons behind them.
+// Lock order: DiskStore.gcMu or pinMu (never both), then mu, then fanMu; expMu, Batch.mu and MemStore.mu are leaves.
 package blocks

@@ -28,4 +28,5 @@
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.
+// Lock order: sched.Queue's, then runner.mu (its ReportLock), then jobdb's; remoteWorker.mu also under the queue's (OnRevoke); other mutexes are leaves.
 package job

@@ -322,7 +322,7 @@ type remoteWorker struct {
 	peer   Peer
 	stream peerpb.Peer_WorkClient
 
-	mu     sync.Mutex
+	mu     sync.Mutex              // a leaf; taken under sched.Queue's lock too (OnRevoke)
 	leases map[uint64]*sched.Lease // by lease id
 
 	outbox chan *peerpb.ToPeer

@@ -173,7 +173,9 @@ type runner struct {
 	// durable says which journal passes the database committed (ack.go).
 	durable durability
 
-	mu      sync.Mutex     // guards rep, recs, dirty, touched, held and marks
+	// mu guards rep, recs, dirty, touched, held and marks. It is the
+	// queue's ReportLock: taken after sched.Queue's lock, before jobdb's.
+	mu      sync.Mutex
 	rep     *report.Report // the job's fields; its Tasks are nil: recs
 	recs    *records
 	dirty   bool       // the job's own fields changed

@@ -29,4 +29,5 @@
 //
 // docs/protocol.md gives the conversation; docs/design/node.md describes
 // sessions, fair sharing, the volunteer controls, hand-over and shutdown.
+// Lock order: session.mu, then keeper.mu; sched.mu, Node.mu, the swarm's and the presence's are leaves.
 package node

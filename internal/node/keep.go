@@ -151,7 +151,7 @@ type keeper struct {
 	grace time.Duration
 	max   int // bytes
 
-	mu    sync.Mutex
+	mu    sync.Mutex                 // a leaf; taken under session.mu too
 	jobs  map[string]map[string]kept // job ID -> task ID -> result
 	fifo  []keptRef                  // in the order they expire
 	bytes int

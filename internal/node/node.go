@@ -355,12 +355,12 @@ func (n *Node) shutdown() {
 			sess.handBack(it, "peer "+n.cfg.Name+" is shutting down")
 		}
 	}
-	deadline := time.Now().Add(n.cfg.ShutdownGrace)
-	for time.Now().Before(deadline) {
-		if busy, _ := n.sched.load(); busy == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	grace := time.NewTimer(n.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-n.sched.idle():
+		return
+	case <-grace.C:
 	}
 	n.log.Warn("shutdown grace over, stopping running tasks")
 }

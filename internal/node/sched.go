@@ -11,7 +11,7 @@ import (
 type sched struct {
 	slots int
 
-	mu       sync.Mutex
+	mu       sync.Mutex // a leaf: never held while another lock is taken
 	cond     *sync.Cond
 	sessions []*session
 	rr       int
@@ -19,6 +19,8 @@ type sched struct {
 	draining bool // no more credits: the node is shutting down
 	busy     int  // running leases, all sessions
 	paused   bool // the machine is busy: no credits, no starts (volunteer.go)
+	// idlers are closed when busy drops to 0 (idle).
+	idlers []chan struct{}
 }
 
 func newSched(slots int) *sched {
@@ -28,8 +30,11 @@ func newSched(slots int) *sched {
 }
 
 // run starts the slot runners; they stop when ctx ends or close is called.
+// The close registered on ctx is never unregistered: a stop called once
+// ctx is done could win the race against the close it registered, and the
+// runners would wait for good.
 func (s *sched) run(ctx context.Context, wg *sync.WaitGroup) {
-	stop := context.AfterFunc(ctx, s.close)
+	context.AfterFunc(ctx, s.close)
 	for slot := range s.slots {
 		wg.Add(1)
 		go func() {
@@ -37,12 +42,6 @@ func (s *sched) run(ctx context.Context, wg *sync.WaitGroup) {
 			s.runner(ctx, slot)
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		<-ctx.Done()
-		stop()
-	}()
 }
 
 func (s *sched) close() {
@@ -77,12 +76,36 @@ func (s *sched) runner(ctx context.Context, slot int) {
 		sess.exec(batch, slot)
 
 		s.mu.Lock()
-		sess.running--
-		sess.runningTasks -= len(batch)
-		s.busy--
-		s.topUpLocked()
+		s.endLocked(sess, len(batch))
 		s.mu.Unlock()
 	}
+}
+
+// endLocked records the end of a batch of n leases of sess.
+func (s *sched) endLocked(sess *session, n int) {
+	sess.running--
+	sess.runningTasks -= n
+	s.busy--
+	if s.busy == 0 {
+		for _, ch := range s.idlers {
+			close(ch)
+		}
+		s.idlers = nil
+	}
+	s.topUpLocked()
+}
+
+// idle returns a channel closed once no lease runs.
+func (s *sched) idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	if s.busy == 0 {
+		close(ch)
+	} else {
+		s.idlers = append(s.idlers, ch)
+	}
+	return ch
 }
 
 // pickLocked takes the next queued batch (a lease alone, or the leases

@@ -131,7 +131,7 @@ type session struct {
 	// its leases are still to come.
 	group, groupLeft uint64
 
-	mu       sync.Mutex
+	mu       sync.Mutex // taken before the keeper's (keep.go), never under sched's
 	active   map[uint64]*queued
 	pending  map[uint64]chan *peerpb.HostReply // host calls awaiting the coordinator
 	nextCall uint64

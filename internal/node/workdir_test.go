@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/testwait"
 )
 
 // TestWorkRootSweepsByLock: a node sharing DATA with others removes the
@@ -33,10 +35,7 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dead, dirlock.FileName), []byte("pid 1\n"), 0o600)
 
-	n, err := New(Config{Name: "n", DataDir: data, ShutdownGrace: time.Second, Creds: testCreds})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNode(t, Config{Name: "n", DataDir: data, ShutdownGrace: time.Second, Creds: testCreds})
 	root, err := n.workRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +60,7 @@ func TestWorkRootSweepsByLock(t *testing.T) {
 // in its tasks' policy with nothing of another job's; the last session's
 // end removes them, and a later run of the job gets a fresh work folder.
 func TestJobFolders(t *testing.T) {
-	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNode(t, Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds})
 	defer n.removeWork()
 	a, err := n.openJob("aaaa")
 	if err != nil {
@@ -126,10 +122,7 @@ func TestInputsImmutable(t *testing.T) {
 // outlive its last session so long: a rerun of the same job within it
 // gets them back, and they are removed once it passes with no session.
 func TestJobLinger(t *testing.T) {
-	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds, JobLinger: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNode(t, Config{Name: "n", DataDir: t.TempDir(), Slots: 1, ShutdownGrace: time.Second, Creds: testCreds, JobLinger: 200 * time.Millisecond})
 	defer n.removeWork()
 	a, err := n.openJob("aaaa")
 	if err != nil {
@@ -144,17 +137,30 @@ func TestJobLinger(t *testing.T) {
 		t.Fatal("a rerun within the linger got other folders (cold plugin processes)")
 	}
 	n.closeJob(rerun)
-	deadline := time.Now().Add(5 * time.Second) // a bound on a failing test
-	for {
+	testwait.For(t, 5*time.Second, "the job's folder gone after a linger of 200ms", func() bool {
 		n.mu.Lock()
 		_, held := n.jobs["aaaa"]
 		n.mu.Unlock()
-		if _, err := os.Stat(a.dir); !held && errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job folder %s still there 5s after a linger of 200ms", a.dir)
-		}
-		time.Sleep(10 * time.Millisecond)
+		_, err := os.Stat(a.dir)
+		return !held && errors.Is(err, fs.ErrNotExist)
+	})
+}
+
+// newNode makes a node that a test does not serve; at the test's end it
+// is served with an ended context, which stops it as a node stops:
+// listener, store and folders released.
+func newNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := n.Serve(ctx); err != nil {
+			t.Errorf("stop node: %v", err)
+		}
+	})
+	return n
 }

@@ -27,4 +27,5 @@
 //
 // docs/design/pluginhost.md explains the lifecycle, process hygiene and
 // logs.
+// Lock order: none nested; Pool.mu, proc.mu and the log tails' are leaves (Pool.mu is released before a proc's is taken).
 package pluginhost

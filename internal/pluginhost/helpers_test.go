@@ -5,6 +5,7 @@ package pluginhost
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/pluginproto"
+	"github.com/p2pc/p2pc/internal/testwait"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -106,33 +108,10 @@ func alive(pid int) bool {
 // waitDead fails unless pid is dead within d, and not a zombie of ours.
 func waitDead(t testing.TB, pid int, d time.Duration, what string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	testwait.For(t, d, fmt.Sprintf("%s (pid %d) to die, not left a zombie child of the test process", what, pid), func() bool {
 		s, ppid := procState(pid)
-		zombieOfOurs := s == "Z" && ppid == os.Getpid()
-		if !alive(pid) && !zombieOfOurs {
-			return
-		}
-		if time.Now().After(deadline) {
-			if zombieOfOurs {
-				t.Fatalf("%s (pid %d) is a zombie child of the test process after %v", what, pid, d)
-			}
-			t.Fatalf("%s (pid %d) still alive after %v", what, pid, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitUntil fails unless cond holds within d; what says what it waited for.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return !alive(pid) && !(s == "Z" && ppid == os.Getpid())
+	})
 }
 
 // testHost records a call's callbacks.
@@ -242,16 +221,12 @@ func (c *capture) find(msg string) []rec {
 // waitFor waits until a record with msg arrived.
 func (c *capture) waitFor(t testing.TB, msg string) rec {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if rs := c.find(msg); len(rs) > 0 {
-			return rs[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log record %q", msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var rs []rec
+	testwait.For(t, 5*time.Second, fmt.Sprintf("log record %q", msg), func() bool {
+		rs = c.find(msg)
+		return len(rs) > 0
+	})
+	return rs[0]
 }
 
 // Hooks into the pool for tests and benchmarks.

@@ -3,6 +3,7 @@
 package pluginhost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/testwait"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
 
@@ -76,12 +78,13 @@ func limitAttack(name, arg string) (*sdk.Result, error) {
 			return nil, err
 		}
 		// Answer once it has left the process group (sh does not wait).
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if sid, err := unix.Getsid(pid); err == nil && sid == pid {
-				return ok(strconv.Itoa(pid))
-			}
+		if err := testwait.Until(context.Background(), 5*time.Second, "the daemon's own session", func() bool {
+			sid, err := unix.Getsid(pid)
+			return err == nil && sid == pid
+		}); err != nil {
+			return nil, fmt.Errorf("daemon %d: %w", pid, err)
 		}
-		return nil, fmt.Errorf("daemon %d did not start a session", pid)
+		return ok(strconv.Itoa(pid))
 	case "daemonexit": // after its answer: a daemon (its pid in file arg), then exit
 		time.AfterFunc(100*time.Millisecond, func() {
 			res, err := limitAttack("daemon", "")

@@ -23,30 +23,35 @@ func netnsOf(t *testing.T, pid int) string {
 }
 
 // twoPIDs runs two tasks at once in pl (size 2), so that it starts two
-// processes, and returns their pids.
+// processes, and returns their pids. Each task must last longer than a
+// start for the other to start a process of its own: a round whose tasks
+// shared one process (a slow start: a loaded machine, the race detector)
+// is run again with tasks twice as long, a bounded number of times.
 func twoPIDs(t *testing.T, pl *Pool) [2]int {
 	t.Helper()
 	// The second task waits a start's time, not the longer wait of a
 	// machine whose CPUs are all busy (a loaded CI machine's).
 	pl.cpusBusy = func() bool { return false }
 	var pids [2]int
-	var wg sync.WaitGroup
-	for i := range pids {
-		wg.Go(func() {
-			// Each task waits long enough for the other to need a
-			// process of its own.
-			res, err := pl.Run(t.Context(), req("pid", params{Op: "pid", MS: 300}), nil, 20*time.Second)
-			if err != nil {
-				t.Errorf("run: %v", err)
-				return
-			}
-			pids[i], _ = strconv.Atoi(string(res.Data))
-		})
+	for ms := 300; ms <= 4800; ms *= 2 {
+		var wg sync.WaitGroup
+		for i := range pids {
+			wg.Go(func() {
+				res, err := pl.Run(t.Context(), req("pid", params{Op: "pid", MS: ms}), nil, 20*time.Second)
+				if err != nil {
+					t.Errorf("run: %v", err)
+					return
+				}
+				pids[i], _ = strconv.Atoi(string(res.Data))
+			})
+		}
+		wg.Wait()
+		if t.Failed() || pids[0] != pids[1] {
+			return pids
+		}
+		t.Logf("tasks of %d ms both ran in process %d: again, longer", ms, pids[0])
 	}
-	wg.Wait()
-	if pids[0] == pids[1] {
-		t.Fatalf("both tasks ran in process %d, want two processes", pids[0])
-	}
+	t.Fatalf("both tasks ran in process %d, want two processes", pids[0])
 	return pids
 }
 

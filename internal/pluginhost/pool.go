@@ -37,7 +37,7 @@ type Pool struct {
 	slots   chan struct{} // a token per process that may run
 	closing chan struct{} // closed by Close
 
-	mu     sync.Mutex
+	mu     sync.Mutex // a leaf: released before a proc's lock is taken
 	closed bool
 	idle   []*proc            // warm, not in a call; most recently used last
 	all    map[*proc]struct{} // started, starting or shutting down
@@ -522,6 +522,10 @@ func (pl *Pool) Warm() {
 // been timed, and the first process up serves it or times one).
 func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
 	switch {
+	case len(pl.all) == 0 && pl.starting > 0:
+		// A start failed: its process is gone, and spawn is about to
+		// record its error, which answers the callers that waited.
+		return -1
 	case len(pl.all) == 0: // nothing else can serve it
 		return 0
 	case pl.startCost == 0:

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/digest"
+	"github.com/p2pc/p2pc/internal/testwait"
 	"github.com/p2pc/p2pc/plugins/sdk"
 	"github.com/p2pc/p2pc/plugins/sdk/pluginpb"
 )
@@ -574,7 +575,7 @@ func TestIdleProcessDies(t *testing.T) {
 	pid := runPID(t, pl)
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitDead(t, pid, time.Second, "killed idle plugin")
-	waitUntil(t, time.Second, "the pool to see its idle process exit", func() bool {
+	testwait.For(t, time.Second, "the pool to see its idle process exit", func() bool {
 		pl.mu.Lock()
 		defer pl.mu.Unlock()
 		return len(pl.idle) == 1 && pl.idle[0].hasExited()
@@ -613,7 +614,7 @@ func TestPluginSurvivesStarterThread(t *testing.T) {
 	}
 	// Pdeathsig is sent as the thread exits: once it is gone, a plugin
 	// that got it is dead or dying, and the warm call below would fail.
-	waitUntil(t, 5*time.Second, fmt.Sprintf("thread %d to exit", tid), func() bool {
+	testwait.For(t, 5*time.Second, fmt.Sprintf("thread %d to exit", tid), func() bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
 		return errors.Is(err, fs.ErrNotExist)
 	})
@@ -716,7 +717,7 @@ func TestLogRouting(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a window for a repeat to show: an absence has nothing to wait on
 	if n := len(c.find("plain line via fd 2")); n != 1 {
 		t.Errorf("fd 2 line logged %d times, want once", n)
 	}
@@ -753,8 +754,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 	warm, _ := newTestPool(t, 1) // package-wide goroutines (spawner, gRPC) exist from here
 	runPID(t, warm)
 	warm.Close()
-	time.Sleep(100 * time.Millisecond)
-	base := runtime.NumGoroutine()
+	// Those still running now (the warm pool's ending ones among them) are
+	// not this pool's.
+	before := testwait.Running()
 
 	pl, _ := newTestPool(t, 2)
 	runPID(t, pl)
@@ -763,13 +765,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 	pl.Run(context.Background(), req("z", params{Op: "fail"}), nil, 0)
 	pl.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, baseline %d:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := before.Started(5 * time.Second); len(left) > 0 {
+		t.Fatalf("%d goroutines of the pool still running 5s after Close:\n\n%s", len(left), strings.Join(left, "\n\n"))
 	}
 }
 
@@ -804,7 +801,7 @@ func TestStartOutlivesItsCaller(t *testing.T) {
 	if _, err := pl.Run(ctx, req("gone", params{Op: "pid"}), nil, 10*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
-	waitUntil(t, 10*time.Second, "the process started for the pool", func() bool { return pl.Stats().Starts == 1 })
+	testwait.For(t, 10*time.Second, "the process started for the pool", func() bool { return pl.Stats().Starts == 1 })
 	runPID(t, pl)
 	if s := pl.Stats(); s.Starts != 1 || s.WarmReuses != 1 {
 		t.Fatalf("stats %+v: want the process started for the canceled caller reused", s)
@@ -837,7 +834,7 @@ func TestCallTakesReleasedProcessBeforeStart(t *testing.T) {
 		_, err := pl.Run(context.Background(), req("busy", params{Op: "sleep", MS: 100}), nil, 10*time.Second)
 		busy <- err
 	}()
-	waitUntil(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
+	testwait.For(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
 	t0 := time.Now()
 	got := runPID(t, pl)
 	if took := time.Since(t0); got != warm || took > 2500*time.Millisecond {
@@ -888,7 +885,7 @@ func TestLongBusyStartsAnother(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go pl.Run(ctx, req("long", params{Op: "sleep", MS: 20000, Ctx: true}), nil, time.Minute)
-	waitUntil(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
+	testwait.For(t, 5*time.Second, "the warm process busy", func() bool { return pl.Stats().Calls == 2 })
 	t0 := time.Now()
 	if got := runPID(t, pl); got == warm || time.Since(t0) > 10*time.Second {
 		t.Fatalf("served by pid %d after %v: want a new process, not the busy %d", got, time.Since(t0), warm)
@@ -900,7 +897,7 @@ func TestLongBusyStartsAnother(t *testing.T) {
 func TestWarm(t *testing.T) {
 	pl, _ := newTestPool(t, 4)
 	pl.Warm()
-	waitUntil(t, 10*time.Second, "the warm start", func() bool { return pl.Stats().Starts == 1 })
+	testwait.For(t, 10*time.Second, "the warm start", func() bool { return pl.Stats().Starts == 1 })
 	pl.Warm()
 	runPID(t, pl)
 	if s := pl.Stats(); s.Starts != 1 || s.WarmReuses != 1 || s.Live != 1 {

@@ -58,6 +58,7 @@ type proc struct {
 	down      sync.Once
 	timedOut  atomic.Bool // the start watchdog fired
 
+	// mu is a leaf.
 	mu     sync.Mutex
 	killed bool // no start after this; kill on start
 	pid    int

@@ -89,6 +89,7 @@ type muxListener struct {
 	done   chan struct{} // closed by Close or when l fails
 	gate   *gate         // caps connections whose handshake is not done
 
+	// mu is taken before the gate's (a bulk connection's Close).
 	mu     sync.Mutex
 	err    error // l's Accept error, once it failed
 	closed bool
@@ -373,6 +374,7 @@ type bulkPeer struct {
 	via    transport.Bulk // target's transport
 	tls    *tls.Config
 
+	// mu is a leaf, taken after Pool's.
 	mu       sync.Mutex
 	on       bool      // advertised in the last Have answer
 	offUntil time.Time // a connection failed to open: gRPC only until then
@@ -547,6 +549,12 @@ func bulkRequest(ctx context.Context, c net.Conn, req []byte, ids []blocks.ID, f
 		n, err := io.ReadFull(c, hdr[:])
 		if n > 0 {
 			started = true
+		}
+		if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && !started {
+			// Closed before any answer: the peer went away (a node that
+			// shuts down closes its bulk connections), which says
+			// nothing false about a block.
+			return false, fmt.Errorf("get: connection closed before an answer: %w", err)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return started, fmt.Errorf("get: %w: stream ended after %d of %d blocks", ErrProtocol, i, len(ids))

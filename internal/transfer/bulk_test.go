@@ -396,3 +396,19 @@ func TestBulkReconnects(t *testing.T) {
 		t.Fatalf("after the server side closed: %v", err)
 	}
 }
+
+// TestBulkClosedBeforeAnswer: a peer that closes the connection before it
+// answers at all (a node shutting down closes its bulk connections) has
+// lost the connection, not lied: the error is no ErrProtocol, so the fetch
+// counts a failure and does not ban the peer.
+func TestBulkClosedBeforeAnswer(t *testing.T) {
+	addr := fakeBulk(t, func([]blocks.ID) []byte { return nil })
+	bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
+	defer bp.close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := bp.get(ctx, []blocks.ID{blocks.Sum([]byte("x"))}, func(int, *rxBlock) (bool, error) { return false, nil })
+	if err == nil || errors.Is(err, ErrProtocol) {
+		t.Fatalf("err %v, want a lost connection, not ErrProtocol", err)
+	}
+}

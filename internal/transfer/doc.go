@@ -18,4 +18,5 @@
 //
 // The wire protocol is in docs/protocol.md, "Block transfer", and the
 // fetcher's scheduling and the bulk path in docs/design/transfer.md.
+// Lock order: Pool.mu before bulkPeer.mu; muxListener.mu before gate.mu; the others are leaves.
 package transfer

@@ -38,7 +38,7 @@ type gate struct {
 	maxPerIP, maxTotal int
 	log                *slog.Logger
 
-	mu       sync.Mutex
+	mu       sync.Mutex // a leaf; taken under muxListener's too
 	total    int
 	bySource map[string][]*gatedConn // oldest first
 	next     uint64                  // the order of the next admitted connection

@@ -28,7 +28,7 @@ type Pool struct {
 	tls  *tls.Config // for bulk connections
 	reg  *transport.Registry
 
-	mu     sync.Mutex
+	mu     sync.Mutex // taken before a bulkPeer's (Drop, Close)
 	conns  map[string]*grpc.ClientConn
 	bulk   map[string]*bulkPeer
 	closed bool

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/internal/testwait"
 	"github.com/p2pc/p2pc/internal/transfer"
 )
 
@@ -327,14 +328,10 @@ func TestProcesses(t *testing.T) {
 			srvs[2].stop()
 			srvs[2] = startServe(t, bin, holders[2], rate...)
 		}()
-		// stderr is copied by a goroutine of os/exec: give it a moment.
-		for i := 0; !strings.Contains(srvs[2].stderr.String(), "FAULT INJECTION"); i++ {
-			if i == 100 {
-				t.Errorf("corrupting server did not warn:\n%s", srvs[2].stderr)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		// stderr is copied by a goroutine of os/exec.
+		testwait.For(t, 5*time.Second, "the corrupting server's warning", func() bool {
+			return strings.Contains(srvs[2].stderr.String(), "FAULT INJECTION")
+		})
 		data, out, stats := filepath.Join(dir, "g2"), filepath.Join(dir, "out2"), filepath.Join(dir, "stats2.json")
 		run(t, bin, "--data", data, "blocks", "get", id, "--from", from(), "-o", out, "--stats-json", stats)
 		sameFile(t, src, out)

@@ -17,4 +17,5 @@
 // interface, its time through a Clock, and its record of each task into
 // the job's report.Report under a lock the caller gives. It is tested
 // with table tests and no process. docs/design/sched.md tells the story.
+// Lock order: Queue.mu, then ReportLock and what OnRevoke callbacks take; Lease.revokeMu is a leaf.
 package sched

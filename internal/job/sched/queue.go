@@ -342,6 +342,8 @@ type Queue struct {
 	stopFetch context.CancelFunc
 	fetches   sync.WaitGroup
 
+	// mu is taken before ReportLock and before what OnRevoke callbacks
+	// take (package job: remoteWorker.mu); revokeMu is a leaf.
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced when something changes
 	pending []int         // tasks with need > 0, in order

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/p2pc/p2pc/plugins/sdk"
@@ -57,22 +58,32 @@ func TestJobMessages(t *testing.T) {
 		t.Errorf("received %s", s)
 	}
 
-	// Recv waits for a message sent later, and gives up with its context.
-	done := make(chan sdk.Message, 1)
-	go func() {
-		m, err := a.Recv(ctx)
-		if err != nil {
-			t.Error(err)
+	// Recv waits for a message sent later (once the receiver is blocked:
+	// synctest.Wait), and gives up with its context.
+	synctest.Test(t, func(t *testing.T) {
+		j := NewJob()
+		a, c := j.Host("a"), j.Host("c")
+		done := make(chan sdk.Message, 1)
+		go func() {
+			m, err := a.Recv(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- m
+		}()
+		synctest.Wait()
+		select {
+		case m := <-done:
+			t.Fatalf("Recv returned %+v before anything was sent", m)
+		default:
 		}
-		done <- m
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if err := c.Send(ctx, "a", []byte("late")); err != nil {
-		t.Fatal(err)
-	}
-	if m := <-done; string(m.Data) != "late" || m.From != "c" || m.Seq != 1 {
-		t.Errorf("late message = %+v", m)
-	}
+		if err := c.Send(ctx, "a", []byte("late")); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-done; string(m.Data) != "late" || m.From != "c" || m.Seq != 1 {
+			t.Errorf("late message = %+v", m)
+		}
+	})
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	if _, err := a.Recv(short); !errors.Is(err, context.DeadlineExceeded) {

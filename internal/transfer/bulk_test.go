@@ -403,7 +403,7 @@ func TestBulkReconnects(t *testing.T) {
 // counts a failure and does not ban the peer.
 func TestBulkClosedBeforeAnswer(t *testing.T) {
 	addr := fakeBulk(t, func([]blocks.ID) []byte { return nil })
-	bp := &bulkPeer{target: addr, on: true, tls: testCreds.ClientTLS()}
+	bp := &bulkPeer{target: addr, addr: addr, via: transport.TCP{}, on: true, tls: testCreds.ClientTLS()}
 	defer bp.close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -228,7 +228,11 @@ func CleanStaleLabs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	owners := newStaleOwners()
+	dir, err := labLockDir()
+	if err != nil {
+		return nil, err
+	}
+	owners := newStaleOwners(dir)
 	defer owners.release()
 	var removed []string
 	var errs []error
@@ -267,7 +271,7 @@ func CleanStaleLabs() ([]string, error) {
 		errs = append(errs, err)
 	}
 	owners.release()
-	sweepLockFiles(owners.failed)
+	sweepLockFiles(dir, owners.failed)
 	return removed, errors.Join(errs...)
 }
 

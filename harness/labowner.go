@@ -15,14 +15,42 @@ import (
 // Lab objects (network namespaces, cgroups, lab folders) are named
 // LabPrefix + "<owner pid>-...". The pid makes names unique and tells
 // people whose they are; ownership is a lock: before it names anything,
-// a process takes LabLockDir/p2pcb-<pid>.lock and holds it for its life.
+// a process takes <lock dir>/p2pcb-<pid>.lock (see LabLockDir) and holds
+// it for its life.
 // A sweep removes the objects of a name only when it can take that lock
 // (their owner is gone), and holds it while it removes them. kill(pid, 0)
 // would lie for an owner in another PID namespace.
 
-// LabLockDir holds the owners' lock files. Labs need root, and namespaces
-// and cgroups belong to the whole machine: so does this folder.
+// LabLockDir holds root's owners' lock files: root's namespaces and
+// cgroups belong to the whole machine, and so does this folder.
 const LabLockDir = "/run/p2pcb"
+
+// labLockDir returns the folder of this user's owners' lock files, made
+// if missing: LabLockDir for root; for another user, who cannot write
+// there and whose lab objects can only be in what was delegated to it, a
+// folder of its own beside its lab folders: os.TempDir()/p2pcb-locks-<uid>
+// (a sweep that finds no lock file leaves the object alone).
+// A user's folder must be a real folder owned by the user and closed to
+// others (a shared /tmp lets anyone make the name first).
+func labLockDir() (string, error) {
+	uid := os.Geteuid()
+	if uid <= 0 { // root, or no uids (windows)
+		if err := os.MkdirAll(LabLockDir, 0o755); err != nil {
+			return "", fmt.Errorf("make lab lock folder: %w", err)
+		}
+		return LabLockDir, nil
+	}
+	return privateDir(filepath.Join(os.TempDir(), LabPrefix+"locks-"+strconv.Itoa(uid)), uid)
+}
+
+// privateDir makes dir if missing and returns it if it is a folder of
+// uid closed to others (dirlock.PrivateDir).
+func privateDir(dir string, uid int) (string, error) {
+	if err := dirlock.PrivateDir(dir, uid); err != nil {
+		return "", fmt.Errorf("lab lock folder: %w", err)
+	}
+	return dir, nil
+}
 
 var (
 	ownerOnce sync.Once
@@ -37,12 +65,13 @@ var (
 // making sure this process owns such names (see LabLockDir).
 func LabName(suffix string) (string, error) {
 	ownerOnce.Do(func() {
-		if err := os.MkdirAll(LabLockDir, 0o755); err != nil {
+		dir, err := labLockDir()
+		if err != nil {
 			ownerErr = fmt.Errorf("own lab names: %w", err)
 			return
 		}
 		// Held until the process exits: never released.
-		l, err := dirlock.Acquire(ownerLockPath(os.Getpid()))
+		l, err := dirlock.Acquire(ownerLockPath(dir, os.Getpid()))
 		ownerLock = l
 		var held *dirlock.HeldError
 		if errors.As(err, &held) {
@@ -58,21 +87,22 @@ func LabName(suffix string) (string, error) {
 	return LabPrefix + strconv.Itoa(os.Getpid()) + "-" + suffix, nil
 }
 
-func ownerLockPath(pid int) string {
-	return filepath.Join(LabLockDir, LabPrefix+strconv.Itoa(pid)+".lock")
+func ownerLockPath(dir string, pid int) string {
+	return filepath.Join(dir, LabPrefix+strconv.Itoa(pid)+".lock")
 }
 
 // staleOwners decides, during one sweep, whose lab objects are left
 // behind: it takes the locks of gone owners and holds them until release,
 // so that no new owner with the same pid names anything meanwhile.
 type staleOwners struct {
+	dir    string // the lock files' folder (labLockDir)
 	taken  map[int]*dirlock.Lock
 	alive  map[int]bool
 	failed map[int]bool // an object of theirs could not be removed
 }
 
-func newStaleOwners() *staleOwners {
-	return &staleOwners{taken: map[int]*dirlock.Lock{}, alive: map[int]bool{}, failed: map[int]bool{}}
+func newStaleOwners(dir string) *staleOwners {
+	return &staleOwners{dir: dir, taken: map[int]*dirlock.Lock{}, alive: map[int]bool{}, failed: map[int]bool{}}
 }
 
 func labOwner(name string) (int, bool) {
@@ -101,7 +131,7 @@ func (s *staleOwners) gone(name string) bool {
 	if s.alive[pid] {
 		return false
 	}
-	path := ownerLockPath(pid)
+	path := ownerLockPath(s.dir, pid)
 	if _, err := os.Stat(path); err != nil {
 		s.alive[pid] = true
 		return false
@@ -136,17 +166,17 @@ func (s *staleOwners) release() {
 	}
 }
 
-// sweepLockFiles removes the lock files of owners gone that left no lab
-// object behind (except those in skip).
-func sweepLockFiles(skip map[int]bool) {
-	entries, _ := os.ReadDir(LabLockDir)
+// sweepLockFiles removes the lock files in dir of owners gone that left
+// no lab object behind (except those in skip).
+func sweepLockFiles(dir string, skip map[int]bool) {
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		pidText, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), LabPrefix), ".lock")
 		pid, err := strconv.Atoi(pidText)
 		if !ok || err != nil || pid == os.Getpid() || skip[pid] {
 			continue
 		}
-		if l, err := dirlock.Acquire(ownerLockPath(pid)); err == nil {
+		if l, err := dirlock.Acquire(ownerLockPath(dir, pid)); err == nil {
 			l.Release()
 		}
 	}

@@ -306,6 +306,13 @@ func TestPausedPastTimeout(t *testing.T) {
 	}
 	setBusy("0")
 	j, addr, _ := startJoin(t, dir, "pausing", []string{"P2PC_TEST_BUSY_FILE=" + busy}, "--pause-when-busy", "50", "--slots", "1")
+	// A pause freezes the tasks' cgroups: a peer without the freezer (an
+	// ordinary user with no cgroup delegated) cannot pause them.
+	confined := regexp.MustCompile(`tasks confined: .*cgroup=(\S+)`)
+	waitStderr(t, j, confined)
+	if cg := confined.FindStringSubmatch(j.Stderr())[1]; !strings.Contains(cg, "freezer") {
+		t.Skipf("the peer has no cgroup freezer to pause tasks with: %s", regexp.MustCompile(`tasks confined: .*`).FindString(j.Stderr()))
+	}
 	// 4 s of work, a 5 s timeout and no retries: a timeout, or any failed
 	// attempt, fails the job.
 	spec := writeSpec(t, dir, "slow.yaml", `

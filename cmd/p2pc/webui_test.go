@@ -24,12 +24,13 @@ import (
 var webViewRe = regexp.MustCompile(`web view: (http://\S+)`)
 
 // artifactsDir is where browser tests put their screenshots: $P2PC_ARTIFACTS
-// or TMPDIR/p2pc-artifacts (kept after the test).
+// or TMPDIR/p2pc-artifacts-UID (kept after the test; one per user, since
+// another user's is not writable).
 func artifactsDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("P2PC_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "p2pc-artifacts")
+		dir = filepath.Join(os.TempDir(), "p2pc-artifacts-"+strconv.Itoa(os.Getuid()))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ func TestReadBlockCRC(t *testing.T) {
 		t.Fatal("rotten block not quarantined")
 	}
 
+	makeWritable(t, blockFile(dir, ids[2])) // xattrs of a read-only file are too
 	if err := unix.Removexattr(blockFile(dir, ids[2]), "user.p2pc.crc32c"); err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,7 @@ func blockFile(dir string, id blocks.ID) string {
 // flipByte corrupts a block file in place, as a failing disk would.
 func flipByte(t *testing.T, path string, off int64) {
 	t.Helper()
-	if err := os.Chmod(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	makeWritable(t, path)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +39,15 @@ func flipByte(t *testing.T, path string, off int64) {
 	}
 	b[0] ^= 0x01
 	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// makeWritable lets the test damage a file the store keeps read-only:
+// root writes it anyway, an ordinary user must change its mode first.
+func makeWritable(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,6 +144,8 @@ func TestDiskTruncatedAndGrownBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	makeWritable(t, blockFile(dir, a))
+	makeWritable(t, blockFile(dir, b))
 	if err := os.Truncate(blockFile(dir, a), 500); err != nil {
 		t.Fatal(err)
 	}

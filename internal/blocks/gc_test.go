@@ -118,6 +118,7 @@ func TestDamagedPinFileQuarantined(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	makeWritable(t, filepath.Join(dir, "pins", "bad"))
 	if err := os.WriteFile(filepath.Join(dir, "pins", "bad"), []byte("p2pc-pin v1\nnot-an-id\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -9,3 +9,6 @@ import "os"
 const haveFlock = false
 
 func lockFile(*os.File) error { return nil }
+
+// ownedBy: no uids here, every file is the user's.
+func ownedBy(os.FileInfo, int) bool { return true }

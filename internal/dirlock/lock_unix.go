@@ -28,3 +28,9 @@ func lockFile(f *os.File) error {
 		}
 	}
 }
+
+// ownedBy reports whether fi's file belongs to uid.
+func ownedBy(fi os.FileInfo, uid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
+}

@@ -49,6 +49,14 @@ func moreAttacks(name, arg string) (*sdk.Result, error) {
 			return nil, fmt.Errorf("%s is not set-user-ID root (mode %o, owner %d): harmless", arg, st.Mode, st.Uid)
 		}
 		return ok("made " + arg + " set-user-ID root")
+	case "rewrite": // make a read-only file writable, as its owner may, and write it
+		if err := os.Chmod(arg, 0o644); err != nil {
+			return nil, fmt.Errorf("chmod u+w: %w", err)
+		}
+		if err := os.WriteFile(arg, []byte("pwned"), 0o644); err != nil {
+			return nil, err
+		}
+		return ok("rewrote " + arg)
 	case "userns": // a user namespace: root inside it, kernel attack surface
 		out, err := exec.Command("unshare", "--user", "--map-root-user", "id", "-u").CombinedOutput()
 		if err != nil {
@@ -200,9 +208,12 @@ func TestHostileReadOtherJobInput(t *testing.T) {
 	}, nil, func(p *sandbox.Policy) { p.ReadOnly = append(p.ReadOnly, attacker) })
 }
 
+// Inputs are read-only, but a task running as the peer's own user (a peer
+// not run as root) owns them and may change their mode first: only the
+// confinement stops it.
 func TestHostileRewriteOtherJobInput(t *testing.T) {
 	var victim, attacker string
-	attackCase(t, "write", func(t *testing.T) string {
+	attackCase(t, "rewrite", func(t *testing.T) string {
 		victim, attacker = jobInputs(t)
 		return victim
 	}, func(t *testing.T) bool {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +31,28 @@ const cgroupPrefix = "p2pc-"
 // cgroupLockDir holds one lock file per p2pc process that owns a cgroup
 // tree, named like the tree: a tree whose lock can be taken belongs to
 // a process that is gone, and the next p2pc removes it. One folder for
-// the whole machine (not TMPDIR: processes with different TMPDIRs share
-// the cgroup hierarchy).
-var cgroupLockDir = "/run/p2pc/cgroups"
+// all the processes of a user, whatever their environment (not TMPDIR
+// nor XDG_RUNTIME_DIR: processes of one user with different ones share
+// the cgroup hierarchy): /run/p2pc/cgroups for root, /tmp/p2pc-cgroups-UID
+// for another user, who cannot write /run and owns only the cgroups
+// delegated to it.
+var cgroupLockDir = lockDirFor(os.Geteuid())
+
+func lockDirFor(uid int) string {
+	if uid != 0 {
+		return "/tmp/" + cgroupPrefix + "cgroups-" + strconv.Itoa(uid)
+	}
+	return "/run/p2pc/cgroups"
+}
+
+// makeLockDir makes dir if missing: for root, open to read; for another
+// user, a folder of that user closed to others (dirlock.PrivateDir).
+func makeLockDir(dir string, uid int) error {
+	if uid == 0 {
+		return os.MkdirAll(dir, 0o755)
+	}
+	return dirlock.PrivateDir(dir, uid)
+}
 
 // killWait bounds how long a kill waits for the processes of a cgroup
 // to be gone.
@@ -183,7 +203,7 @@ func openTree() (*cgroupTree, error) {
 // folder of this process's cgroup) after removing the trees there of
 // dead p2pc processes. The controllers in required must be usable.
 func newTree(version int, bases map[string]string, required []string) (*cgroupTree, error) {
-	if err := os.MkdirAll(cgroupLockDir, 0o755); err != nil {
+	if err := makeLockDir(cgroupLockDir, os.Geteuid()); err != nil {
 		return nil, fmt.Errorf("cgroup lock folder: %w", err)
 	}
 	var sweepErr error
@@ -199,7 +219,7 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 	}
 	t := &cgroupTree{version: version, dirs: map[string]string{}, home: map[string]string{}, lock: lock}
 	t.status.Version = version
-	var why []string
+	var why failures
 	for _, c := range controllers {
 		base, ok := bases[c]
 		if !ok {
@@ -207,7 +227,7 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 		}
 		dir := filepath.Join(base, name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			why = append(why, fmt.Sprintf("%s: %v", c, err))
+			why.add(c, err)
 			continue
 		}
 		t.dirs[c] = dir
@@ -219,10 +239,10 @@ func newTree(version int, bases map[string]string, required []string) (*cgroupTr
 	for _, c := range required {
 		if t.dirs[c] == "" {
 			t.remove()
-			if len(why) == 0 {
-				why = append(why, c+" controller missing")
+			if len(why.errs) == 0 {
+				why.add(c, errors.New("controller missing"))
 			}
-			return nil, fmt.Errorf("cgroup v%d: %s", version, strings.Join(why, "; "))
+			return nil, fmt.Errorf("cgroup v%d: %s", version, why)
 		}
 	}
 	if version == 2 {
@@ -280,6 +300,39 @@ func (t *cgroupTree) remove() error {
 		err = errors.Join(err, t.lock.Release())
 	}
 	return err
+}
+
+// failures groups the controllers whose tree folder could not be made
+// by error, without the folders' paths: a peer gossips this reason, which
+// must stay short and be the same for every process alike (the paths
+// hold each process's tree name).
+type failures struct {
+	errs []string   // distinct errors, in order
+	by   [][]string // controllers of each
+}
+
+func (f *failures) add(controller string, err error) {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	msg := err.Error()
+	for i, e := range f.errs {
+		if e == msg {
+			f.by[i] = append(f.by[i], controller)
+			return
+		}
+	}
+	f.errs = append(f.errs, msg)
+	f.by = append(f.by, []string{controller})
+}
+
+func (f failures) String() string {
+	parts := make([]string, len(f.errs))
+	for i, e := range f.errs {
+		parts[i] = strings.Join(f.by[i], ", ") + ": " + e
+	}
+	return strings.Join(parts, "; ")
 }
 
 // removeCgroupDir kills every process in the cgroup folder dir and its

@@ -4,7 +4,9 @@ package sandbox
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/p2pc/p2pc/internal/dirlock"
 )
@@ -393,5 +397,53 @@ func TestKillFreezesOnlyForkers(t *testing.T) {
 	}
 	if p := c.Procs(); len(p) != 0 {
 		t.Fatalf("left after killing the forking group: %v", p)
+	}
+}
+
+// TestCgroupLockDir: root's lock folder is the machine's; another user's
+// is its own, refused unless it is a folder of that user closed to others
+// (in /tmp anyone can make the name first).
+func TestCgroupLockDir(t *testing.T) {
+	if got := lockDirFor(0); got != "/run/p2pc/cgroups" {
+		t.Errorf("root's lock folder %s", got)
+	}
+	if got := lockDirFor(1001); got != "/tmp/p2pc-cgroups-1001" {
+		t.Errorf("uid 1001's lock folder %s", got)
+	}
+	uid := os.Geteuid()
+	other := uid + 1
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := makeLockDir(dir, other); err == nil {
+		t.Errorf("a folder of uid %d taken as uid %d's", uid, other)
+	}
+	if uid == 0 {
+		return // root makes only its own folder: the checks below are another user's
+	}
+	if err := makeLockDir(dir, uid); err != nil {
+		t.Fatalf("own folder: %v", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeLockDir(dir, uid); err == nil {
+		t.Error("a folder open to others was taken")
+	}
+}
+
+// TestCgroupFailureReason: why a tree could not be made names the
+// controllers by error without the per-process folders, so that peers
+// alike gossip the same short reason.
+func TestCgroupFailureReason(t *testing.T) {
+	var f failures
+	for i, c := range []string{"memory", "pids", "freezer"} {
+		err := error(&fs.PathError{Op: "mkdir", Path: fmt.Sprintf("/sys/fs/cgroup/%s/p2pc-%d-abcdef", c, 100+i), Err: unix.EACCES})
+		if c == "freezer" {
+			err = &fs.PathError{Op: "mkdir", Path: "/x/p2pc-1-ab", Err: unix.EROFS}
+		}
+		f.add(c, err)
+	}
+	want := "memory, pids: mkdir: permission denied; freezer: mkdir: read-only file system"
+	if got := f.String(); got != want {
+		t.Errorf("reason %q, want %q", got, want)
 	}
 }

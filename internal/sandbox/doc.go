@@ -9,7 +9,8 @@
 // process's resource limits.
 //
 // Each p2pc process owns one cgroup tree, held by a lock file in
-// /run/p2pc/cgroups (package dirlock), and NewCgroup makes a child of it
+// /run/p2pc/cgroups (root) or /tmp/p2pc-cgroups-UID (another user: a
+// folder of its own, closed to others; package dirlock), and NewCgroup makes a child of it
 // per plugin process. StartConfined starts a plugin already in its
 // cgroup. SetShare caps the whole tree, Freeze freezes every plugin's
 // cgroup, and FrozenTime adds up the time frozen for the tasks' timeouts.

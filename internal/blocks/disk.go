@@ -105,6 +105,7 @@ type DiskStore struct {
 
 	expMu    sync.Mutex          // guards expected; a leaf
 	expected map[ID]*Expectation // blocks promised but maybe not held yet (Expect)
+	settles  atomic.Uint64       // Settle calls so far: a read that missed looks again if one came meanwhile
 
 	noXattr  atomic.Bool // the file system refused a user extended attribute: record no CRC32C
 	noDirect atomic.Bool // the file system refused direct I/O: write blocks through the page cache
@@ -358,15 +359,13 @@ func (d *DiskStore) Get(ctx context.Context, id ID) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get block %s: %w", id.Short(), err)
 	}
-	data, err := d.read(id, nil, checkSHA)
+	settles := d.settles.Load()
+	data, err := d.readAny(id, nil, checkSHA)
 	if errors.Is(err, ErrNotFound) {
-		data, err = d.readObject(id, nil)
-	}
-	if errors.Is(err, ErrNotFound) {
-		if retry, werr := d.awaitExpected(ctx, id); werr != nil {
+		if retry, werr := d.awaitExpected(ctx, id, settles); werr != nil {
 			err = werr
 		} else if retry {
-			data, err = d.read(id, nil, checkSHA)
+			data, err = d.readAny(id, nil, checkSHA)
 		}
 	}
 	if err != nil {
@@ -395,15 +394,13 @@ func (d *DiskStore) ReadBlock(ctx context.Context, id ID, buf []byte) ([]byte, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("read block %s: %w", id.Short(), err)
 	}
-	data, err := d.read(id, buf, checkCRC)
+	settles := d.settles.Load()
+	data, err := d.readAny(id, buf, checkCRC)
 	if errors.Is(err, ErrNotFound) {
-		data, err = d.readObject(id, buf)
-	}
-	if errors.Is(err, ErrNotFound) {
-		if retry, werr := d.awaitExpected(ctx, id); werr != nil {
+		if retry, werr := d.awaitExpected(ctx, id, settles); werr != nil {
 			err = werr
 		} else if retry {
-			data, err = d.read(id, buf, checkCRC)
+			data, err = d.readAny(id, buf, checkCRC)
 		}
 	}
 	if err != nil {
@@ -418,6 +415,16 @@ const (
 	checkCRC          // compare with the recorded CRC32C, else as checkSHA (ReadBlock)
 	checkScrub        // re-hash without keeping the bytes (Verify)
 )
+
+// readAny reads id from its own file, else from the whole file that
+// holds it (an object).
+func (d *DiskStore) readAny(id ID, buf []byte, mode int) ([]byte, error) {
+	data, err := d.read(id, buf, mode)
+	if errors.Is(err, ErrNotFound) {
+		data, err = d.readObject(id, buf)
+	}
+	return data, err
+}
 
 // read opens id, reads it into buf (grown if needed; with checkScrub it
 // only hashes it), checks it as mode says and marks it recently used. A

@@ -76,6 +76,7 @@ func (e *Expectation) Settle(err error) {
 			delete(e.d.expected, id)
 		}
 	}
+	e.d.settles.Add(1)
 }
 
 // expecting returns the open expectation of id, if any.
@@ -87,12 +88,14 @@ func (d *DiskStore) expecting(id ID) *Expectation {
 
 // awaitExpected waits, for a read of id that found nothing on disk, until
 // the expectation of id (if any) is settled. retry is true when the read
-// should be tried again (the expectation was met); err is the
+// should be tried again: the expectation was met, or, with none open, an
+// expectation was settled since the read began (settles, d.settles then),
+// so the block may have landed between the read and this call. err is the
 // expectation's failure or ctx's end.
-func (d *DiskStore) awaitExpected(ctx context.Context, id ID) (retry bool, err error) {
+func (d *DiskStore) awaitExpected(ctx context.Context, id ID, settles uint64) (retry bool, err error) {
 	e := d.expecting(id)
 	if e == nil {
-		return false, nil
+		return d.settles.Load() != settles, nil
 	}
 	e.want.once.Do(func() { close(e.want.c) })
 	select {

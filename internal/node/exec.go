@@ -50,6 +50,7 @@ func (s *session) exec(batch []*queued, slot int) {
 		}
 		items[i] = taskrun.Item{Ctx: it.ctx, Attempt: a}
 	}
+	pool, device := s.slotPool(slot)
 	var work string
 	next := func(clean bool) (string, error) {
 		if work != "" && !clean {
@@ -61,9 +62,9 @@ func (s *session) exec(batch []*queued, slot int) {
 	}
 	// The session's base (tasks may outlive a broken session, keep.go): a
 	// lease revoked stops its own task only.
-	clean := taskrun.RunBatch(s.base, s.pool, items, next, func(i int, out taskrun.Output) {
+	clean := taskrun.RunBatch(s.base, pool, items, next, func(i int, out taskrun.Output) {
 		it := batch[i]
-		res := &peerpb.Result{LeaseId: it.lease.LeaseId, StartedUnixNano: out.Start.UnixNano(), EndedUnixNano: out.End.UnixNano()}
+		res := &peerpb.Result{LeaseId: it.lease.LeaseId, StartedUnixNano: out.Start.UnixNano(), EndedUnixNano: out.End.UnixNano(), Device: device}
 		if out.Start.IsZero() {
 			now := time.Now().UnixNano()
 			res.StartedUnixNano, res.EndedUnixNano = now, now

@@ -11,6 +11,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/plugins/sdk"
 )
@@ -61,7 +62,15 @@ func (s *session) prepare(ctx context.Context) error {
 	}
 	// The pool checks the file against the digest once per file identity:
 	// a second job with the same plugin costs a stat, not a hash.
-	s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Memory)
+	if s.gpu {
+		s.gpuPools = make([]*pluginhost.Pool, len(n.cfg.GPUs.Devices))
+		for i := range s.gpuPools {
+			s.gpuPools[i] = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), i)
+		}
+		s.pool = s.gpuPools[0]
+	} else {
+		s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), -1)
+	}
 	if s.pool.Check() != nil {
 		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("plugin: %w", err)

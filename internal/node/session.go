@@ -51,7 +51,7 @@ func (s *peerService) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerp
 		Version:   n.cfg.Version,
 		Os:        runtime.GOOS,
 		Arch:      runtime.GOARCH,
-		Slots:     uint32(n.cfg.Slots),
+		Slots:     uint32(n.allSlots()),
 		FreeSlots: uint32(max(free, 0)),
 		GrpcAddr:  n.addr,
 		Jobs:      uint32(n.sched.jobs()),
@@ -81,15 +81,19 @@ type queued struct {
 
 // session is one coordinator's job on this node.
 type session struct {
-	n       *Node
-	ctx     context.Context // the session's: ends with its stream
-	hello   *peerpb.Hello
-	log     *slog.Logger
-	job     *jobFiles  // nil until prepare
-	served  *ServedJob // its job as Node.Served lists it; nil until welcomed
-	pool    *pluginhost.Pool
-	inputs  []sdk.File
-	timeout time.Duration
+	n      *Node
+	ctx    context.Context // the session's: ends with its stream
+	hello  *peerpb.Hello
+	log    *slog.Logger
+	job    *jobFiles  // nil until prepare
+	served *ServedJob // its job as Node.Served lists it; nil until welcomed
+	pool   *pluginhost.Pool
+	// gpu: the job's tasks need a GPU and run on the GPU slots, through
+	// gpuPools (one per device, offer.go); pool is the first of them.
+	gpu      bool
+	gpuPools []*pluginhost.Pool
+	inputs   []sdk.File
+	timeout  time.Duration
 
 	outbox  chan *peerpb.FromPeer
 	credits atomic.Int64
@@ -167,7 +171,8 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello.PluginOs != runtime.GOOS || hello.PluginArch != runtime.GOARCH {
 		return refuse(fmt.Sprintf("plugin is built for %s/%s, this peer is %s/%s", hello.PluginOs, hello.PluginArch, runtime.GOOS, runtime.GOARCH))
 	}
-	if n.cfg.Slots == 0 {
+	need := hello.Resources.Spec()
+	if n.cfg.Slots == 0 && need.GPUs == 0 {
 		return refuse("this node takes no work (0 slots)")
 	}
 	if hello.Network && !n.cfg.AllowNetwork {
@@ -188,6 +193,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 		kick:    make(chan struct{}, 1),
 		active:  map[uint64]*queued{},
 		pending: map[uint64]chan *peerpb.HostReply{},
+		gpu:     need.GPUs > 0,
 		gone:    make(chan struct{}),
 		left:    make(chan struct{}),
 	}
@@ -214,7 +220,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	defer n.keep.leave(key, sess)
 	handovers, count, running, watch := n.keep.watch(key)
 	defer n.keep.unwatch(key, watch)
-	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.cfg.Slots), Handovers: uint32(count), Acks: true, Running: running}}}); err != nil {
+	if err := stream.Send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Welcome{Welcome: &peerpb.Welcome{Name: n.cfg.Name, Slots: uint32(n.sched.slotsFor(sess.gpu)), Handovers: uint32(count), Acks: true, Running: running}}}); err != nil {
 		return err
 	}
 	n.mu.Lock()

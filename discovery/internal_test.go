@@ -68,7 +68,7 @@ func TestStdLoggerToSlog(t *testing.T) {
 
 func TestMetaRoundTrip(t *testing.T) {
 	in := Meta{Name: "n1", GRPCAddr: "10.0.0.1:7000", OS: "linux", Arch: "amd64", Version: "v0.1.0", Proto: 3, Slots: 8, FreeSlots: 5,
-		Sandbox: "files=landlock-v7 network=netns syscalls=seccomp user=p2pc-task(998)"}
+		Sandbox: "files=landlock-v7 network=netns syscalls=seccomp user=p2pc-task(998)", GPUs: "8 × NVIDIA H200"}
 	b, err := encodeMeta(in, false)
 	if err != nil {
 		t.Fatal(err)

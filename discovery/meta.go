@@ -36,6 +36,9 @@ type Meta struct {
 	// prints it ("files=landlock-v7 network=netns syscalls=seccomp
 	// user=nobody(65534)"); "" from a member that does not say.
 	Sandbox string
+	// GPUs summarizes the GPUs the member offers as GPU slots (counted
+	// in Slots): "2 × NVIDIA H200"; "" for none.
+	GPUs string
 }
 
 // wireMeta is Meta as carried in memberlist's node metadata: JSON with
@@ -57,6 +60,7 @@ type wireMeta struct {
 	Free    int    `json:"f,omitempty"`
 	Leaving bool   `json:"l,omitempty"`
 	Sandbox string `json:"x,omitempty"`
+	GPUs    string `json:"d,omitempty"`
 }
 
 // encodeMeta encodes m, failing if the result exceeds memberlist's limit
@@ -64,7 +68,7 @@ type wireMeta struct {
 func encodeMeta(m Meta, leaving bool) ([]byte, error) {
 	w := wireMeta{
 		ID: m.ID, OS: m.OS, Arch: m.Arch, Version: m.Version,
-		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving, Sandbox: m.Sandbox,
+		Proto: m.Proto, Slots: m.Slots, Free: m.FreeSlots, Leaving: leaving, Sandbox: m.Sandbox, GPUs: m.GPUs,
 	}
 	if m.GRPCAddr != "" {
 		if scheme, _ := transport.Split(m.GRPCAddr); scheme == transport.DefaultScheme {
@@ -100,6 +104,6 @@ func decodeMeta(name string, b []byte) (m Meta, leaving bool, err error) {
 	case w.URL != "":
 		m.GRPCAddr = transport.Canonical(w.URL)
 	}
-	m.Proto, m.Slots, m.FreeSlots, m.Sandbox = w.Proto, w.Slots, w.Free, w.Sandbox
+	m.Proto, m.Slots, m.FreeSlots, m.Sandbox, m.GPUs = w.Proto, w.Slots, w.Free, w.Sandbox, w.GPUs
 	return m, w.Leaving, nil
 }

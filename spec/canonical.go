@@ -40,10 +40,13 @@ type canonicalSandbox struct {
 }
 
 type canonicalRes struct {
-	Arch   string  `json:"arch"`
-	CPUs   float64 `json:"cpus"`
-	Memory int64   `json:"memory"`
-	OS     string  `json:"os"`
+	Arch string  `json:"arch"`
+	CPUs float64 `json:"cpus"`
+	// GPUs is left out when 0, so that the IDs of jobs without GPUs
+	// stayed what they were.
+	GPUs   int    `json:"gpus,omitempty"`
+	Memory int64  `json:"memory"`
+	OS     string `json:"os"`
 }
 
 type canonicalVerify struct {
@@ -96,7 +99,7 @@ func (j *Job) WriteCanonical(w io.Writer) error {
 		Name:      j.Name,
 		Params:    nonNil(j.Params),
 		Reduce:    j.Reduce,
-		Resources: canonicalRes{Arch: j.Resources.Arch, CPUs: j.Resources.CPUs, Memory: j.Resources.Memory, OS: j.Resources.OS},
+		Resources: canonicalRes{Arch: j.Resources.Arch, CPUs: j.Resources.CPUs, GPUs: j.Resources.GPUs, Memory: j.Resources.Memory, OS: j.Resources.OS},
 		Retries:   j.Retries,
 		Sandbox:   canonicalSandboxOf(j.Sandbox),
 		Tasks:     []canonicalTask{},

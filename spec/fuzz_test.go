@@ -152,7 +152,7 @@ func respell(t *testing.T, job *Job) *Job {
 		},
 	}
 	res := map[string]any{}
-	if r := job.Resources; r != (Resources{}) {
+	if r := job.Resources; !r.IsZero() {
 		if r.CPUs != 0 {
 			res["cpus"] = r.CPUs
 		}
@@ -164,6 +164,9 @@ func respell(t *testing.T, job *Job) *Job {
 		}
 		if r.Arch != "" {
 			res["arch"] = r.Arch
+		}
+		if r.GPUs != 0 {
+			res["gpus"] = r.GPUs
 		}
 		doc["resources"] = res
 	}

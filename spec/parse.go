@@ -38,7 +38,7 @@ var (
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
 	verifyKeys    = []string{"replicas", "quorum", "max_replicas", "trust", "spot_check", "distinct_hosts"}
-	resourcesKeys = []string{"cpus", "memory", "os", "arch"}
+	resourcesKeys = []string{"cpus", "memory", "os", "arch", "gpus"}
 	sandboxKeys   = []string{"network"}
 	batchKeys     = []string{"max"}
 )
@@ -314,6 +314,11 @@ func (p *parser) resources(n *yaml.Node) Resources {
 	}
 	if e, ok := f.given("memory"); ok {
 		r.Memory = p.memory(e.v)
+	}
+	if e, ok := f.given("gpus"); ok {
+		if x, ok := p.integer(e.v, "resources.gpus", 0, MaxTaskGPUs); ok {
+			r.GPUs = int(x)
+		}
 	}
 	for _, k := range []struct {
 		key string

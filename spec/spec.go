@@ -109,16 +109,6 @@ type Verify struct {
 	DistinctHosts bool
 }
 
-// Resources is what a task needs from a peer: a peer that cannot give it
-// refuses the job, and Memory is the task's memory limit (docs/sandbox.md).
-// Zero values mean "no requirement".
-type Resources struct {
-	CPUs   float64
-	Memory int64 // bytes
-	OS     string
-	Arch   string
-}
-
 // ParseFile reads and parses the spec at path. Relative paths in the spec
 // are resolved against the directory that holds it.
 //

@@ -416,7 +416,7 @@ func TestDefaults(t *testing.T) {
 	if want := (Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff, DistinctHosts: true}); j.Verify != want {
 		t.Errorf("verify %+v", j.Verify)
 	}
-	if j.Resources != (Resources{}) || j.Params == nil || j.Tasks.At(0).Params == nil || j.Inputs != nil {
+	if !j.Resources.IsZero() || j.Params == nil || j.Tasks.At(0).Params == nil || j.Inputs != nil {
 		t.Errorf("job %+v", j)
 	}
 	if j.Name != "t" || j.Output != filepath.Join("/spec", "out", "t") {

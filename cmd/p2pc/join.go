@@ -24,6 +24,7 @@ type JoinCmd struct {
 	Join          []string      `help:"Static peers to join (host or host:port; port 7070 when none is given), for routed networks and tests." sep:"," placeholder:"ADDR"`
 	NoMDNS        bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not announce or browse with mDNS."`
 	ShutdownGrace time.Duration `help:"On SIGINT/SIGTERM, how long running tasks may finish before they are stopped." default:"10s"`
+	GPUs          string        `name:"gpus" help:"NVIDIA GPUs offered as GPU slots, one device each, for jobs whose resources ask for a GPU: a number (the first N), all, or off (default ${default}: the owner opts in)." default:"off" placeholder:"N|all|off"`
 	AllowNetwork  bool          `name:"allow-network" help:"Take jobs whose tasks ask for the network (spec sandbox.network); without it tasks have none and such jobs are refused."`
 	Submitters    []string      `help:"Run jobs only for these submitters' node IDs (default: every member of the swarm)." sep:"," placeholder:"ID"`
 	UI            string        `name:"ui" help:"Serve the live web view of this peer and the swarm on ADDR (bare --ui: 127.0.0.1:7481). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
@@ -58,6 +59,10 @@ func (c *JoinCmd) Run(g *Globals) error {
 		return err
 	}
 	vol, err := c.volunteer()
+	if err != nil {
+		return withCode(exitBadInput, err)
+	}
+	gpus, err := joinGPUs(g.Ctx, c.GPUs, g.Logger)
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
@@ -97,6 +102,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		KeepResults:   c.KeepResults,
 		AllowNetwork:  c.AllowNetwork,
 		Volunteer:     vol,
+		GPUs:          gpus,
 		TaskUser:      taskUser,
 		Logger:        g.Logger,
 		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed, Ghost: c.Ghost, GhostID: c.GhostID, Forge: c.Forge},
@@ -141,5 +147,8 @@ func (c *JoinCmd) Run(g *Globals) error {
 	// first line is for scripts).
 	sandboxOffWarning()
 	fmt.Fprintln(os.Stderr, confinementLine(n, c.AllowNetwork, vol))
+	for i, d := range gpus.Devices {
+		fmt.Fprintf(os.Stderr, "GPU slot %d: %s (%s)\n", i, d, d.Path)
+	}
 	return n.Serve(g.Ctx)
 }

@@ -113,7 +113,7 @@ func (c *PeersCmd) Run(g *Globals) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tNODE ID\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tVERSION\tSTATE\tLAST SEEN\tTASKS CONFINED")
+	fmt.Fprintln(w, "NAME\tNODE ID\tADDRESS\tOS/ARCH\tSLOTS\tFREE\tGPUS\tVERSION\tSTATE\tLAST SEEN\tTASKS CONFINED")
 	for _, m := range members {
 		state := m.State
 		if !m.Compatible {
@@ -123,7 +123,11 @@ func (c *PeersCmd) Run(g *Globals) error {
 		if confined == "" {
 			confined = "(not said)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s ago\t%s\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond), confined)
+		gpus := m.GPUs
+		if gpus == "" {
+			gpus = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%s\t%s\t%s ago\t%s\n", m.Name, m.ID, m.GRPCAddr, m.OS, m.Arch, m.Slots, m.FreeSlots, gpus, m.Version, state, time.Since(m.LastSeen).Round(100*time.Millisecond), confined)
 	}
 	return w.Flush()
 }
@@ -147,12 +151,15 @@ type peerJSON struct {
 	// Sandbox is how the peer confines tasks (its `tasks confined:`
 	// line; "" from a peer that does not say).
 	Sandbox string `json:"sandbox"`
+	// GPUs summarizes the GPUs it offers as GPU slots ("2 × NVIDIA
+	// H200"), counted in slots; "" for none.
+	GPUs string `json:"gpus,omitempty"`
 }
 
 func toPeerJSON(m discovery.Member) peerJSON {
 	return peerJSON{
 		Name: m.Name, PeerID: m.ID, GRPCAddr: m.GRPCAddr, GossipAddr: m.GossipAddr, OS: m.OS, Arch: m.Arch,
 		Version: m.Version, Proto: m.Proto, Compatible: m.Compatible, Slots: m.Slots, FreeSlots: m.FreeSlots,
-		State: m.State, LastSeen: m.LastSeen.UTC(), Sandbox: m.Sandbox,
+		State: m.State, LastSeen: m.LastSeen.UTC(), Sandbox: m.Sandbox, GPUs: m.GPUs,
 	}
 }

@@ -151,7 +151,7 @@ func appendMembers(out []webui.Peer, byID map[string]int, members []discovery.Me
 		if m.State != discovery.StateAlive {
 			st = webui.PeerLost
 		}
-		pe := webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox}
+		pe := webui.Peer{Name: m.Name, ID: m.ID, OS: m.OS, Arch: m.Arch, Slots: m.Slots, Used: m.Slots - m.FreeSlots, State: st, Confinement: m.Sandbox, GPUs: m.GPUs}
 		if i, ok := byID[m.ID]; ok && m.ID != "" {
 			if out[i].State == webui.PeerLost && st == "" {
 				out[i] = pe
@@ -205,7 +205,7 @@ type nodePeers struct {
 func (p *nodePeers) Peers() []webui.Peer {
 	busy, _, _ := p.n.Load()
 	self := webui.Peer{Name: p.n.Name(), ID: p.n.ID().String(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Slots: p.n.Slots(), Used: busy, Done: p.n.Stats().Done, Confinement: p.conf, Self: true}
+		Slots: p.n.AllSlots(), Used: busy, Done: p.n.Stats().Done, Confinement: p.conf, GPUs: p.n.GPUSummary(), Self: true}
 	byID := map[string]int{self.ID: 0}
 	return appendMembers([]webui.Peer{self}, byID, p.presence.Members(), func(m discovery.Member) bool { return m.Name == p.n.Name() || m.ID == self.ID })
 }

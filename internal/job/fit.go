@@ -1,24 +1,23 @@
 package job
 
 import (
-	"fmt"
 	"runtime"
 
 	"github.com/p2pc/p2pc/spec"
 )
 
+// localOffer is what this machine's own slots offer a task: its
+// platform and CPUs, no GPU (GPU slots are a peer's: p2pc join --gpus).
+func localOffer() spec.Resources {
+	return spec.Resources{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: float64(runtime.NumCPU())}
+}
+
 // localMisfit says why this machine cannot run the job's tasks on its
-// own slots ("" if it can): the job's resources name another os or arch,
-// or more CPUs than it has. (A peer checks the same and its --memory and
-// --cpus: internal/node.)
+// own slots ("" if it can). A peer admits a job through the same check
+// (spec.Resources.Admit) with its own offer: internal/node.
 func localMisfit(r spec.Resources) string {
-	switch {
-	case r.OS != "" && r.OS != runtime.GOOS:
-		return fmt.Sprintf("the job's resources.os is %s, this machine is %s", r.OS, runtime.GOOS)
-	case r.Arch != "" && r.Arch != runtime.GOARCH:
-		return fmt.Sprintf("the job's resources.arch is %s, this machine is %s", r.Arch, runtime.GOARCH)
-	case r.CPUs > float64(runtime.NumCPU()):
-		return fmt.Sprintf("a task needs %g CPUs (resources.cpus), this machine has %d", r.CPUs, runtime.NumCPU())
+	if ok, why := localOffer().Admit(r); !ok {
+		return why.Reason("this machine", "")
 	}
 	return ""
 }

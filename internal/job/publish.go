@@ -146,10 +146,7 @@ func (r *runner) helloBase() *peerpb.Hello {
 		CoordinatorAddr: ro.Addr,
 		TimeoutMs:       r.p.Spec.Timeout.Milliseconds(),
 		Network:         r.p.Spec.Sandbox.Network,
-		Memory:          r.p.Spec.Resources.Memory,
-		Cpus:            r.p.Spec.Resources.CPUs,
-		Os:              r.p.Spec.Resources.OS,
-		Arch:            r.p.Spec.Resources.Arch,
+		Resources:       peerpb.ResourcesOf(r.p.Spec.Resources),
 		Acks:            true,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()

@@ -845,7 +845,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 		w.forged(res)
 		return nil
 	}
-	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC()}
+	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC(), Device: res.Device}
 	if res.EndedUnixNano == 0 {
 		out.End = time.Now().UTC()
 	}

@@ -22,7 +22,7 @@ import (
 const FileName = "job.db"
 
 // SchemaVersion is the newest schema this package reads and writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // schemaTarget is the version Open migrates to: SchemaVersion, lower only
 // in tests that make a database of an older schema.
@@ -152,6 +152,9 @@ var migrations = [][]string{
 		`ALTER TABLE tasks ADD COLUMN key BLOB`,
 		`ALTER TABLE tasks ADD COLUMN reused INTEGER NOT NULL DEFAULT 0`,
 	},
+	{ // 4 -> 5: the device a peer's slot bound for an attempt (a GPU).
+		`ALTER TABLE attempts ADD COLUMN device TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // Options tune Open.
@@ -175,8 +178,8 @@ type DB struct {
 	jobMu   sync.Mutex
 	lastJob [][2]string // the job rows PutJob queued last
 
-	// qAttempts reads attempts (qReadAttempts, or its form for a schema
-	// older than 3, which lacks handed_over), qTasks tasks (qReadTasks, or
+	// qAttempts reads attempts (qReadAttempts, or its forms for a schema
+	// older than 5, which lacks device, or 3, which lacks handed_over), qTasks tasks (qReadTasks, or
 	// its form for a schema older than 4, which lacks key and reused).
 	qAttempts, qTasks string
 }
@@ -185,6 +188,9 @@ type DB struct {
 // queries that read it.
 func (db *DB) noteSchema(v int) {
 	db.qAttempts, db.qTasks = qReadAttempts, qReadTasks
+	if v < 5 {
+		db.qAttempts = qReadAttemptsV4
+	}
 	if v < 3 {
 		db.qAttempts = qReadAttemptsV2
 	}

@@ -51,6 +51,7 @@ func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	db := open(t, path)
 	want := sampleReport()
+	want.Tasks[0].Attempts[0].Device = "GPU 1: NVIDIA H200, 143771 MiB, GPU-1" // schema 5
 	if err := db.PutJob(want); err != nil {
 		t.Fatal(err)
 	}

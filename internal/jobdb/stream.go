@@ -19,9 +19,11 @@ const (
 	qReadTasks = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, key, reused FROM tasks`
 	// qReadTasksV3: schema 3 and older (read-only) lack key and reused.
 	qReadTasksV3  = `SELECT idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, NULL, 0 FROM tasks`
-	qReadAttempts = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over FROM attempts`
-	// qReadAttemptsV2: schema 2 and older (read-only) lack handed_over.
-	qReadAttemptsV2 = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, 0 FROM attempts`
+	qReadAttempts = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over, device FROM attempts`
+	// qReadAttemptsV4: schema 4 and older (read-only) lack device;
+	// qReadAttemptsV2: schema 2 and older lack handed_over too.
+	qReadAttemptsV4 = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over, '' FROM attempts`
+	qReadAttemptsV2 = `SELECT task, peer, peer_id, start, end, outcome, error, resumed, trusted, 0, '' FROM attempts`
 	qReadVotes      = `SELECT task, peer, peer_id, digest FROM votes`
 	qReadPartials   = `SELECT task, time, peer, peer_id, text, bytes, truncated FROM partials`
 )
@@ -68,7 +70,7 @@ func scanTask(rows *sql.Rows, t *report.Task) (int, error) {
 func scanAttempt(rows *sql.Rows, a *report.Attempt) (int, error) {
 	var i int
 	var start, end string
-	if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed, &a.Check, &a.HandedOver); err != nil {
+	if err := rows.Scan(&i, &a.Peer, &a.PeerID, &start, &end, &a.Outcome, &a.Error, &a.Resumed, &a.Check, &a.HandedOver, &a.Device); err != nil {
 		return 0, err
 	}
 	a.Start, a.End = parseTime(start), parseTime(end)

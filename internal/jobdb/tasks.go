@@ -30,9 +30,11 @@ const (
 	qTaskUpdateV3 = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
 		` ON CONFLICT(idx) DO UPDATE SET state = excluded.state, peer = excluded.peer, peer_id = excluded.peer_id, digest = excluded.digest, files = excluded.files,` +
 		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated`
-	qAttempt = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// qAttemptV2: schema 2 and older lack handed_over (a writer meets one
-	// only in tests that make a database of an older schema).
+	qAttempt = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over, device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// qAttemptV4: schema 4 and older lack device; qAttemptV2: schema 2
+	// and older lack handed_over too (a writer meets them only in tests
+	// that make a database of an older schema).
+	qAttemptV4      = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted, handed_over) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qAttemptV2      = `INSERT OR REPLACE INTO attempts(task, n, peer, peer_id, start, end, outcome, error, resumed, trusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qVote           = `INSERT INTO votes(task, n, peer, peer_id, digest) VALUES (?, ?, ?, ?, ?)`
 	qPartial        = `INSERT INTO partials(task, n, time, peer, peer_id, text, bytes, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
@@ -220,9 +222,12 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 	for n := from; n < len(t.Attempts); n++ {
 		a := &t.Attempts[n]
 		peer, peerID := split(a.Peer, a.PeerID)
-		args := []any{idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed, a.Check, a.HandedOver}
-		if tx.w.qAttempt != qAttempt {
+		args := []any{idx, n, peer, peerID, fmtTime(a.Start), fmtTime(a.End), a.Outcome, a.Error, a.Resumed, a.Check, a.HandedOver, a.Device}
+		switch tx.w.qAttempt {
+		case qAttemptV4:
 			args = args[:len(args)-1]
+		case qAttemptV2:
+			args = args[:len(args)-2]
 		}
 		if err := tx.insert(tx.w.qAttempt, args...); err != nil {
 			return err

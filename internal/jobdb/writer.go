@@ -350,8 +350,11 @@ func newWriter(ctx context.Context, db *DB, opts Options) (*writer, error) {
 	}
 	w.fresh = n == 0
 	w.qAttempt, w.qTask, w.qTaskUpdate = qAttempt, qTask, qTaskUpdate
-	if v, _, err := db.version(ctx); err == nil && v < 4 {
-		w.qTask, w.qTaskUpdate = qTaskV3, qTaskUpdateV3
+	if v, _, err := db.version(ctx); err == nil && v < 5 {
+		w.qAttempt = qAttemptV4
+		if v < 4 {
+			w.qTask, w.qTaskUpdate = qTaskV3, qTaskUpdateV3
+		}
 		if v < 3 {
 			w.qAttempt = qAttemptV2
 		}

@@ -5,7 +5,7 @@
 // discovery), and runs tasks for the coordinators that enrol it.
 //
 // A coordinator opens a Work session and says Hello. The node refuses a
-// job that does not fit, saying why; otherwise it fetches and checks the
+// job its offer does not admit (spec.Resources.Admit), saying why; otherwise it fetches and checks the
 // plugin and inputs, and asks for leases with credits. Each lease runs in
 // a warm plugin process of the job's pool through package taskrun, the
 // same path as the submitter's own slots.
@@ -21,6 +21,9 @@
 //     finish, and their results are kept and handed over to a later
 //     session of the same job and run until the coordinator acknowledges
 //     them or Config.KeepResults passes.
+//   - A job whose resources ask for a GPU runs on the GPU slots only (one
+//     per offered device, each with its own plugin pool bound to that
+//     device), every other job on the CPU slots only.
 //   - Time frozen by --pause-when-busy does not count against a task's
 //     timeout.
 //

@@ -17,9 +17,11 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/dirlock"
+	"github.com/p2pc/p2pc/internal/gpu"
 	"github.com/p2pc/p2pc/internal/peerpb"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/taskrun"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/transport"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -66,6 +68,10 @@ type Config struct {
 	AllowNetwork bool
 	// Volunteer are the owner's caps on tasks (volunteer.go).
 	Volunteer Volunteer
+	// GPUs are the devices the node offers (p2pc join --gpus), each as a
+	// GPU slot beside the Slots: only tasks of jobs whose resources ask
+	// for a GPU run there, each bound to its slot's device (offer.go).
+	GPUs gpu.Inventory
 	// TaskUser is the account tasks run as (sandbox.TaskUser: set when
 	// the node runs as root); nil: the node's own.
 	TaskUser *sandbox.User
@@ -195,8 +201,8 @@ func New(cfg Config) (*Node, error) {
 		// the backstop.
 		conns:    transfer.NewPool(cfg.Transports, cfg.Creds.ClientTLS(), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second})),
 		lis:      lis,
-		sched:    newSched(cfg.Slots),
-		slotMade: make([]string, cfg.Slots),
+		sched:    newSched(cfg.Slots, len(cfg.GPUs.Devices)),
+		slotMade: make([]string, cfg.Slots+len(cfg.GPUs.Devices)),
 		pools:    map[poolKey]*pluginhost.Pool{},
 		jobs:     map[string]*jobFiles{},
 		keep:     newKeeper(cfg.KeepResults),
@@ -272,6 +278,9 @@ func (n *Node) Conns() *transfer.Pool { return n.conns }
 // Slots is the configured slot count.
 func (n *Node) Slots() int { return n.cfg.Slots }
 
+// allSlots counts the CPU and the GPU slots.
+func (n *Node) allSlots() int { return n.cfg.Slots + len(n.cfg.GPUs.Devices) }
+
 // Load returns running leases, free slots and work sessions.
 func (n *Node) Load() (busy, free, jobs int) {
 	busy, free = n.sched.load()
@@ -301,7 +310,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	wg.Go(func() { n.watchBusy(schedCtx) })
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.grpc.Serve(n.lis) }()
-	n.log.Info("node serving", "addr", n.addr, "swarm", n.cfg.Creds.SwarmID(), "slots", n.cfg.Slots, "os", runtime.GOOS, "arch", runtime.GOARCH)
+	n.log.Info("node serving", "addr", n.addr, "swarm", n.cfg.Creds.SwarmID(), "slots", n.cfg.Slots, "gpus", len(n.cfg.GPUs.Devices), "os", runtime.GOOS, "arch", runtime.GOARCH)
 
 	var err error
 	select {
@@ -375,19 +384,27 @@ type poolKey struct {
 	digest  [32]byte
 	network bool
 	memory  int64
+	gpu     int // the GPU slot's device (offer.go), -1 for the CPU slots
 }
 
 // pool returns the warm plugin pool of job j for a plugin digest whose
-// tasks may use the network or not.
-func (n *Node) pool(j *jobFiles, digest [32]byte, path string, network bool, memory int64) *pluginhost.Pool {
+// tasks may use the network or not, for the CPU slots (gpu < 0) or for
+// the GPU slot of device gpu: its processes are bound to that device
+// before they start (taskrun.PreStart).
+func (n *Node) pool(j *jobFiles, digest [32]byte, path string, network bool, memory int64, gpu int) *pluginhost.Pool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	k := poolKey{j.id, digest, network, memory}
+	k := poolKey{j.id, digest, network, memory, gpu}
 	p, ok := n.pools[k]
 	if !ok {
 		pol := n.taskPolicy(j)
 		pol.Network = network
-		p = pluginhost.NewPool(pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol, Limits: n.taskLimits(memory)}, max(n.cfg.Slots, 1))
+		cfg := pluginhost.Config{Path: path, Checksum: digest, Logger: n.cfg.Logger, Sandbox: pol, Limits: n.taskLimits(memory)}
+		size := max(n.cfg.Slots, 1)
+		if gpu >= 0 {
+			cfg, size = taskrun.PreStart(cfg, n.gpuBinding(gpu)), 1
+		}
+		p = pluginhost.NewPool(cfg, size)
 		n.pools[k] = p
 	}
 	return p

@@ -204,7 +204,7 @@ func TestZeroSlotNodeRefusesWork(t *testing.T) {
 // The scheduler shares slots between sessions: each is granted its fair
 // share plus a prefetch, and slot runners alternate between them.
 func TestSchedFairShare(t *testing.T) {
-	s := newSched(4)
+	s := newSched(4, 0)
 	mk := func() *session { return &session{kick: make(chan struct{}, 1)} }
 	a, b := mk(), mk()
 	a.ready, b.ready = true, true
@@ -224,7 +224,7 @@ func TestSchedFairShare(t *testing.T) {
 	var got []*session
 	s.mu.Lock()
 	for range 6 {
-		sess, item := s.pickLocked()
+		sess, item := s.pickLocked(false)
 		if item == nil {
 			break
 		}
@@ -235,5 +235,34 @@ func TestSchedFairShare(t *testing.T) {
 		if got[i] == got[i-1] {
 			t.Fatalf("picks not round-robin: %v", got)
 		}
+	}
+}
+
+// GPU slots serve the sessions of GPU jobs only, and CPU slots the
+// others; each kind's fair share counts its own slots and sessions.
+func TestSchedGPUSlots(t *testing.T) {
+	s := newSched(4, 2)
+	mk := func(gpu bool) *session { return &session{kick: make(chan struct{}, 1), gpu: gpu, ready: true} }
+	cpu, gpu := mk(false), mk(true)
+	s.add(cpu)
+	s.add(gpu)
+	if got := cpu.credits.Load(); got != 6 { // 4 CPU slots + prefetch 2
+		t.Fatalf("CPU session: %d credits, want 6", got)
+	}
+	if got := gpu.credits.Load(); got != 3 { // 2 GPU slots + prefetch 1
+		t.Fatalf("GPU session: %d credits, want 3", got)
+	}
+	s.enqueue(cpu, &queued{lease: &peerpb.Lease{LeaseId: 1}, group: 1})
+	s.enqueue(gpu, &queued{lease: &peerpb.Lease{LeaseId: 2}, group: 1})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, _ := s.pickLocked(true); sess != gpu {
+		t.Fatalf("a GPU slot picked a lease of %v, want the GPU session's", sess)
+	}
+	if sess, b := s.pickLocked(true); b != nil {
+		t.Fatalf("a GPU slot picked a CPU job's lease (%v)", sess)
+	}
+	if sess, _ := s.pickLocked(false); sess != cpu {
+		t.Fatalf("a CPU slot picked a lease of %v, want the CPU session's", sess)
 	}
 }

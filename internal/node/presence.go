@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
+	"github.com/p2pc/p2pc/internal/gpu"
 	"github.com/p2pc/p2pc/internal/transport"
 )
 
@@ -74,7 +75,7 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 	p := &Presence{n: n, mem: mem, changed: make(chan struct{}), failed: map[string]bool{}, cancel: cancel}
 	if pc.MDNS {
 		cfg := discovery.MDNSConfig{Logger: n.cfg.Logger}
-		if n.cfg.Slots > 0 {
+		if n.allSlots() > 0 {
 			cfg.Self = &discovery.Announcement{Name: n.cfg.Name, GRPCAddr: n.addr, GossipAddr: mem.GossipAddr(), Version: ProtocolVersion}
 		}
 		if p.md, err = discovery.NewMDNS(cfg); err != nil {
@@ -124,9 +125,10 @@ func (n *Node) meta() discovery.Meta {
 		Arch:      runtime.GOARCH,
 		Version:   n.cfg.Version,
 		Proto:     ProtocolVersion,
-		Slots:     n.cfg.Slots,
+		Slots:     n.allSlots(),
 		FreeSlots: max(free, 0),
 		Sandbox:   n.confinement,
+		GPUs:      gpu.Summary(n.cfg.GPUs.Devices),
 	}
 }
 

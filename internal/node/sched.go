@@ -8,8 +8,12 @@ import (
 // sched shares a node's slots between work sessions: slot runners take
 // queued leases from the sessions in round-robin order; each session is
 // granted Pull credits up to its fair share plus a prefetch window.
+// Slots 0 to slots-1 are CPU slots, the gpus after them GPU slots: a
+// session of a GPU job (session.gpu) runs on GPU slots only, others on
+// CPU slots only, and the fair shares are counted per kind.
 type sched struct {
 	slots int
+	gpus  int
 
 	mu       sync.Mutex // a leaf: never held while another lock is taken
 	cond     *sync.Cond
@@ -23,8 +27,8 @@ type sched struct {
 	idlers []chan struct{}
 }
 
-func newSched(slots int) *sched {
-	s := &sched{slots: slots}
+func newSched(slots, gpus int) *sched {
+	s := &sched{slots: slots, gpus: gpus}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -35,7 +39,7 @@ func newSched(slots int) *sched {
 // runners would wait for good.
 func (s *sched) run(ctx context.Context, wg *sync.WaitGroup) {
 	context.AfterFunc(ctx, s.close)
-	for slot := range s.slots {
+	for slot := range s.slots + s.gpus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -62,7 +66,7 @@ func (s *sched) runner(ctx context.Context, slot int) {
 				return
 			}
 			if !s.paused {
-				if sess, batch = s.pickLocked(); batch != nil {
+				if sess, batch = s.pickLocked(slot >= s.slots); batch != nil {
 					break
 				}
 			}
@@ -109,12 +113,13 @@ func (s *sched) idle() <-chan struct{} {
 }
 
 // pickLocked takes the next queued batch (a lease alone, or the leases
-// the coordinator sent as one batch), round robin across sessions.
-func (s *sched) pickLocked() (*session, []*queued) {
+// the coordinator sent as one batch) of a session of the slot's kind
+// (gpu), round robin across sessions.
+func (s *sched) pickLocked(gpu bool) (*session, []*queued) {
 	n := len(s.sessions)
 	for i := range n {
 		sess := s.sessions[(s.rr+i)%n]
-		if len(sess.queue) > 0 {
+		if sess.gpu == gpu && len(sess.queue) > 0 {
 			k := 1
 			for k < len(sess.queue) && sess.queue[k].group == sess.queue[0].group {
 				k++
@@ -129,13 +134,28 @@ func (s *sched) pickLocked() (*session, []*queued) {
 	return nil, nil
 }
 
-// window is how many batches a session may hold (queued + running +
-// credited; a batch is one lease or the leases the coordinator sent for
-// one credit): its fair share of the slots plus a prefetch of half of it.
-func (s *sched) windowLocked() int {
-	n := max(len(s.sessions), 1)
-	share := (s.slots + n - 1) / n
+// window is how many batches a session of a kind (gpu) may hold
+// (queued + running + credited; a batch is one lease or the leases the
+// coordinator sent for one credit): its fair share of the slots of its
+// kind plus a prefetch of half of it.
+func (s *sched) windowLocked(gpu bool) int {
+	n := 0
+	for _, sess := range s.sessions {
+		if sess.gpu == gpu {
+			n++
+		}
+	}
+	slots := s.slotsFor(gpu)
+	share := (slots + max(n, 1) - 1) / max(n, 1)
 	return share + max(1, share/2)
+}
+
+// slotsFor counts the slots of a kind: GPU slots (gpu) or CPU slots.
+func (s *sched) slotsFor(gpu bool) int {
+	if gpu {
+		return s.gpus
+	}
+	return s.slots
 }
 
 // topUpLocked grants every session the credits its window allows.
@@ -143,8 +163,8 @@ func (s *sched) topUpLocked() {
 	if s.draining || s.closed || s.paused {
 		return
 	}
-	w := s.windowLocked()
 	for _, sess := range s.sessions {
+		w := s.windowLocked(sess.gpu)
 		held := sess.groups + sess.running + sess.credited
 		if want := w - held; want > 0 && sess.ready {
 			sess.credited += want
@@ -236,7 +256,7 @@ func (s *sched) drain() map[*session][]*queued {
 func (s *sched) load() (busy, free int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.busy, s.slots - s.busy
+	return s.busy, s.slots + s.gpus - s.busy
 }
 
 // jobs is the number of sessions.

@@ -15,7 +15,7 @@ func shutdownAfter(t *testing.T, grace, run time.Duration) time.Duration {
 	t.Helper()
 	var took time.Duration
 	synctest.Test(t, func(t *testing.T) {
-		s := newSched(2)
+		s := newSched(2, 0)
 		n := &Node{cfg: Config{Name: "n", ShutdownGrace: grace}, sched: s, log: slog.New(slog.DiscardHandler)}
 		sess := &session{kick: make(chan struct{}, 1)}
 		s.mu.Lock()
@@ -54,7 +54,7 @@ func TestShutdownGraceBounds(t *testing.T) {
 
 // idle is closed at once when nothing runs, and only then otherwise.
 func TestSchedIdle(t *testing.T) {
-	s := newSched(1)
+	s := newSched(1, 0)
 	select {
 	case <-s.idle():
 	default:
@@ -85,7 +85,7 @@ func TestSchedIdle(t *testing.T) {
 // fired, leaving the runners waiting (and Serve in wg.Wait) for good.
 func TestSchedRunnersStopWithContext(t *testing.T) {
 	for i := range 2000 {
-		s := newSched(1)
+		s := newSched(1, 0)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		s.run(ctx, &wg)

@@ -61,7 +61,7 @@ const (
 // bytes (0: no requirement).
 func (n *Node) taskLimits(memory int64) sandbox.Limits {
 	v := n.cfg.Volunteer
-	slots := int64(max(n.cfg.Slots, 1))
+	slots := int64(max(n.allSlots(), 1))
 	l := sandbox.Limits{Memory: memory, Idle: v.Idle, FileSize: n.taskDisk()}
 	if l.Memory <= 0 && v.Memory > 0 {
 		l.Memory = min(v.Memory/slots, sandbox.DefaultMemory)
@@ -72,7 +72,7 @@ func (n *Node) taskLimits(memory int64) sandbox.Limits {
 // taskDisk is what one task's work folder may hold.
 func (n *Node) taskDisk() int64 {
 	if d := n.cfg.Volunteer.Disk; d > 0 {
-		return max(d/int64(max(n.cfg.Slots, 1)), 1)
+		return max(d/int64(max(n.allSlots(), 1)), 1)
 	}
 	return DefaultTaskDisk
 }
@@ -96,30 +96,21 @@ func (n *Node) storeFull(err error) error {
 }
 
 // misfit says why a job's tasks do not fit on this peer ("" if they
-// do): another os or arch, more memory or CPUs than it gives a task,
-// a plugin and inputs larger than its block store may hold.
+// do): the job's resources (and the size of its plugin and inputs, as
+// disk) are admitted by the peer's offer (offer.go), the one check.
 func (n *Node) misfit(h *peerpb.Hello) string {
-	v := n.cfg.Volunteer
-	var files int64
+	need := h.Resources.Spec()
 	for _, f := range append([]*peerpb.FileRef{h.Plugin}, h.Inputs...) {
-		files += f.GetSize()
+		need.Disk += f.GetSize()
 	}
-	switch {
-	case v.Disk > 0 && files > v.Disk:
-		return fmt.Sprintf("the job's plugin and inputs take %s, this peer's block store holds at most %s (--disk)",
-			sandbox.FormatSize(files), sandbox.FormatSize(v.Disk))
-	case h.Os != "" && h.Os != runtime.GOOS:
-		return fmt.Sprintf("the job's resources.os is %s, this peer is %s", h.Os, runtime.GOOS)
-	case h.Arch != "" && h.Arch != runtime.GOARCH:
-		return fmt.Sprintf("the job's resources.arch is %s, this peer is %s", h.Arch, runtime.GOARCH)
-	case h.Memory > 0 && v.Memory > 0 && h.Memory > v.Memory:
-		return fmt.Sprintf("a task needs %s of memory (resources.memory), this peer gives its tasks %s (--memory)",
-			sandbox.FormatSize(h.Memory), sandbox.FormatSize(v.Memory))
-	case h.Cpus > 0 && h.Cpus > n.cpus():
-		return fmt.Sprintf("a task needs %g CPUs (resources.cpus), this peer gives its tasks %g", h.Cpus, n.cpus())
+	if ok, why := n.offer().Admit(need); !ok {
+		return why.Reason("this peer", offerFlags[why.Key])
 	}
 	return ""
 }
+
+// offerFlags name the p2pc join flag behind each capped resource.
+var offerFlags = map[string]string{"memory": "--memory", "cpus": "--cpus", "disk": "--disk", "gpus": "p2pc join --gpus"}
 
 // cpus is how many CPUs this peer's tasks may use.
 func (n *Node) cpus() float64 {

@@ -92,11 +92,12 @@ func TestMisfitAndTaskLimits(t *testing.T) {
 		want string
 	}{
 		{&peerpb.Hello{}, ""},
-		{&peerpb.Hello{Os: runtime.GOOS, Arch: runtime.GOARCH, Memory: 4 << 30, Cpus: 1.5}, ""},
-		{&peerpb.Hello{Os: "plan9"}, "resources.os is plan9"},
-		{&peerpb.Hello{Arch: "mips"}, "resources.arch is mips"},
-		{&peerpb.Hello{Memory: 5 << 30}, "a task needs 5 GiB of memory (resources.memory), this peer gives its tasks 4 GiB (--memory)"},
-		{&peerpb.Hello{Cpus: 2}, "a task needs 2 CPUs"},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Os: runtime.GOOS, Arch: runtime.GOARCH, Memory: 4 << 30, Cpus: 1.5}}, ""},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Os: "plan9"}}, "resources.os is plan9"},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Arch: "mips"}}, "resources.arch is mips"},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Memory: 5 << 30}}, "a task needs 5 GiB of memory (resources.memory), this peer gives its tasks 4 GiB (--memory)"},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Cpus: 2}}, "a task needs 2 CPUs"},
+		{&peerpb.Hello{Resources: &peerpb.Resources{Gpus: 1}}, "a task needs 1 GPU (resources.gpus), this peer gives its tasks 0 GPUs (p2pc join --gpus)"},
 		{&peerpb.Hello{Plugin: &peerpb.FileRef{Size: 1 << 30}, Inputs: []*peerpb.FileRef{{Size: 7 << 30}}}, ""},
 		{&peerpb.Hello{Plugin: &peerpb.FileRef{Size: 1 << 30}, Inputs: []*peerpb.FileRef{{Size: 7 << 30}, {Size: 1}}},
 			"the job's plugin and inputs take 8 GiB, this peer's block store holds at most 8 GiB (--disk)"},

@@ -3,7 +3,8 @@
 // (plugin binaries, inputs, outputs) travel over the Blocks service of
 // internal/transfer/transferpb on the same gRPC server.
 //
-// Compatibility: fields and messages are only added. Every conversation
+// Compatibility: fields and messages are added; one is retired only with
+// a new protocol version (its number reserved). Every conversation
 // starts with a version check (Hello.proto); a peer refuses a coordinator
 // whose protocol it does not speak, with a clear reason.
 
@@ -281,14 +282,6 @@ type Hello struct {
 	// The job's tasks need the network (spec sandbox.network): a peer not
 	// started with --allow-network refuses the job.
 	Network bool `protobuf:"varint,12,opt,name=network,proto3" json:"network,omitempty"`
-	// The job's spec resources: what one task needs. A peer whose tasks
-	// cannot have that much (its --memory, its --cpus or CPUs) or that is
-	// another os/arch refuses the job, saying why. Zero or empty: no
-	// requirement.
-	Memory int64   `protobuf:"varint,13,opt,name=memory,proto3" json:"memory,omitempty"` // bytes
-	Cpus   float64 `protobuf:"fixed64,14,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	Os     string  `protobuf:"bytes,15,opt,name=os,proto3" json:"os,omitempty"`
-	Arch   string  `protobuf:"bytes,16,opt,name=arch,proto3" json:"arch,omitempty"`
 	// The run of the job (report's run): constant across the reruns that
 	// resume one output folder. A peer hands results over (Handovers) only
 	// to a session of the same job and run.
@@ -298,7 +291,10 @@ type Hello struct {
 	// result until it is acknowledged, and forgets the run's results at
 	// End. False (an older coordinator): a peer keeps what it finished in
 	// the last 10 s before the session broke.
-	Acks          bool `protobuf:"varint,18,opt,name=acks,proto3" json:"acks,omitempty"`
+	Acks bool `protobuf:"varint,18,opt,name=acks,proto3" json:"acks,omitempty"`
+	// What one task needs (the spec's resources, protocol 4). A peer that
+	// cannot offer it refuses the job, saying which resource it lacks.
+	Resources     *Resources `protobuf:"bytes,19,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,34 +413,6 @@ func (x *Hello) GetNetwork() bool {
 	return false
 }
 
-func (x *Hello) GetMemory() int64 {
-	if x != nil {
-		return x.Memory
-	}
-	return 0
-}
-
-func (x *Hello) GetCpus() float64 {
-	if x != nil {
-		return x.Cpus
-	}
-	return 0
-}
-
-func (x *Hello) GetOs() string {
-	if x != nil {
-		return x.Os
-	}
-	return ""
-}
-
-func (x *Hello) GetArch() string {
-	if x != nil {
-		return x.Arch
-	}
-	return ""
-}
-
 func (x *Hello) GetRun() string {
 	if x != nil {
 		return x.Run
@@ -457,6 +425,109 @@ func (x *Hello) GetAcks() bool {
 		return x.Acks
 	}
 	return false
+}
+
+func (x *Hello) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// Resources is one resource model (spec.Resources): in a Hello what one
+// task needs (zero or empty: no requirement). As an offer (a peer's),
+// zero memory, disk or cpus mean no cap, and gpus counts its GPU slots.
+type Resources struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Cpus   float64                `protobuf:"fixed64,1,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Memory int64                  `protobuf:"varint,2,opt,name=memory,proto3" json:"memory,omitempty"` // bytes
+	Disk   int64                  `protobuf:"varint,3,opt,name=disk,proto3" json:"disk,omitempty"`     // bytes
+	Os     string                 `protobuf:"bytes,4,opt,name=os,proto3" json:"os,omitempty"`
+	Arch   string                 `protobuf:"bytes,5,opt,name=arch,proto3" json:"arch,omitempty"`
+	Gpus   uint32                 `protobuf:"varint,6,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// The offered devices, one line each (an offer only).
+	Devices       []string `protobuf:"bytes,7,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Resources) GetCpus() float64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Resources) GetMemory() int64 {
+	if x != nil {
+		return x.Memory
+	}
+	return 0
+}
+
+func (x *Resources) GetDisk() int64 {
+	if x != nil {
+		return x.Disk
+	}
+	return 0
+}
+
+func (x *Resources) GetOs() string {
+	if x != nil {
+		return x.Os
+	}
+	return ""
+}
+
+func (x *Resources) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+func (x *Resources) GetGpus() uint32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *Resources) GetDevices() []string {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
 }
 
 type Lease struct {
@@ -480,7 +551,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +563,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +576,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Lease) GetLeaseId() uint64 {
@@ -559,7 +630,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +642,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[5]
+	mi := &file_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +655,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{5}
+	return file_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Cancel) GetLeaseId() uint64 {
@@ -605,7 +676,7 @@ type Leases struct {
 
 func (x *Leases) Reset() {
 	*x = Leases{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +688,7 @@ func (x *Leases) String() string {
 func (*Leases) ProtoMessage() {}
 
 func (x *Leases) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +701,7 @@ func (x *Leases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Leases.ProtoReflect.Descriptor instead.
 func (*Leases) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Leases) GetLeases() []*Lease {
@@ -657,7 +728,7 @@ type Acks struct {
 
 func (x *Acks) Reset() {
 	*x = Acks{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +740,7 @@ func (x *Acks) String() string {
 func (*Acks) ProtoMessage() {}
 
 func (x *Acks) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +753,7 @@ func (x *Acks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acks.ProtoReflect.Descriptor instead.
 func (*Acks) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Acks) GetLeaseIds() []uint64 {
@@ -713,7 +784,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +796,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +809,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *End) GetState() string {
@@ -766,7 +837,7 @@ type ToPeer struct {
 
 func (x *ToPeer) Reset() {
 	*x = ToPeer{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +849,7 @@ func (x *ToPeer) String() string {
 func (*ToPeer) ProtoMessage() {}
 
 func (x *ToPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +862,7 @@ func (x *ToPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToPeer.ProtoReflect.Descriptor instead.
 func (*ToPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToPeer) GetMsg() isToPeer_Msg {
@@ -929,7 +1000,7 @@ type HostCall struct {
 
 func (x *HostCall) Reset() {
 	*x = HostCall{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1012,7 @@ func (x *HostCall) String() string {
 func (*HostCall) ProtoMessage() {}
 
 func (x *HostCall) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1025,7 @@ func (x *HostCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
 func (*HostCall) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HostCall) GetCallId() uint64 {
@@ -1026,7 +1097,7 @@ type HostReply struct {
 
 func (x *HostReply) Reset() {
 	*x = HostReply{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1109,7 @@ func (x *HostReply) String() string {
 func (*HostReply) ProtoMessage() {}
 
 func (x *HostReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1122,7 @@ func (x *HostReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostReply.ProtoReflect.Descriptor instead.
 func (*HostReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HostReply) GetCallId() uint64 {
@@ -1133,7 +1204,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1216,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1229,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetName() string {
@@ -1210,7 +1281,7 @@ type Orphan struct {
 
 func (x *Orphan) Reset() {
 	*x = Orphan{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1293,7 @@ func (x *Orphan) String() string {
 func (*Orphan) ProtoMessage() {}
 
 func (x *Orphan) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1306,7 @@ func (x *Orphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Orphan.ProtoReflect.Descriptor instead.
 func (*Orphan) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Orphan) GetTaskId() string {
@@ -1268,7 +1339,7 @@ type Refuse struct {
 
 func (x *Refuse) Reset() {
 	*x = Refuse{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1351,7 @@ func (x *Refuse) String() string {
 func (*Refuse) ProtoMessage() {}
 
 func (x *Refuse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1364,7 @@ func (x *Refuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refuse.ProtoReflect.Descriptor instead.
 func (*Refuse) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Refuse) GetReason() string {
@@ -1313,7 +1384,7 @@ type Pull struct {
 
 func (x *Pull) Reset() {
 	*x = Pull{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1396,7 @@ func (x *Pull) String() string {
 func (*Pull) ProtoMessage() {}
 
 func (x *Pull) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1409,7 @@ func (x *Pull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pull.ProtoReflect.Descriptor instead.
 func (*Pull) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Pull) GetN() uint32 {
@@ -1362,7 +1433,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1445,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1458,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Output) GetName() string {
@@ -1436,13 +1507,16 @@ type Result struct {
 	Outputs         []*Output `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	StartedUnixNano int64     `protobuf:"varint,6,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
 	EndedUnixNano   int64     `protobuf:"varint,7,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The device the task's slot bound ("GPU 0 GPU-..."); empty for a slot
+	// without one (protocol 4).
+	Device        string `protobuf:"bytes,8,opt,name=device,proto3" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1528,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1541,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Result) GetLeaseId() uint64 {
@@ -1519,6 +1593,13 @@ func (x *Result) GetEndedUnixNano() int64 {
 	return 0
 }
 
+func (x *Result) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
 type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
@@ -1530,7 +1611,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1623,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1636,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Progress) GetLeaseId() uint64 {
@@ -1589,7 +1670,7 @@ type Partial struct {
 
 func (x *Partial) Reset() {
 	*x = Partial{}
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1682,7 @@ func (x *Partial) String() string {
 func (*Partial) ProtoMessage() {}
 
 func (x *Partial) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[19]
+	mi := &file_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1695,7 @@ func (x *Partial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partial.ProtoReflect.Descriptor instead.
 func (*Partial) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Partial) GetLeaseId() uint64 {
@@ -1651,7 +1732,7 @@ type FromPeer struct {
 
 func (x *FromPeer) Reset() {
 	*x = FromPeer{}
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1744,7 @@ func (x *FromPeer) String() string {
 func (*FromPeer) ProtoMessage() {}
 
 func (x *FromPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[20]
+	mi := &file_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1757,7 @@ func (x *FromPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FromPeer.ProtoReflect.Descriptor instead.
 func (*FromPeer) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FromPeer) GetMsg() isFromPeer_Msg {
@@ -1836,7 +1917,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1929,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[21]
+	mi := &file_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1942,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Results) GetResults() []*Result {
@@ -1894,7 +1975,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1987,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[22]
+	mi := &file_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2000,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Handover) GetTaskId() string {
@@ -1955,7 +2036,7 @@ type Handovers struct {
 
 func (x *Handovers) Reset() {
 	*x = Handovers{}
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2048,7 @@ func (x *Handovers) String() string {
 func (*Handovers) ProtoMessage() {}
 
 func (x *Handovers) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[23]
+	mi := &file_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2061,7 @@ func (x *Handovers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handovers.ProtoReflect.Descriptor instead.
 func (*Handovers) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Handovers) GetHandovers() []*Handover {
@@ -2016,7 +2097,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x81\x04\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x98\x04\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -2032,13 +2113,18 @@ const file_peer_proto_rawDesc = "" +
 	"timeout_ms\x18\n" +
 	" \x01(\x03R\ttimeoutMs\x12\x18\n" +
 	"\aholders\x18\v \x03(\tR\aholders\x12\x18\n" +
-	"\anetwork\x18\f \x01(\bR\anetwork\x12\x16\n" +
-	"\x06memory\x18\r \x01(\x03R\x06memory\x12\x12\n" +
-	"\x04cpus\x18\x0e \x01(\x01R\x04cpus\x12\x0e\n" +
-	"\x02os\x18\x0f \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\x10 \x01(\tR\x04arch\x12\x10\n" +
+	"\anetwork\x18\f \x01(\bR\anetwork\x12\x10\n" +
 	"\x03run\x18\x11 \x01(\tR\x03run\x12\x12\n" +
-	"\x04acks\x18\x12 \x01(\bR\x04acks\"\xa4\x01\n" +
+	"\x04acks\x18\x12 \x01(\bR\x04acks\x125\n" +
+	"\tresources\x18\x13 \x01(\v2\x17.p2pc.peer.v1.ResourcesR\tresourcesJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11R\x06memoryR\x04cpusR\x02osR\x04arch\"\x9d\x01\n" +
+	"\tResources\x12\x12\n" +
+	"\x04cpus\x18\x01 \x01(\x01R\x04cpus\x12\x16\n" +
+	"\x06memory\x18\x02 \x01(\x03R\x06memory\x12\x12\n" +
+	"\x04disk\x18\x03 \x01(\x03R\x04disk\x12\x0e\n" +
+	"\x02os\x18\x04 \x01(\tR\x02os\x12\x12\n" +
+	"\x04arch\x18\x05 \x01(\tR\x04arch\x12\x12\n" +
+	"\x04gpus\x18\x06 \x01(\rR\x04gpus\x12\x18\n" +
+	"\adevices\x18\a \x03(\tR\adevices\"\xa4\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
@@ -2101,7 +2187,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x12\n" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x17\n" +
-	"\afile_id\x18\x05 \x01(\fR\x06fileId\"\xef\x01\n" +
+	"\afile_id\x18\x05 \x01(\fR\x06fileId\"\x87\x02\n" +
 	"\x06Result\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x14\n" +
@@ -2109,7 +2195,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x06digest\x18\x04 \x01(\fR\x06digest\x12.\n" +
 	"\aoutputs\x18\x05 \x03(\v2\x14.p2pc.peer.v1.OutputR\aoutputs\x12*\n" +
 	"\x11started_unix_nano\x18\x06 \x01(\x03R\x0fstartedUnixNano\x12&\n" +
-	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\"U\n" +
+	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\x12\x16\n" +
+	"\x06device\x18\b \x01(\tR\x06device\"U\n" +
 	"\bProgress\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x1a\n" +
 	"\bfraction\x18\x02 \x01(\x01R\bfraction\x12\x12\n" +
@@ -2152,67 +2239,69 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_peer_proto_goTypes = []any{
 	(*InfoRequest)(nil),  // 0: p2pc.peer.v1.InfoRequest
 	(*InfoResponse)(nil), // 1: p2pc.peer.v1.InfoResponse
 	(*FileRef)(nil),      // 2: p2pc.peer.v1.FileRef
 	(*Hello)(nil),        // 3: p2pc.peer.v1.Hello
-	(*Lease)(nil),        // 4: p2pc.peer.v1.Lease
-	(*Cancel)(nil),       // 5: p2pc.peer.v1.Cancel
-	(*Leases)(nil),       // 6: p2pc.peer.v1.Leases
-	(*Acks)(nil),         // 7: p2pc.peer.v1.Acks
-	(*End)(nil),          // 8: p2pc.peer.v1.End
-	(*ToPeer)(nil),       // 9: p2pc.peer.v1.ToPeer
-	(*HostCall)(nil),     // 10: p2pc.peer.v1.HostCall
-	(*HostReply)(nil),    // 11: p2pc.peer.v1.HostReply
-	(*Welcome)(nil),      // 12: p2pc.peer.v1.Welcome
-	(*Orphan)(nil),       // 13: p2pc.peer.v1.Orphan
-	(*Refuse)(nil),       // 14: p2pc.peer.v1.Refuse
-	(*Pull)(nil),         // 15: p2pc.peer.v1.Pull
-	(*Output)(nil),       // 16: p2pc.peer.v1.Output
-	(*Result)(nil),       // 17: p2pc.peer.v1.Result
-	(*Progress)(nil),     // 18: p2pc.peer.v1.Progress
-	(*Partial)(nil),      // 19: p2pc.peer.v1.Partial
-	(*FromPeer)(nil),     // 20: p2pc.peer.v1.FromPeer
-	(*Results)(nil),      // 21: p2pc.peer.v1.Results
-	(*Handover)(nil),     // 22: p2pc.peer.v1.Handover
-	(*Handovers)(nil),    // 23: p2pc.peer.v1.Handovers
+	(*Resources)(nil),    // 4: p2pc.peer.v1.Resources
+	(*Lease)(nil),        // 5: p2pc.peer.v1.Lease
+	(*Cancel)(nil),       // 6: p2pc.peer.v1.Cancel
+	(*Leases)(nil),       // 7: p2pc.peer.v1.Leases
+	(*Acks)(nil),         // 8: p2pc.peer.v1.Acks
+	(*End)(nil),          // 9: p2pc.peer.v1.End
+	(*ToPeer)(nil),       // 10: p2pc.peer.v1.ToPeer
+	(*HostCall)(nil),     // 11: p2pc.peer.v1.HostCall
+	(*HostReply)(nil),    // 12: p2pc.peer.v1.HostReply
+	(*Welcome)(nil),      // 13: p2pc.peer.v1.Welcome
+	(*Orphan)(nil),       // 14: p2pc.peer.v1.Orphan
+	(*Refuse)(nil),       // 15: p2pc.peer.v1.Refuse
+	(*Pull)(nil),         // 16: p2pc.peer.v1.Pull
+	(*Output)(nil),       // 17: p2pc.peer.v1.Output
+	(*Result)(nil),       // 18: p2pc.peer.v1.Result
+	(*Progress)(nil),     // 19: p2pc.peer.v1.Progress
+	(*Partial)(nil),      // 20: p2pc.peer.v1.Partial
+	(*FromPeer)(nil),     // 21: p2pc.peer.v1.FromPeer
+	(*Results)(nil),      // 22: p2pc.peer.v1.Results
+	(*Handover)(nil),     // 23: p2pc.peer.v1.Handover
+	(*Handovers)(nil),    // 24: p2pc.peer.v1.Handovers
 }
 var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
 	2,  // 1: p2pc.peer.v1.Hello.inputs:type_name -> p2pc.peer.v1.FileRef
-	4,  // 2: p2pc.peer.v1.Leases.leases:type_name -> p2pc.peer.v1.Lease
-	3,  // 3: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
-	4,  // 4: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
-	5,  // 5: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
-	11, // 6: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
-	6,  // 7: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
-	7,  // 8: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
-	8,  // 9: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
-	13, // 10: p2pc.peer.v1.Welcome.running:type_name -> p2pc.peer.v1.Orphan
-	16, // 11: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	12, // 12: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	14, // 13: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	15, // 14: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	17, // 15: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	18, // 16: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	19, // 17: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	10, // 18: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
-	21, // 19: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
-	23, // 20: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
-	17, // 21: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
-	17, // 22: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
-	22, // 23: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
-	0,  // 24: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	9,  // 25: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 26: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	20, // 27: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	26, // [26:28] is the sub-list for method output_type
-	24, // [24:26] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	4,  // 2: p2pc.peer.v1.Hello.resources:type_name -> p2pc.peer.v1.Resources
+	5,  // 3: p2pc.peer.v1.Leases.leases:type_name -> p2pc.peer.v1.Lease
+	3,  // 4: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
+	5,  // 5: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
+	6,  // 6: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
+	12, // 7: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
+	7,  // 8: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
+	8,  // 9: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
+	9,  // 10: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
+	14, // 11: p2pc.peer.v1.Welcome.running:type_name -> p2pc.peer.v1.Orphan
+	17, // 12: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	13, // 13: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	15, // 14: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	16, // 15: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	18, // 16: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	19, // 17: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	20, // 18: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	11, // 19: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	22, // 20: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
+	24, // 21: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
+	18, // 22: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	18, // 23: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
+	23, // 24: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
+	0,  // 25: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	10, // 26: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 27: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	21, // 28: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	27, // [27:29] is the sub-list for method output_type
+	25, // [25:27] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -2220,7 +2309,7 @@ func file_peer_proto_init() {
 	if File_peer_proto != nil {
 		return
 	}
-	file_peer_proto_msgTypes[9].OneofWrappers = []any{
+	file_peer_proto_msgTypes[10].OneofWrappers = []any{
 		(*ToPeer_Hello)(nil),
 		(*ToPeer_Lease)(nil),
 		(*ToPeer_Cancel)(nil),
@@ -2229,7 +2318,7 @@ func file_peer_proto_init() {
 		(*ToPeer_Acks)(nil),
 		(*ToPeer_End)(nil),
 	}
-	file_peer_proto_msgTypes[20].OneofWrappers = []any{
+	file_peer_proto_msgTypes[21].OneofWrappers = []any{
 		(*FromPeer_Welcome)(nil),
 		(*FromPeer_Refuse)(nil),
 		(*FromPeer_Pull)(nil),
@@ -2246,7 +2335,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

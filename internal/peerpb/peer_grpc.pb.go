@@ -3,7 +3,8 @@
 // (plugin binaries, inputs, outputs) travel over the Blocks service of
 // internal/transfer/transferpb on the same gRPC server.
 //
-// Compatibility: fields and messages are only added. Every conversation
+// Compatibility: fields and messages are added; one is retired only with
+// a new protocol version (its number reserved). Every conversation
 // starts with a version check (Hello.proto); a peer refuses a coordinator
 // whose protocol it does not speak, with a clear reason.
 

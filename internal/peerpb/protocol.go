@@ -10,7 +10,10 @@ import (
 // coordinator puts it in Hello, a peer in InfoResponse, and each refuses
 // another. Version 3: output digests use the length-prefixed listing
 // (internal/outputs), so a peer of version 2 would disagree on every one.
-const ProtocolVersion = 3
+// Version 4: a Hello carries what a task needs as one Resources message
+// (field 19) instead of fields 13-16, which a peer of version 3 would
+// read as no requirement at all.
+const ProtocolVersion = 4
 
 // MaxBatch bounds the leases (or results) in one Leases (Results)
 // message, and MaxBatchBytes their size, the coordinator's and the peers'

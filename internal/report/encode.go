@@ -233,6 +233,7 @@ func (e *encoder) attempt(a *Attempt) {
 	e.key(3, false, "outcome")
 	e.str(a.Outcome)
 	e.optStr(3, "error", a.Error)
+	e.optStr(3, "device", a.Device)
 	for _, f := range [...]struct {
 		name string
 		v    bool

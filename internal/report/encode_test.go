@@ -43,7 +43,7 @@ func randomTask(rng *rand.Rand) Task {
 	if rng.IntN(6) > 0 {
 		task.Attempts = []Attempt{}
 		for range rng.IntN(3) {
-			task.Attempts = append(task.Attempts, Attempt{Peer: s(), PeerID: s(), Start: tm(), End: tm(), Outcome: s(), Error: s(),
+			task.Attempts = append(task.Attempts, Attempt{Peer: s(), PeerID: s(), Start: tm(), End: tm(), Outcome: s(), Error: s(), Device: s(),
 				Resumed: rng.IntN(2) == 0, Check: rng.IntN(2) == 0, HandedOver: rng.IntN(2) == 0})
 		}
 	}
@@ -123,7 +123,7 @@ func marshalOrErr(task Task) string {
 // be added to AppendTask too (and to randomTask).
 func TestAppendTaskKnowsEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[Task](): 15, reflect.TypeFor[Attempt](): 9, reflect.TypeFor[Vote](): 3, reflect.TypeFor[Partial](): 6,
+		reflect.TypeFor[Task](): 15, reflect.TypeFor[Attempt](): 10, reflect.TypeFor[Vote](): 3, reflect.TypeFor[Partial](): 6,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, AppendTask writes %d: teach AppendTask (encode.go) the new ones", typ, typ.NumField(), n)

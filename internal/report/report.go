@@ -199,6 +199,9 @@ type Attempt struct {
 	End     time.Time `json:"end"`
 	Outcome string    `json:"outcome"`
 	Error   string    `json:"error,omitempty"`
+	// Device is the device the peer's slot bound for the attempt (a GPU
+	// slot's GPU, "GPU 0: NVIDIA H200, ..."); empty for a CPU slot.
+	Device string `json:"device,omitempty"`
 	// Resumed: the attempt started from the task's latest checkpoint.
 	Resumed bool `json:"resumed,omitempty"`
 	// Check: a trusted run on the submitter's own slot (a spot check, or

@@ -235,6 +235,9 @@ func ruleset(abi int, p Policy) (int, error) {
 	for _, path := range SystemDevices {
 		err = errors.Join(err, add(path, device, true))
 	}
+	for _, path := range p.Devices {
+		err = errors.Join(err, add(path, device, false))
+	}
 	for _, path := range p.ReadOnly {
 		err = errors.Join(err, add(path, fsRead, false))
 	}

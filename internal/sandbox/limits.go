@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/p2pc/p2pc/spec"
 )
 
 // Per-process defaults of Limits (a task whose spec names no
@@ -82,18 +84,7 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimit }
 
 // FormatSize writes n bytes the way people read sizes: "256 MiB",
 // "1.5 GiB", "4096 B".
-func FormatSize(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, u := float64(n), 0
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	if u == 0 {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) + " " + units[u]
-}
+func FormatSize(n int64) string { return spec.FormatSize(n) }
 
 // CgroupStatus says whether task processes get cgroups on this machine.
 type CgroupStatus struct {

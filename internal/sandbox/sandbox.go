@@ -14,6 +14,10 @@ type Policy struct {
 	ReadOnly []string
 	// ReadWrite folders may be read, written, created in and removed from.
 	ReadWrite []string
+	// Devices are device files the process may read and write besides
+	// SystemDevices: a GPU slot's own GPU and the driver's control nodes
+	// (package taskrun's BindGPU). Grant does not open them to User.
+	Devices []string
 	// Network lets the process use the network as the host does. Without
 	// it the process runs in a private network namespace (when the host
 	// may make one) and Landlock refuses TCP bind and connect (ABI >= 4).

@@ -6,6 +6,10 @@
 // into a report outcome. RunBatch does the same for several attempts
 // through as few plugin calls as it can.
 //
+// PreStart is the step before a slot's plugin processes start: it applies
+// the slot's Binding (a GPU slot's device: environment, the device nodes
+// its sandbox opens) to the pool's configuration.
+//
 // The caller owns the work folder, the Host and what becomes of the
 // staged output. An output of inline data alone, up to
 // Attempt.InlineMax bytes, is digested in memory and not staged.

@@ -103,6 +103,9 @@ type Peer struct {
 	// State: one of the Peer* states; empty lets the view decide between
 	// working and idle.
 	State string `json:"state"`
+	// GPUs summarizes the GPUs it offers as GPU slots, counted in Slots
+	// ("2 × NVIDIA H200"); "" for none.
+	GPUs string `json:"gpus,omitempty"`
 	// Confinement is what confines its tasks, when known.
 	Confinement string `json:"confinement,omitempty"`
 	// Note says more (why a peer is lost).

@@ -241,8 +241,13 @@ func environ(env map[string]string) []string {
 	return out
 }
 
+// boundEnv are the variables of the plugin's own environment that pass
+// to commands: the device its slot binds (a peer's GPU slot).
+var boundEnv = []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}
+
 // envMap is a command's scrubbed environment: the fixed variables, the
-// params' scalars, then extra (which wins).
+// device its slot binds (boundEnv), the params' scalars, then extra
+// (which wins).
 func envMap(workDir, jobID, taskID string, params json.RawMessage, extra ...map[string]string) map[string]string {
 	env := map[string]string{
 		"PATH":        DefaultPath,
@@ -253,6 +258,11 @@ func envMap(workDir, jobID, taskID string, params json.RawMessage, extra ...map[
 	}
 	if taskID != "" {
 		env["P2PC_TASK_ID"] = taskID
+	}
+	for _, k := range boundEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
 	}
 	maps.Copy(env, paramEnv(params))
 	for _, e := range extra {

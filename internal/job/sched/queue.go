@@ -232,6 +232,8 @@ type Result struct {
 	Start, End time.Time
 	// Fault charges a lost attempt to its peer.
 	Fault Fault
+	// Device is the device the attempt's slot bound (report.Attempt).
+	Device string
 }
 
 // Output is a complete output as a worker produced it: a staged folder
@@ -904,7 +906,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 
 // recordLocked appends l's attempt to the report.
 func (q *Queue) recordLocked(l *Lease, res Result) {
-	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed(), HandedOver: l.HandedOver}
+	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: res.End, Outcome: res.Outcome, Resumed: l.VC.Resumed(), HandedOver: l.HandedOver, Device: res.Device}
 	if res.Err != nil {
 		att.Error = res.Err.Error()
 	}

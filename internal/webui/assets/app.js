@@ -76,7 +76,7 @@
       const tr = el("tr"); tr.dataset.state = p.state; tr.dataset.name = p.name;
       const name = el("td", "", p.name + (p.self ? " (this node)" : ""));
       tr.append(name, el("td", "mono", short(p.id)), el("td", "", p.os ? p.os + "/" + p.arch : "–"),
-        el("td", "", (p.used >= 0 ? p.used : "?") + "/" + p.slots), el("td", "", p.done), el("td", "", fmtRate(p.rate) + "/s"));
+        el("td", "", (p.used >= 0 ? p.used : "?") + "/" + p.slots), el("td", "", p.gpus || "–"), el("td", "", p.done), el("td", "", fmtRate(p.rate) + "/s"));
       const st = el("td"); const badge = el("span", "state " + p.state, p.state); st.append(badge);
       if (p.note) { st.title = p.note; st.append(el("div", "muted", p.note.slice(0, 120))); }
       tr.append(st, el("td", "", p.confinement || "–"));

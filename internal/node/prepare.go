@@ -1,0 +1,122 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/blocks"
+	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/pluginhost"
+	"github.com/p2pc/p2pc/internal/transfer"
+	"github.com/p2pc/p2pc/plugins/sdk"
+)
+
+// prepare fetches the plugin and the inputs and checks the plugin digest.
+func (s *session) prepare(ctx context.Context) error {
+	n := s.n
+	h := s.hello
+	holders := append([]string{h.CoordinatorAddr}, h.Holders...)
+	// get fetches the blocks of ref that the store lacks and exports the
+	// file to path. A block that rotted in the store fails the export's
+	// check: then every block of the file is read (so that each rotten one
+	// is quarantined), the missing ones are fetched again from the holders
+	// (the submitter at least), and the export is tried once more.
+	get := func(ref *peerpb.FileRef, path string, mode os.FileMode) error {
+		id, err := blocks.IDFromBytes(ref.FileId)
+		if err != nil {
+			return err
+		}
+		if err := n.store.Pin("job-"+h.JobId, id); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
+		for try := 0; ; try++ {
+			if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
+				return fmt.Errorf("fetch %s: %w", ref.Name, n.storeFull(err))
+			}
+			err := blocks.ExportFileMode(ctx, n.store, id, path, mode)
+			if err == nil {
+				return nil
+			}
+			if try > 0 || !errors.Is(err, blocks.ErrCorrupt) {
+				return fmt.Errorf("export %s: %w", ref.Name, err)
+			}
+			rotten := quarantineRotten(ctx, n.store, id)
+			s.log.Warn("corrupt blocks in the store, quarantined; fetching them again", "file", ref.Name, "rotten", rotten, "err", err)
+		}
+	}
+	var digest [32]byte
+	copy(digest[:], h.Plugin.Digest)
+	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
+	var err error
+	if s.job, err = n.openJob(h.JobId); err != nil {
+		return err
+	}
+	// The pool checks the file against the digest once per file identity:
+	// a second job with the same plugin costs a stat, not a hash.
+	if s.gpu {
+		s.gpuPools = make([]*pluginhost.Pool, len(n.cfg.GPUs.Devices))
+		for i := range s.gpuPools {
+			s.gpuPools[i] = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), i)
+		}
+		s.pool = s.gpuPools[0]
+	} else {
+		s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), -1)
+	}
+	if s.pool.Check() != nil {
+		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
+			return fmt.Errorf("plugin: %w", err)
+		}
+		if err := s.pool.Check(); err != nil {
+			os.Remove(pluginPath)
+			return fmt.Errorf("plugin binary does not match its digest: %w", err)
+		}
+	}
+
+	// A copy made for an earlier session of this job is used again only
+	// if no task can have changed it.
+	reuse := n.inputsImmutable()
+	for _, in := range h.Inputs {
+		path := filepath.Join(s.job.dir, "inputs", in.Name)
+		if _, err := os.Stat(path); err != nil || !reuse {
+			if err := get(in, path, 0o444); err != nil {
+				return fmt.Errorf("input: %w", err)
+			}
+		}
+		s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
+	}
+	return nil
+}
+
+// quarantineRotten reads every block of file (Get verifies each and
+// quarantines one that no longer matches its ID) and returns how many
+// failed: afterwards the store lacks them, and a fetch gets them again.
+func quarantineRotten(ctx context.Context, st blocks.Store, file blocks.ID) int {
+	m, err := blocks.ReadManifest(ctx, st, file)
+	if err != nil {
+		return 1 // the manifest itself: now quarantined or missing
+	}
+	n := 0
+	for _, id := range m.Blocks {
+		if _, err := st.Get(ctx, id); err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// cleanup closes the job's plugin processes and removes its folders
+// when no other session of the job is left.
+func (s *session) cleanup() {
+	if s.job != nil {
+		s.n.closeJob(s.job)
+	}
+}

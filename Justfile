@@ -40,6 +40,7 @@ proto:
     cd plugins/sdk/pluginpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
     protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative internal/transfer/transferpb/blocks.proto
     cd internal/peerpb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative peer.proto
+    cd internal/swarmjobs/swarmjobspb && protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative jobs.proto
 
 # Render the Mandelbrot demo job on this machine (README's command: built with the plugins' settings).
 demo:

@@ -32,6 +32,8 @@ type JoinCmd struct {
 	Invite         string        `help:"Join an invite-only swarm with the one-time line from 'p2pc swarm invite' (the creator issues this node's identity and gives the swarm secret; later starts need no flag)." env:"P2PC_INVITE" placeholder:"INVITATION"`
 	AdmitListen    string        `name:"admit-listen" help:"On the creator of an invite-only swarm: where newcomers redeem their invitations (host:port)." default:"0.0.0.0:7071" placeholder:"ADDR"`
 	RevocationPoll time.Duration `name:"revocation-poll" hidden:"" default:"30s" help:"Invite-only swarm: how often the revocation list is refreshed."`
+	NoOwn          bool          `name:"no-own" help:"Never own a job handed to the swarm (p2pc run --detach): run tasks and hold copies only."`
+	Retain         time.Duration `help:"How long this member keeps the jobs handed to the swarm once they ended (their output folders), and copies of jobs whose end it never heard of." default:"168h" placeholder:"DURATION"`
 	TaskUser       string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
 	// Fault injection for the tests of answer verification. Hidden, and
@@ -125,13 +127,22 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if c.LieRate > 0 {
 		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
 	}
+	var presence *node.Presence
+	jobs, err := jobsService(g, n, &presence, static.Addrs(), c.NoOwn, c.Retain)
+	if err != nil {
+		return err
+	}
 	if err := serveInvites(g.Ctx, g, creds, n, c.AdmitListen, c.RevocationPoll); err != nil {
 		return err
 	}
-	presence, err := n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()})
+	presence, err = n.StartPresence(g.Ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: static.Addrs()})
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
+	if err := jobs.Start(g.Ctx); err != nil {
+		return withCode(exitLocalDisk, err)
+	}
+	defer jobs.Wait()
 	if c.UI != "" {
 		stopUI, err := startUI(g.Ctx, g, c.UI, webui.DefaultJoinAddr, webui.Config{
 			Title: "peer " + n.Name(), Swarm: &nodePeers{n: n, presence: presence, conf: n.ConfinementLine()}, Served: nodeServed{n}})

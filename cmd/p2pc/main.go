@@ -36,6 +36,8 @@ const (
 	exitTaskFailed  = 3
 	exitLocalDisk   = 4
 	exitIncomplete  = 5 // p2pc status: the job is running or was interrupted
+	exitNoJob       = 6 // attach, fetch, cancel: no job of the swarm matches, or several do
+	exitDenied      = 7 // cancel: not the job's submitter
 	exitInterrupted = 130
 )
 
@@ -63,6 +65,10 @@ type CLI struct {
 	Run      RunCmd      `cmd:"" help:"Run a job described by a YAML spec."`
 	Join     JoinCmd     `cmd:"" help:"Volunteer this machine: run tasks for the swarm until stopped."`
 	Peers    PeersCmd    `cmd:"" help:"List the live swarm."`
+	Jobs     JobsCmd     `cmd:"" help:"List the jobs handed to the swarm (p2pc run --detach)."`
+	Attach   AttachCmd   `cmd:"" help:"Follow a job of the swarm to its end, then write its output folder."`
+	Fetch    FetchCmd    `cmd:"" help:"Write the output folder of a job of the swarm that ended."`
+	Cancel   CancelCmd   `cmd:"" help:"Cancel a job of the swarm (its submitter only)."`
 	Validate ValidateCmd `cmd:"" help:"Check a job spec without running it."`
 	Logs     LogsCmd     `cmd:"" help:"Show a task's attempts with their full errors (stderr, stacks)."`
 	Report   ReportCmd   `cmd:"" help:"Write a job's report.json from its job database (during a run too)."`

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
-	"github.com/p2pc/p2pc/internal/node"
-	"github.com/p2pc/p2pc/internal/transfer"
-	"github.com/p2pc/p2pc/internal/transport"
 )
 
 // PeersCmd is `p2pc peers`: list the live swarm.
@@ -24,89 +20,20 @@ type PeersCmd struct {
 
 // Run joins the membership briefly as an observer, lists it and leaves.
 func (c *PeersCmd) Run(g *Globals) error {
-	static, err := discovery.ParseAddrs(c.Join)
-	if err != nil {
-		return withCode(exitBadInput, fmt.Errorf("--join: %w", err))
-	}
-	if len(static) == 0 && c.NoMDNS {
-		return withCode(exitBadInput, fmt.Errorf("nothing to ask: give --join addresses or allow mDNS"))
-	}
-	creds, err := g.creds()
+	ctx, cancel := context.WithTimeout(g.Ctx, c.Wait+5*time.Second)
+	defer cancel()
+	o, err := observe(ctx, g, c.Join, c.NoMDNS, c.Wait)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(g.Ctx, c.Wait+5*time.Second)
-	defer cancel()
-	host, _ := os.Hostname()
-	// Gossip from the address the kernel would use towards the peers (or
-	// the mDNS group): the LAN address, or loopback in a test namespace.
-	target := "224.0.0.251:5353"
-	if len(static) > 0 {
-		target = static[0].Addr
-	}
-	adv := transport.LocalIPFor(target)
-	bind := adv
-	if bind == "" {
-		bind = "0.0.0.0"
-	}
-	mem, err := discovery.Start(ctx, discovery.Config{
-		Name:          fmt.Sprintf("%s-peers-%d", host, os.Getpid()),
-		BindAddr:      bind,
-		AdvertiseAddr: adv,
-		Logger:        g.Logger,
-		SecretKey:     creds.GossipKey(),
-		Meta: func() discovery.Meta {
-			return discovery.Meta{Version: version, Proto: node.ProtocolVersion, ID: creds.ID().String()}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("peers: %w", err)
-	}
-	defer mem.Close()
-	conns := transfer.NewPool(transport.Default(), creds.ClientTLS())
-	defer conns.Close()
-	resolver := &discovery.Resolver{Addrs: static.Addrs(), Resolve: node.ResolveStatic(conns)}
-	found, err := resolver.Find(ctx)
-	if errs, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range errs.Unwrap() {
-			fmt.Fprintf(os.Stderr, "p2pc: %v\n", e) // "peer ADDR: why", as before
-		}
-	}
-	for _, p := range found {
-		if _, err := mem.Join(ctx, []string{p.GossipAddr}); err != nil {
-			fmt.Fprintf(os.Stderr, "p2pc: join %s: %v\n", p.GossipAddr, err)
-		}
-	}
-	if !c.NoMDNS {
-		md, err := discovery.NewMDNS(discovery.MDNSConfig{Logger: g.Logger, QueryTimeout: c.Wait / 2})
-		if err != nil {
-			return fmt.Errorf("peers: %w", err)
-		}
-		defer md.Close()
-		jctx, jcancel := context.WithTimeout(ctx, c.Wait)
-		_ = mem.JoinFrom(jctx, md, c.Wait/2)
-		jcancel()
-	} else {
-		select {
-		case <-time.After(min(c.Wait, 500*time.Millisecond)):
-		case <-ctx.Done():
-		}
-	}
-	var members []discovery.Member
-	for _, m := range mem.Members() {
-		if m.Name != fmt.Sprintf("%s-peers-%d", host, os.Getpid()) {
-			members = append(members, m)
-		}
-	}
-	_ = mem.Leave(time.Second)
+	members := o.members()
+	o.close()
 	if c.JSON {
 		out := make([]peerJSON, len(members))
 		for i, m := range members {
 			out[i] = toPeerJSON(m)
 		}
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(out)
 	}
 	if len(members) == 0 {
 		fmt.Fprintln(os.Stderr, "no peers found")

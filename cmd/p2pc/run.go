@@ -36,6 +36,7 @@ type RunCmd struct {
 	Force      bool          `help:"Write into an output folder that holds a job of another name (keeping the tasks whose keys match, letting the rest go) or other files. An edited job of the same name needs no --force."`
 	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
 	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
+	Detach     bool          `help:"Hand the job to the swarm: a member of it ('p2pc join') owns it and runs it; print the job ID and its owner and exit once the job is held by two members or more ('p2pc jobs', 'attach', 'fetch', 'cancel')."`
 	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 	// TracePhases prints when each phase of the command ends.
 	TracePhases bool `name:"trace-phases" hidden:"" help:"Print on stderr when each phase of the run ends, from exec to exit."`
@@ -57,6 +58,9 @@ func (c *RunCmd) Run(g *Globals) error {
 		return withCode(exitBadInput, err)
 	}
 	tr.mark("spec parsed")
+	if c.Detach {
+		return c.detach(g, js)
+	}
 	taskUser, err := sandbox.TaskUser(c.TaskUser)
 	if err != nil {
 		return withCode(exitBadInput, fmt.Errorf("--task-user: %w", err))

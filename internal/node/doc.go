@@ -1,7 +1,8 @@
 // Package node is a p2pc peer: the process behind `p2pc join`, and the
 // submitter's own node inside `p2pc run`. It serves the Peer protocol
 // (internal/peerpb) and the Blocks protocol (internal/transfer) on one
-// gRPC server, keeps its block store, keeps the membership (package
+// gRPC server, with the services its caller adds there (Services: the
+// Jobs protocol of internal/swarmjobs), keeps its block store, keeps the membership (package
 // discovery), and runs tasks for the coordinators that enrol it.
 //
 // A coordinator opens a Work session and says Hello. The node refuses a

@@ -1,0 +1,25 @@
+// Package swarmjobs keeps the jobs handed to the swarm (`p2pc run
+// --detach`): a member owns such a job and runs its coordinator through a
+// Runner the caller gives (package job, wired in cmd/p2pc), other members
+// hold copies of its bundle (spec, plugin, inputs) and of its output
+// folder, and any member answers who asks for the jobs it knows. Service
+// is the member's side of the Jobs protocol (swarmjobspb), Client the
+// side of the commands (jobs, attach, fetch, cancel, run --detach).
+//
+// Invariants:
+//
+//   - A job's folder is DATA/jobs/ID: record.json (written through a
+//     temporary file and a rename), bundle/ and, on the owner while it
+//     runs and on holders once it ended, out/. Every copy is received
+//     into a temporary folder and renamed into place whole.
+//   - The owner's record is the truth; records of one job compare by
+//     epoch first (Newer). This package writes epoch 1 only: takeover by a
+//     successor, which would write a higher one, is not built.
+//   - Only the record's submitter cancels; only the record's owner sends
+//     copies (both checked against the caller's TLS node ID).
+//   - An owned job that was running when its member stopped resumes when
+//     the member starts again (its output folder resumes as `p2pc run`'s).
+//
+// Lock order: Service.mu is a leaf. docs/protocol.md describes the
+// protocol; docs/design/swarmjobs.md the choices.
+package swarmjobs

@@ -285,7 +285,7 @@ func TestOwnerRestartResumes(t *testing.T) {
 		return false
 	})
 	peerNamed(peers, owner).proc.Stop(20 * time.Second)
-	restarted := startPeerOnHost(t, dir, owner, hosts[owner], 1, "--join", other.addr, "--advertise", fmt.Sprintf("127.0.0.%d", hosts[owner]))
+	restarted := startPeerOnHost(t, dir, owner, hosts[owner], 1, "--join", other.addr)
 	j := waitJobState(t, other, id, "complete", 120*time.Second)
 	if j.Owner != owner || j.Done != 30 {
 		t.Errorf("after the owner's restart: %+v", j)

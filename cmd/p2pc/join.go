@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"syscall"
@@ -87,7 +88,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		}
 	}
 	adv := c.Advertise
-	if adv == "" && len(static) > 0 {
+	if adv == "" && len(static) > 0 && listensEverywhere(c.Listen) {
 		adv = transport.LocalIPFor(static[0].Addr)
 	}
 	n, err := node.New(node.Config{
@@ -162,4 +163,17 @@ func (c *JoinCmd) Run(g *Globals) error {
 		fmt.Fprintf(os.Stderr, "GPU slot %d: %s (%s)\n", i, d, d.Path)
 	}
 	return n.Serve(g.Ctx)
+}
+
+// listensEverywhere reports whether listen (host:port, scheme allowed)
+// binds all interfaces, so the address to advertise has to be guessed;
+// a listener bound to one IP advertises that IP.
+func listensEverywhere(listen string) bool {
+	_, rest := transport.Split(listen)
+	host, _, err := net.SplitHostPort(rest)
+	if err != nil {
+		host = rest
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }

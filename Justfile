@@ -51,6 +51,10 @@ demo:
 bench:
     go test -run '^$' -bench 'Echo|Warm|Bare' -benchtime 2000x -count 3 ./benchmarks/ ./internal/pluginhost/
 
+# Each hand-tuned mechanism against its plain alternative; fails below its margin, figures into results/bench-guard.md (about 1.5 minutes; the bulk path's real-process check needs root; not part of `test`).
+bench-guard count="5":
+    go run ./harness/benchguard -count {{count}}
+
 # Dispatch latency and tiny-task throughput with real peers (issue 4).
 bench-dispatch:
     go test -run '^$' -bench 'Dispatch|TinyTask' -benchtime 5x -timeout 30m ./benchmarks/

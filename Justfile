@@ -30,10 +30,11 @@ test *flags:
 test-race:
     go run ./harness/testall -race
 
-# Check formatting, vet and staticcheck of both modules (the release pinned at the top, as in .ci/run).
+# Check formatting, vet and staticcheck of both modules, and of the test build (tag p2pcfault; the release pinned at the top, as in .ci/run).
 lint:
     test -z "$(gofmt -l $(git ls-files '*.go'))" || { gofmt -l $(git ls-files '*.go'); exit 1; }
     for m in {{modules}}; do (cd $m && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} ./...); done
+    go vet -tags p2pcfault ./... && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} -tags p2pcfault ./...
 
 # Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:
@@ -49,6 +50,10 @@ demo:
 # Run the quick Go benchmarks (plugin host round trip against bare gRPC).
 bench:
     go test -run '^$' -bench 'Echo|Warm|Bare' -benchtime 2000x -count 3 ./benchmarks/ ./internal/pluginhost/
+
+# Each hand-tuned mechanism against its plain alternative; fails below its margin, figures into results/bench-guard.md (about 1.5 minutes; the bulk path's real-process check needs root; not part of `test`).
+bench-guard count="5":
+    go run ./harness/benchguard -count {{count}}
 
 # Dispatch latency and tiny-task throughput with real peers (issue 4).
 bench-dispatch:

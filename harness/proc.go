@@ -34,10 +34,27 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Build compiles ./cmd/p2pc of the repository at root into out. With race
-// the binary has the race detector on.
+// FaultTag is the build tag that compiles p2pc's fault-injection
+// switches in (the hidden --fault-* flags of join and blocks serve,
+// node.Lie). Build uses it; the release (BuildRelease, .ci/release,
+// `go build ./cmd/p2pc`) does not.
+const FaultTag = "p2pcfault"
+
+// Build compiles ./cmd/p2pc of the repository at root into out, with the
+// fault-injection switches (FaultTag) the tests use. With race the binary
+// has the race detector on.
 func Build(ctx context.Context, root, out string, race bool) error {
-	args := []string{"build", "-o", out}
+	return build(ctx, root, out, race, "-tags", FaultTag)
+}
+
+// BuildRelease compiles ./cmd/p2pc of the repository at root into out as
+// a user builds it: no build tags, so no fault injection.
+func BuildRelease(ctx context.Context, root, out string) error {
+	return build(ctx, root, out, false)
+}
+
+func build(ctx context.Context, root, out string, race bool, flags ...string) error {
+	args := append([]string{"build", "-o", out}, flags...)
 	if race {
 		args = append(args, "-race")
 	}

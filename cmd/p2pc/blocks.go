@@ -341,10 +341,8 @@ type BlocksServeCmd struct {
 	Listen string `default:"127.0.0.1:0" help:"Address to listen on (host:port; port 0 picks one)."`
 
 	// Hidden: for tests and benchmarks only.
-	RateLimit       byteSize `hidden:"" help:"Cap the bytes per second served (tests and benchmarks)."`
-	FaultCorrupt    bool     `hidden:"" help:"TESTS ONLY: flip bytes of every block served."`
-	FaultTruncate   bool     `hidden:"" help:"TESTS ONLY: serve only half of every block."`
-	FaultStallAfter int      `hidden:"" help:"TESTS ONLY: stop answering after serving N blocks."`
+	RateLimit   byteSize `hidden:"" help:"Cap the bytes per second served (tests and benchmarks)."`
+	serveFaults          // hidden --fault-* flags, only in builds with the p2pcfault tag
 }
 
 func (c *BlocksServeCmd) Run(g *Globals) error {
@@ -358,10 +356,6 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	log := g.Logger.With("component", "blocks.serve")
-	if c.FaultCorrupt || c.FaultTruncate || c.FaultStallAfter > 0 {
-		log.Warn("FAULT INJECTION FLAGS SET: this node serves bad data on purpose; never use outside tests",
-			"corrupt", c.FaultCorrupt, "truncate", c.FaultTruncate, "stall_after", c.FaultStallAfter)
-	}
 	tr, addr, err := transport.Default().Lookup(c.Listen)
 	var lis net.Listener
 	if err == nil {
@@ -371,13 +365,9 @@ func (c *BlocksServeCmd) Run(g *Globals) error {
 		return withCode(exitBadInput, fmt.Errorf("listen: %w", err))
 	}
 	gs := grpc.NewServer(transfer.GRPCServerOptions(creds.ServerTLS(), g.Logger)...)
-	srv := transfer.NewServer(s, transfer.ServerOptions{
-		Logger:     g.Logger,
-		RateLimit:  int64(c.RateLimit),
-		Corrupt:    c.FaultCorrupt,
-		Truncate:   c.FaultTruncate,
-		StallAfter: c.FaultStallAfter,
-	})
+	opts := transfer.ServerOptions{Logger: g.Logger, RateLimit: int64(c.RateLimit)}
+	c.apply(&opts, log)
+	srv := transfer.NewServer(s, opts)
 	srv.Register(gs)
 	// Block data also goes over the bulk path, on the same port.
 	glis := srv.Listener(lis, tr, creds.ServerTLS())

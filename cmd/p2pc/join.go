@@ -37,14 +37,7 @@ type JoinCmd struct {
 	Retain         time.Duration `help:"How long this member keeps the jobs handed to the swarm once they ended (their output folders), and copies of jobs whose end it never heard of." default:"168h" placeholder:"DURATION"`
 	TaskUser       string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
-	// Fault injection for the tests of answer verification. Hidden, and
-	// loudly logged: never set it on a real swarm.
-	LieRate    float64 `name:"fault-lie-rate" hidden:"" help:"TESTS ONLY: corrupt this fraction of outputs."`
-	LieCollude bool    `name:"fault-lie-collude" hidden:"" help:"TESTS ONLY: corrupt outputs the same way as other colluding liars."`
-	Malformed  bool    `name:"fault-malformed" hidden:"" help:"TESTS ONLY: send every result with a digest that does not match its files."`
-	Ghost      string  `name:"fault-ghost" hidden:"" help:"TESTS ONLY: also gossip a made-up member of this name at this node's address."`
-	GhostID    string  `name:"fault-ghost-id" hidden:"" help:"TESTS ONLY: the node ID the made-up member claims (default: this node's own)."`
-	Forge      int     `name:"fault-forge" hidden:"" help:"TESTS ONLY: with every result, send this many results for leases never held."`
+	joinFaults // hidden --fault-* flags, only in builds with the p2pcfault tag
 }
 
 // Run serves until the context ends.
@@ -108,7 +101,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 		GPUs:          gpus,
 		TaskUser:      taskUser,
 		Logger:        g.Logger,
-		Lie:           node.Lie{Rate: c.LieRate, Collude: c.LieCollude, Malformed: c.Malformed, Ghost: c.Ghost, GhostID: c.GhostID, Forge: c.Forge},
+		Lie:           c.lie(),
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return withCode(exitBadInput, fmt.Errorf("%w (another p2pc join on this machine? give it --listen HOST:PORT, port 0 picks a free one)", err))
@@ -116,18 +109,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	if err != nil {
 		return withCode(exitBadInput, err)
 	}
-	if c.Malformed {
-		g.Logger.Error("FAULT INJECTION ON: this node sends malformed results; for tests of fault charging only")
-	}
-	if c.Forge > 0 {
-		g.Logger.Error("FAULT INJECTION ON: this node sends results for leases it never held; for tests of fault charging only", "forge", c.Forge)
-	}
-	if c.Ghost != "" {
-		g.Logger.Error("FAULT INJECTION ON: this node gossips a made-up member at its own address; for tests of one node, one vote only", "ghost", c.Ghost, "id", c.GhostID)
-	}
-	if c.LieRate > 0 {
-		g.Logger.Error("FAULT INJECTION ON: this node corrupts task outputs; for tests of answer verification only", "rate", c.LieRate, "collude", c.LieCollude)
-	}
+	c.announce(g.Logger)
 	var presence *node.Presence
 	jobs, err := jobsService(g, n, &presence, static.Addrs(), c.NoOwn, c.Retain)
 	if err != nil {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +119,40 @@ type labRun struct {
 	e   *Env
 	dir string
 	lab *harness.Lab
+	// spec is the job written by start (setup.job), want the task digests
+	// of a clean run of setup.clean.
+	spec string
+	want map[string]string
+}
+
+// setup is how a scenario starts (Env.start).
+type setup struct {
+	name  string // the scratch folder's name
+	mdns  bool   // the peers find each other by mDNS
+	job   string // the job's spec, written as job.yaml ("": none)
+	clean string // the spec whose clean run gives the outputs wanted (default: job)
+	peers []harness.PeerSpec
+}
+
+// start computes the outputs wanted, builds the lab and writes the job of
+// s. The caller defers r.finish.
+func (e *Env) start(ctx context.Context, s setup) (r *labRun, err error) {
+	var want map[string]string
+	if clean := cmp.Or(s.clean, s.job); clean != "" {
+		if want, err = e.expect(ctx, clean); err != nil {
+			return nil, err
+		}
+	}
+	if r, err = e.newLab(ctx, s.name, s.mdns, s.peers...); err != nil {
+		return nil, err
+	}
+	r.want = want
+	if s.job != "" {
+		if r.spec, err = writeSpec(r.dir, "job", s.job); err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+	}
+	return r, nil
 }
 
 // newLab builds a Bridge lab (a namespace per peer on one bridge) with
@@ -180,6 +215,16 @@ func (r *labRun) submit(spec, out string, o harness.SubmitOptions) (*harness.Run
 		o.Timeout = 90 * time.Second
 	}
 	return r.lab.StartSubmit(o)
+}
+
+// complete submits spec into out (see submit) and waits for the job to
+// complete with the outputs want (see completes).
+func (r *labRun) complete(ctx context.Context, spec, out string, o harness.SubmitOptions, want map[string]string, single bool, res *Outcome) (*report.Report, error) {
+	run, err := r.submit(spec, out, o)
+	if err != nil {
+		return nil, err
+	}
+	return completes(ctx, run, filepath.Join(r.dir, out), want, single, res)
 }
 
 // peer returns the lab's peer by name.

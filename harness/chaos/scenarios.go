@@ -102,6 +102,11 @@ func failsLoudly(ctx context.Context, run *harness.Running, outDir string, want 
 	return sub, nil
 }
 
+// twoPeers is the lab of most scenarios: peers a and b, 2 slots each.
+func twoPeers() []harness.PeerSpec {
+	return []harness.PeerSpec{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
+}
+
 // excluded returns why the report excluded peer ("" if not).
 func excluded(rep *report.Report, peer string) string {
 	for _, e := range rep.Excluded {
@@ -119,27 +124,14 @@ var malformed = Scenario{
 		"The bad peer must be excluded after 3 strikes (report `excluded`), none of its results accepted, and the job " +
 		"completes with a clean run's outputs (recover = submission to the exclusion).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(24, 100, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "malformed", false,
-			harness.PeerSpec{Name: "good", Slots: 2}, harness.PeerSpec{Name: "bad", Slots: 2, Args: []string{"--fault-malformed"}})
+		r, err := e.start(ctx, setup{name: "malformed", job: e.echoJob(24, 100, ""),
+			peers: []harness.PeerSpec{{Name: "good", Slots: 2}, {Name: "bad", Slots: 2, Args: []string{"--fault-malformed"}}}})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
-		run, err := r.submit(spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "2"}})
-		if err != nil {
-			return nil, err
-		}
 		out = &Outcome{}
-		rep, err := completes(ctx, run, filepath.Join(r.dir, "out"), want, true, out)
+		rep, err := r.complete(ctx, r.spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "2"}}, r.want, true, out)
 		if err != nil {
 			return out, err
 		}
@@ -167,28 +159,20 @@ var submitterDiskFull = Scenario{
 		"and leave a consistent report; after the disk is made roomy, a rerun into the same folder completes with " +
 		"a clean run's outputs without running again what was done (recover = the failing run's length).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(16, 0, "")
-		body = strings.Replace(body, "params: {sleep_ms: 0}", "params: {sleep_ms: 0, output_bytes: 262144}", 1)
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "subfull", false, harness.PeerSpec{Name: "a", Slots: 2}, harness.PeerSpec{Name: "b", Slots: 2})
+		body := strings.Replace(e.echoJob(16, 0, ""), "params: {sleep_ms: 0}", "params: {sleep_ms: 0, output_bytes: 262144}", 1)
+		r, err := e.start(ctx, setup{name: "subfull", job: body, peers: twoPeers()})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
+		want := r.want
 		disk := filepath.Join(r.dir, "disk")
 		m, err := r.lab.Tmpfs(disk, 1<<20)
 		if err != nil {
 			return nil, err
 		}
 		o := harness.SubmitOptions{Mount: m, Args: []string{"--wait-peers", "10s"}}
-		o.Spec, o.Out, o.Data, o.Timeout = spec, filepath.Join(disk, "out"), e.Data, 60*time.Second
+		o.Spec, o.Out, o.Data, o.Timeout = r.spec, filepath.Join(disk, "out"), e.Data, 60*time.Second
 		run, err := r.lab.StartSubmit(o)
 		if err != nil {
 			return nil, err
@@ -295,7 +279,7 @@ var corruptBlock = Scenario{
 		"must detect the bad blocks, fetch them again from another holder (the submitter) and complete the job with " +
 		"a clean run's outputs (recover = the second job's length).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		r, err := e.newLab(ctx, "corrupt", false, harness.PeerSpec{Name: "a", Slots: 2})
+		r, err := e.start(ctx, setup{name: "corrupt", peers: []harness.PeerSpec{{Name: "a", Slots: 2}}})
 		if err != nil {
 			return nil, err
 		}
@@ -314,11 +298,7 @@ var corruptBlock = Scenario{
 		if err != nil {
 			return nil, err
 		}
-		run, err := r.submit(spec1, "out1", harness.SubmitOptions{Args: []string{"--min-peers", "1"}})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := completes(ctx, run, filepath.Join(r.dir, "out1"), nil, true, out); err != nil {
+		if _, err := r.complete(ctx, spec1, "out1", harness.SubmitOptions{Args: []string{"--min-peers", "1"}}, nil, true, out); err != nil {
 			return out, fmt.Errorf("first job: %w", err)
 		}
 		n, err := corruptBlocks(r.peer("a").Data)
@@ -330,7 +310,7 @@ var corruptBlock = Scenario{
 		if err != nil {
 			return nil, err
 		}
-		run, err = r.submit(spec2, "out2", harness.SubmitOptions{Args: []string{"--wait-peers", "5s"}})
+		run, err := r.submit(spec2, "out2", harness.SubmitOptions{Args: []string{"--wait-peers", "5s"}})
 		if err != nil {
 			return out, err
 		}
@@ -369,24 +349,15 @@ var peerDiskFull = Scenario{
 		"honest peer beside it, the job completes on that peer with a clean run's outputs (recover = the failing " +
 		"run's length).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(8, 50, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "peerfull", false,
-			harness.PeerSpec{Name: "full", Slots: 2, DiskBytes: 256 << 10}, harness.PeerSpec{Name: "good", Slots: 2})
+		r, err := e.start(ctx, setup{name: "peerfull", job: e.echoJob(8, 50, ""),
+			peers: []harness.PeerSpec{{Name: "full", Slots: 2, DiskBytes: 256 << 10}, {Name: "good", Slots: 2}}})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
 		out = &Outcome{}
 		full := r.peer("full")
-		run, err := r.submit(spec, "alone", harness.SubmitOptions{Join: []string{full.Addr}, Args: []string{"--wait-peers", "5s"}})
+		run, err := r.submit(r.spec, "alone", harness.SubmitOptions{Join: []string{full.Addr}, Args: []string{"--wait-peers", "5s"}})
 		if err != nil {
 			return nil, err
 		}
@@ -395,11 +366,7 @@ var peerDiskFull = Scenario{
 			return out, fmt.Errorf("alone: %w", err)
 		}
 		out.Recover = sub.Wall
-		run, err = r.submit(spec, "both", harness.SubmitOptions{Args: []string{"--wait-peers", "10s"}})
-		if err != nil {
-			return out, err
-		}
-		rep, err := completes(ctx, run, filepath.Join(r.dir, "both"), want, true, out)
+		rep, err := r.complete(ctx, r.spec, "both", harness.SubmitOptions{Args: []string{"--wait-peers", "10s"}}, r.want, true, out)
 		if err != nil {
 			return out, fmt.Errorf("with an honest peer: %w", err)
 		}
@@ -415,21 +382,12 @@ var peerDiskFull = Scenario{
 // elsewhere within a bound.
 func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 	return func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(40, 400, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "sigstop", mdns, harness.PeerSpec{Name: "a", Slots: 2}, harness.PeerSpec{Name: "b", Slots: 2})
+		r, err := e.start(ctx, setup{name: "sigstop", mdns: mdns, job: e.echoJob(40, 400, ""), peers: twoPeers()})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
-		run, err := r.submit(spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "2"}})
+		run, err := r.submit(r.spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "2"}})
 		if err != nil {
 			return nil, err
 		}
@@ -450,7 +408,7 @@ func sigstop(mdns bool) func(ctx context.Context, e *Env) (*Outcome, error) {
 		if err := a.Proc.Signal(harness.SigCont); err != nil {
 			return out, err
 		}
-		rep, err := completes(ctx, run, outDir, want, true, out)
+		rep, err := completes(ctx, run, outDir, r.want, true, out)
 		if err != nil {
 			return out, err
 		}
@@ -512,13 +470,8 @@ var partition = Scenario{
 
 func runPartition(ctx context.Context, e *Env) (out *Outcome, err error) {
 	const cut = 20 * time.Second
-	body := e.echoJob(120, 500, "")
-	want, err := e.expect(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	r, err := e.newLab(ctx, "partition", false,
-		harness.PeerSpec{Name: "a", Slots: 1}, harness.PeerSpec{Name: "b", Slots: 1}, harness.PeerSpec{Name: "c", Slots: 1})
+	r, err := e.start(ctx, setup{name: "partition", job: e.echoJob(120, 500, ""),
+		peers: []harness.PeerSpec{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}, {Name: "c", Slots: 1}}})
 	if err != nil {
 		return nil, err
 	}
@@ -528,20 +481,12 @@ func runPartition(ctx context.Context, e *Env) (out *Outcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.submit(intro, "intro", harness.SubmitOptions{Args: []string{"--min-peers", "3"}})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := completes(ctx, run, filepath.Join(r.dir, "intro"), nil, true, out); err != nil {
+	if _, err := r.complete(ctx, intro, "intro", harness.SubmitOptions{Args: []string{"--min-peers", "3"}}, nil, true, out); err != nil {
 		return out, fmt.Errorf("introducing the peers: %w", err)
 	}
 	out.Wall, out.Lost = 0, 0
-	spec, err := writeSpec(r.dir, "job", body)
-	if err != nil {
-		return nil, err
-	}
 	a, c := r.peer("a"), r.peer("c")
-	run, err = r.submit(spec, "out", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--min-peers", "3"}})
+	run, err := r.submit(r.spec, "out", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--min-peers", "3"}})
 	if err != nil {
 		return nil, err
 	}
@@ -563,7 +508,7 @@ func runPartition(ctx context.Context, e *Env) (out *Outcome, err error) {
 	}
 	upAt := time.Now()
 	e.logf("restored c's link")
-	rep, err := completes(ctx, run, outDir, want, true, out)
+	rep, err := completes(ctx, run, outDir, r.want, true, out)
 	if err != nil {
 		return out, err
 	}
@@ -587,22 +532,14 @@ var connFlood = Scenario{
 		"connections that never finish their handshake), and once they close, a second job completes on it too, " +
 		"both with a clean run's outputs (recover = connections closed to the second job's end).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(8, 50, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
 		// The flood comes from the namespace of a second peer, another
 		// host of the LAN; the job is given peer a only.
-		r, err := e.newLab(ctx, "flood", false, harness.PeerSpec{Name: "a", Slots: 2, NoFile: 1024}, harness.PeerSpec{Name: "flooder", Slots: 1})
+		r, err := e.start(ctx, setup{name: "flood", job: e.echoJob(8, 50, ""),
+			peers: []harness.PeerSpec{{Name: "a", Slots: 2, NoFile: 1024}, {Name: "flooder", Slots: 1}}})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
 		a := r.peer("a")
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conns, err := r.lab.Dial(dctx, r.peer("flooder"), a.Addr, 1100)
@@ -619,20 +556,12 @@ var connFlood = Scenario{
 		defer closeAll()
 		out = &Outcome{}
 		out.note("%d idle connections open", len(conns))
-		run, err := r.submit(spec, "flooded", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--wait-peers", "20s"}})
-		if err != nil {
-			return out, err
-		}
-		if _, err := completes(ctx, run, filepath.Join(r.dir, "flooded"), want, true, out); err != nil {
+		if _, err := r.complete(ctx, r.spec, "flooded", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--wait-peers", "20s"}}, r.want, true, out); err != nil {
 			return out, fmt.Errorf("flooded: %w", err)
 		}
 		closeAll()
 		closed := time.Now()
-		run, err = r.submit(spec, "after", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--wait-peers", "10s"}})
-		if err != nil {
-			return out, err
-		}
-		if _, err := completes(ctx, run, filepath.Join(r.dir, "after"), want, true, out); err != nil {
+		if _, err := r.complete(ctx, r.spec, "after", harness.SubmitOptions{Join: []string{a.Addr}, Args: []string{"--wait-peers", "10s"}}, r.want, true, out); err != nil {
 			return out, fmt.Errorf("after the flood: %w", err)
 		}
 		out.Recover = time.Since(closed)
@@ -656,23 +585,15 @@ var colluders = Scenario{
 		"majority: both liars excluded, the honest peer not, and every output equal to a clean run's (lost = " +
 		"attempts whose answer was not accepted).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(16, 0, "verify: {replicas: 3, quorum: 2, spot_check: 0.5}\n")
-		want, err := e.expect(ctx, e.echoJob(16, 0, ""))
-		if err != nil {
-			return nil, err
-		}
 		lie := []string{"--fault-lie-rate", "1", "--fault-lie-collude"}
-		r, err := e.newLab(ctx, "collude", false, harness.PeerSpec{Name: "honest", Slots: 1},
-			harness.PeerSpec{Name: "liar0", Slots: 1, Args: lie}, harness.PeerSpec{Name: "liar1", Slots: 1, Args: lie})
+		r, err := e.start(ctx, setup{name: "collude",
+			job: e.echoJob(16, 0, "verify: {replicas: 3, quorum: 2, spot_check: 0.5}\n"), clean: e.echoJob(16, 0, ""),
+			peers: []harness.PeerSpec{{Name: "honest", Slots: 1}, {Name: "liar0", Slots: 1, Args: lie}, {Name: "liar1", Slots: 1, Args: lie}}})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
-		run, err := r.submit(spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "3", "--wait-peers", "20s"}})
+		run, err := r.submit(r.spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "3", "--wait-peers", "20s"}})
 		if err != nil {
 			return nil, err
 		}
@@ -707,7 +628,7 @@ var colluders = Scenario{
 		} else if rep.State != report.StateComplete {
 			return out, fmt.Errorf("job %s: %s", rep.State, rep.Error)
 		}
-		if err := checkReport(rep, outDir, want, false); err != nil {
+		if err := checkReport(rep, outDir, r.want, false); err != nil {
 			return out, err
 		}
 		if excluded(rep, "liar0") == "" || excluded(rep, "liar1") == "" || excluded(rep, "honest") != "" {
@@ -731,22 +652,13 @@ var churn = Scenario{
 		"each task accepted once (recover = the last restart to that peer's first accepted task; lost = attempts " +
 		"cut short).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(60, 300, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "churn", false,
-			harness.PeerSpec{Name: "a", Slots: 2}, harness.PeerSpec{Name: "b", Slots: 2}, harness.PeerSpec{Name: "c", Slots: 2})
+		r, err := e.start(ctx, setup{name: "churn", job: e.echoJob(60, 300, ""),
+			peers: []harness.PeerSpec{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}, {Name: "c", Slots: 2}}})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
-		run, err := r.submit(spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "3"}})
+		run, err := r.submit(r.spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "3"}})
 		if err != nil {
 			return nil, err
 		}
@@ -770,7 +682,7 @@ var churn = Scenario{
 			}
 			last, restarted = p, time.Now()
 		}
-		rep, err := completes(ctx, run, outDir, want, true, out)
+		rep, err := completes(ctx, run, outDir, r.want, true, out)
 		if err != nil {
 			return out, err
 		}
@@ -803,20 +715,12 @@ var submitterKill = Scenario{
 		"done before the kill (not run them again), and leave no `DATA/submit/<pid>-*` folder of the killed run " +
 		"(recover = the rerun's length; lost = tasks run twice and attempts cut short).",
 	run: func(ctx context.Context, e *Env) (out *Outcome, err error) {
-		body := e.echoJob(30, 300, "")
-		want, err := e.expect(ctx, body)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.newLab(ctx, "subkill", false, harness.PeerSpec{Name: "a", Slots: 2}, harness.PeerSpec{Name: "b", Slots: 2})
+		r, err := e.start(ctx, setup{name: "subkill", job: e.echoJob(30, 300, ""), peers: twoPeers()})
 		if err != nil {
 			return nil, err
 		}
 		defer r.finish(&err)
-		spec, err := writeSpec(r.dir, "job", body)
-		if err != nil {
-			return nil, err
-		}
+		spec := r.spec
 		outDir := filepath.Join(r.dir, "out")
 		run, err := r.submit(spec, "out", harness.SubmitOptions{Args: []string{"--min-peers", "2"}})
 		if err != nil {
@@ -847,7 +751,7 @@ var submitterKill = Scenario{
 			return out, err
 		}
 		wall := out.Wall
-		rep, err := completes(ctx, run, outDir, want, false, out)
+		rep, err := completes(ctx, run, outDir, r.want, false, out)
 		if err != nil {
 			return out, err
 		}

@@ -205,31 +205,6 @@ func (d *DiskStore) readObjectBlock(o *object, id ID, i int, buf []byte) ([]byte
 	return buf, nil
 }
 
-// quarantineFile moves the whole file described by fi to quarantine/,
-// unless it has been replaced since fi was taken, and forgets its blocks.
-func (d *DiskStore) quarantineFile(file ID, fi fs.FileInfo, reason string) {
-	p := objectPath(file)
-	q := fmt.Sprintf("%s/file-%s.%d", quarantineDir, file, time.Now().UnixNano())
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cur, err := d.root.Lstat(p)
-	if err != nil || !os.SameFile(cur, fi) {
-		return
-	}
-	if err := d.root.Rename(p, q); err != nil {
-		d.log.Error("cannot quarantine corrupt whole file; removing it", "file", file, "err", err)
-		if err := d.root.Remove(p); err != nil {
-			d.log.Error("cannot remove corrupt whole file", "file", file, "err", err)
-			return
-		}
-	} else {
-		d.log.Warn("corrupt whole file quarantined", "file", file, "reason", reason, "path", q)
-	}
-	if o := d.objs[file]; o != nil {
-		d.removeObjectLocked(o)
-	}
-}
-
 // removeObject deletes the whole file o from disk and the index, if it is
 // still the file described by want (any file if want is nil). d.mu must
 // be held.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/blocks"
@@ -127,8 +128,8 @@ func TestWholeFile(t *testing.T) {
 	if ok, _ := s.Has(t.Context(), m.Blocks[0]); ok {
 		t.Fatal("blocks of a quarantined whole file still held")
 	}
-	if q := quarantined(t, dir); len(q) != 1 {
-		t.Fatalf("quarantine holds %v", q)
+	if q := quarantined(t, dir); len(q) != 1 || !strings.HasPrefix(q[0], "file-"+file.String()+".") {
+		t.Fatalf("quarantine holds %v, want file-%s.NANOS", q, file)
 	}
 	check(1)
 }

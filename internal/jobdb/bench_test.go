@@ -50,17 +50,7 @@ func benchFinishTask(b *testing.B, peers bool, temp string, unsorted bool) {
 		b.Fatal(err)
 	}
 	db.w.unsorted = unsorted // read by the writer's goroutine after the channel send of PutTask
-	tasks := make([]report.Task, b.N)
-	for i := range tasks {
-		id := strconv.Itoa(i)
-		tasks[i] = report.Task{ID: id, Params: json.RawMessage(`{"i":` + id + `}`), State: report.TaskPending, Attempts: []report.Attempt{}}
-		if err := db.PutTask(i, &tasks[i]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := db.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
+	tasks := putPending(b, db, b.N)
 	start := time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC)
 	data := []byte("hello\n")
 	execs := db.w.execs
@@ -96,6 +86,23 @@ func benchFinishTask(b *testing.B, peers bool, temp string, unsorted bool) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(db.w.execs-execs)/float64(b.N), "stmts/op")
 	b.ReportMetric(float64(stall.Microseconds())/1000, "max-put-ms")
+}
+
+// putPending writes n pending tasks into db, waits for their commit and
+// returns them.
+func putPending(b *testing.B, db *DB, n int) []report.Task {
+	tasks := make([]report.Task, n)
+	for i := range tasks {
+		id := strconv.Itoa(i)
+		tasks[i] = report.Task{ID: id, Params: json.RawMessage(`{"i":` + id + `}`), State: report.TaskPending, Attempts: []report.Attempt{}}
+		if err := db.PutTask(i, &tasks[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return tasks
 }
 
 // doneJob writes a closed job database of n done tasks, each with one

@@ -45,9 +45,7 @@ func (s *session) exec(batch []*queued, slot int) {
 		if !l.DigestOnly {
 			a.InlineMax = inlineOutput // sent inline anyway: skip the disk
 		}
-		if s.n.cfg.Lie.Rate > 0 {
-			a.Tamper = func(stage string) error { return s.n.lie(stage, l) }
-		}
+		a.Tamper = s.n.tamper(l)
 		items[i] = taskrun.Item{Ctx: it.ctx, Attempt: a}
 	}
 	pool, device := s.slotPool(slot)

@@ -1,3 +1,5 @@
+//go:build p2pcfault
+
 package node
 
 import (
@@ -17,9 +19,10 @@ import (
 )
 
 // Lie is fault injection for the tests of answer verification: a node
-// configured with it corrupts task outputs. Nobody sets it by accident:
-// it is a hidden `p2pc join` flag, and the node logs an error at start and
-// at every lie.
+// configured with it corrupts task outputs. It exists only in builds with
+// the p2pcfault tag (the test harness's; the release has an empty Lie, see
+// nolie.go); there it is a hidden `p2pc join` flag, and the node logs an
+// error at start and at every lie.
 type Lie struct {
 	// Rate is the probability that an output is corrupted (1: always).
 	Rate float64
@@ -65,14 +68,20 @@ func (n *Node) forgeries(res *peerpb.Result) []*peerpb.FromPeer {
 	return out
 }
 
+// tamper returns the hook that corrupts lease l's staged output, or nil
+// when the node does not lie.
+func (n *Node) tamper(l *peerpb.Lease) func(stage string) error {
+	if n.cfg.Lie.Rate <= 0 {
+		return nil
+	}
+	return func(stage string) error { return n.lie(stage, l) }
+}
+
 // lie corrupts the staged output in dir with the configured probability.
 // The choice is a pure function of the node's name (or, colluding, of
 // nothing) and the task, so colluders lie about the same tasks.
 func (n *Node) lie(dir string, l *peerpb.Lease) error {
 	cfg := n.cfg.Lie
-	if cfg.Rate <= 0 {
-		return nil
-	}
 	who := n.cfg.Name
 	if cfg.Collude {
 		who = "collude"

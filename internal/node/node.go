@@ -61,7 +61,8 @@ type Config struct {
 	// Blocks tunes the block server (fault injection for tests only).
 	Blocks transfer.ServerOptions
 	// Lie makes the node return wrong outputs: fault injection for tests
-	// of answer verification only (a hidden, loudly logged join flag).
+	// of answer verification only (a hidden, loudly logged join flag;
+	// empty without the p2pcfault build tag).
 	Lie Lie
 	// AllowNetwork lets tasks of jobs that ask for the network (spec
 	// sandbox.network) use it; without it such jobs are refused.

@@ -22,7 +22,7 @@ import (
 // bulkServer serves store on 127.0.0.1: through Server.Listener (gRPC and
 // the bulk path on one port) when mux is set, else gRPC only. advertise
 // forces the Have header even without the bulk path (a broken peer).
-func bulkServer(t *testing.T, store blocks.Store, opts ServerOptions, mux, advertise bool) (*Server, string) {
+func bulkServer(t testing.TB, store blocks.Store, opts ServerOptions, mux, advertise bool) (*Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -62,7 +62,8 @@ func buildP2PC(t *testing.T) string {
 			return
 		}
 		p2pcBin = filepath.Join(p2pcDir, "p2pc")
-		args := []string{"build", "-o", p2pcBin}
+		// The fault tag: the tests use blocks serve's --fault-* flags.
+		args := []string{"build", "-o", p2pcBin, "-tags", harness.FaultTag}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

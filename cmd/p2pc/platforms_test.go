@@ -367,22 +367,30 @@ func TestMixedPlatformsResourcesArch(t *testing.T) {
 }
 
 // TestPluginMapBadInput: a per-platform map with an unknown platform, or
-// without this machine's platform, is bad input at its line and column.
+// without this machine's platform, or handed to the swarm, is bad input at
+// its line and column.
 func TestPluginMapBadInput(t *testing.T) {
 	dir := t.TempDir()
 	other := "plan9/arm"
 	for _, c := range []struct {
 		name, body, want string
+		args             []string
 	}{
 		{"unknown", "plugin:\n  linux/amd64: ./x\n  linux/arm46: ./y\ntasks: [{}]\n",
-			`unknown.yaml:3:3: plugin: unknown platform "linux/arm46"`},
+			`unknown.yaml:3:3: plugin: unknown platform "linux/arm46"`, nil},
 		{"nohost", "plugin: {" + other + ": ./x}\ntasks: [{}]\n",
-			"nohost.yaml:1:9: plugin: the per-platform map (plan9/arm) has no entry for this machine's platform " + runtime.GOOS + "/" + runtime.GOARCH},
+			"nohost.yaml:1:9: plugin: the per-platform map (plan9/arm) has no entry for this machine's platform " + runtime.GOOS + "/" + runtime.GOARCH, nil},
+		{"detach", "plugin: {" + runtime.GOOS + "/" + runtime.GOARCH + ": ./x}\ntasks: [{}]\n",
+			fmt.Sprintf("detach.yaml:1:%d: plugin: --detach does not carry a per-platform plugin map", len("plugin: {"+runtime.GOOS+"/"+runtime.GOARCH+": ")+1), []string{"--detach"}},
 	} {
 		spec := writeSpec(t, dir, c.name+".yaml", c.body)
-		r := p2pc(t, "run", spec, "--out", filepath.Join(dir, c.name), "--no-mdns")
+		args := []string{"run", spec, "--no-mdns"}
+		if c.args == nil {
+			args = append(args, "--out", filepath.Join(dir, c.name))
+		}
+		r := p2pc(t, append(args, c.args...)...)
 		if r.code != exitBadInput || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%s: exit %d, want %d with %q\n%s", c.name, r.code, exitBadInput, c.want, r.stderr)
+			t.Errorf("%s: exit %d, want %d with %q\n%s", c.name, r.code, exitBadInput, c.want, r.stderr+r.stdout)
 		}
 		if c.args == nil { // p2pc validate says the same
 			if r := p2pc(t, "validate", spec); r.code != exitBadInput || !strings.Contains(r.stderr+r.stdout, c.want) {

@@ -76,7 +76,10 @@ func (p *parser) job(root *yaml.Node) *Job {
 		}
 	}
 	if e, ok := required("plugin"); ok {
-		if s, ok := p.path(e.v, "plugin"); ok {
+		if deref(e.v).Kind == yaml.MappingNode {
+			j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
+			p.pluginMap(e.v, j)
+		} else if s, ok := p.path(e.v, "plugin"); ok {
 			j.Plugin, j.PluginPath = s, p.resolve(s)
 			j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
 		}

@@ -34,22 +34,26 @@ const (
 
 // Job is a parsed and validated job spec. All defaults are filled in.
 type Job struct {
-	File       string         // path of the spec file as given to ParseFile or Parse ("" if none)
-	Dir        string         // absolute directory that relative paths are resolved against
-	Name       string         // job name: [A-Za-z0-9._-]{1,64}
-	Plugin     string         // plugin path as written in the spec
-	PluginPath string         // Plugin resolved against Dir; existence is not checked
-	PluginPos  Pos            // position of the plugin value in the spec
-	Params     map[string]any // job-level params (never nil)
-	Tasks      Tasks          // at least one, in spec order, expanded on demand
-	Inputs     []Input        // in spec order
-	Output     string         // absolute output directory
-	Reduce     bool
-	Timeout    time.Duration // per task attempt
-	Retries    int           // extra attempts after a plugin failure
-	Verify     Verify
-	Resources  Resources
-	Sandbox    Sandbox
+	File       string // path of the spec file as given to ParseFile or Parse ("" if none)
+	Dir        string // absolute directory that relative paths are resolved against
+	Name       string // job name: [A-Za-z0-9._-]{1,64}
+	Plugin     string // plugin path as written in the spec
+	PluginPath string // Plugin resolved against Dir; existence is not checked
+	PluginPos  Pos    // position of the plugin value in the spec
+	// PluginBuilds are the executables of a per-platform plugin map, by
+	// platform (nil for a single plugin path); Plugin and PluginPath are
+	// then this machine's entry, or empty if the map has none.
+	PluginBuilds []PluginBuild
+	Params       map[string]any // job-level params (never nil)
+	Tasks        Tasks          // at least one, in spec order, expanded on demand
+	Inputs       []Input        // in spec order
+	Output       string         // absolute output directory
+	Reduce       bool
+	Timeout      time.Duration // per task attempt
+	Retries      int           // extra attempts after a plugin failure
+	Verify       Verify
+	Resources    Resources
+	Sandbox      Sandbox
 	// Batch bounds how many tiny tasks a worker runs through one plugin
 	// call (docs/spec.md, "batch"): 0 lets the coordinator size batches,
 	// 1 is "batch: off", N is "batch: {max: N}". Not part of the job's

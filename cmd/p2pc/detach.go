@@ -28,6 +28,10 @@ func (c *RunCmd) detach(g *Globals, js *spec.Job) error {
 	case c.UI != "":
 		return withCode(exitBadInput, errors.New("--detach and --ui: the job's web view is its owner's; follow the job with 'p2pc attach JOB'"))
 	}
+	if len(js.PluginBuilds) > 0 {
+		// The bundle carries one plugin executable, this machine's.
+		return withCode(exitBadInput, fmt.Errorf("%s:%d:%d: plugin: --detach does not carry a per-platform plugin map yet: give a Go package folder or one executable, or run without --detach", js.File, js.PluginPos.Line, js.PluginPos.Col))
+	}
 	ctx := g.Ctx
 	plug, err := pluginbuild.Resolve(ctx, js.PluginPath, filepath.Join(g.Data, "plugins"), g.Logger)
 	if err != nil {

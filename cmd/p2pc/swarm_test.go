@@ -31,9 +31,15 @@ func startPeer(t *testing.T, dir, name string, slots int, extra ...string) *peer
 
 func startPeerAt(t *testing.T, dir, name, listen string, slots int, extra ...string) *peer {
 	t.Helper()
+	return startPeerBin(t, p2pcBin, dir, name, listen, slots, extra...)
+}
+
+// startPeerBin is startPeerAt with another p2pc binary (another platform's).
+func startPeerBin(t *testing.T, bin, dir, name, listen string, slots int, extra ...string) *peer {
+	t.Helper()
 	data := filepath.Join(dir, name)
 	args := append([]string{"--data", data, "join", "--listen", listen, "--name", name, "--slots", fmt.Sprint(slots)}, extra...)
-	p, err := harness.Start(p2pcBin, args, harness.Options{Name: name})
+	p, err := harness.Start(bin, args, harness.Options{Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}

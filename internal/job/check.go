@@ -37,6 +37,9 @@ func CheckPlugin(ctx context.Context, js *spec.Job, opts CheckOptions) (pluginpr
 	if log == nil {
 		log = slog.Default()
 	}
+	if _, err := resolveBuilds(ctx, js, opts.CacheDir, log); err != nil {
+		return pluginproto.PluginInfo{}, err
+	}
 	plug, err := pluginbuild.Resolve(ctx, js.PluginPath, opts.CacheDir, log)
 	if err != nil {
 		return pluginproto.PluginInfo{}, pluginErr(ctx, js, err)

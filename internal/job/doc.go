@@ -18,6 +18,9 @@
 //     have handed over, or a bound has passed.
 //   - A write refused by this machine's own disk stops the run at once
 //     with an error wrapping ErrLocalDisk, charged to no peer.
+//   - Each peer runs the plugin built for its own platform (platforms.go);
+//     a peer the job has none for gets no task, and the report's warnings
+//     say why. The job ID does not depend on the submitter's platform.
 //
 // Ownership: the decisions are made by plain data structures in the
 // subpackages sched (the lease queue and the vote) and vc (the state

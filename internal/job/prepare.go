@@ -30,9 +30,12 @@ type Input struct {
 type Prepared struct {
 	Spec   *spec.Job
 	Plugin *pluginbuild.Plugin
+	// Builds are the executables of a per-platform plugin map, by
+	// GOOS/GOARCH (nil for a single plugin; Plugin is this machine's).
+	Builds map[string]*pluginbuild.Plugin
 	Inputs []Input
-	// ID is the job ID: SHA-256 of the canonical spec, the plugin digest
-	// and the input digests.
+	// ID is the job ID: SHA-256 of the canonical spec, the plugin's ID
+	// (pluginID: its source key, or its digests) and the input digests.
 	ID digest.ID
 	// OutDir is the absolute output folder.
 	OutDir string
@@ -155,6 +158,9 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 			}
 		}
 	}()
+	if p.Builds, err = resolveBuilds(ctx, job, opts.CacheDir, log); err != nil {
+		return nil, err
+	}
 	plug, err := pluginbuild.Resolve(ctx, job.PluginPath, opts.CacheDir, log)
 	if err != nil {
 		return nil, pluginErr(ctx, job, err)
@@ -174,8 +180,8 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 		}
 		p.Inputs = append(p.Inputs, Input{Name: in.Name, Path: in.Path, Digest: d})
 	}
-	p.ID = JobID(job, plug.Digest, p.Inputs)
-	p.keyBase = NewKeyBase(plug.Digest, p.Inputs, job.Sandbox)
+	p.ID = JobID(job, pluginID(plug, p.Builds), p.Inputs)
+	p.keyBase = NewKeyBase(pluginID(plug, p.Builds), p.Inputs, job.Sandbox)
 
 	if err := p.checkOutDir(ctx, opts, log); err != nil {
 		return nil, err
@@ -184,7 +190,8 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 }
 
 // JobID is the SHA-256 of the canonical job: the spec's canonical form,
-// the plugin's digest and every input's name and digest, in spec order.
+// the plugin's ID (pluginID) and every input's name and digest, in spec
+// order.
 func JobID(job *spec.Job, plugin digest.ID, inputs []Input) digest.ID {
 	h := sha256.New()
 	h.Write([]byte("p2pc-job-v1\n"))

@@ -31,7 +31,7 @@ import (
 )
 
 // Swarm enrols remote peers into a running job: for every peer that can
-// take the job's tasks (plugins built for goos/goarch), as peers come and
+// take the job's tasks (of platform goos/goarch; "" for any), as peers come and
 // go, it calls enrol, which runs the peer's work session; it cancels the
 // session's ctx when the peer leaves, and does not enrol again a peer
 // whose session ended with peerpb.ErrRefused. Serve returns when ctx
@@ -86,6 +86,9 @@ type Session struct {
 
 	// ids: the node IDs peers proved, one worker each.
 	ids identities
+
+	// plats: the hellos of the other platforms (platforms.go).
+	plats platformHellos
 }
 
 // counter counts what is under way and lets one wait until none is.
@@ -130,8 +133,8 @@ type Peer struct {
 	Addr string
 }
 
-// pluginPlatform is the GOOS/GOARCH the job's plugin runs on: peers of
-// another platform are not offered the job.
+// pluginPlatform is the GOOS/GOARCH of the published hello's plugin (this
+// machine's); peers of other platforms get theirs (platforms.go).
 func pluginPlatform() (goos, goarch string) { return runtime.GOOS, runtime.GOARCH }
 
 // publish returns the job's hello (runner.publish).
@@ -165,7 +168,7 @@ var ErrRefused = peerpb.ErrRefused
 // one worker (identities), under the name it first enrolled with.
 func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client peerpb.PeerClient) error {
 	peer := Peer{Name: name, Addr: addr}
-	published, err := s.publish(ctx)
+	published, err := s.helloFor(ctx, name, client)
 	if err != nil {
 		return err
 	}

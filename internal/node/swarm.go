@@ -186,12 +186,13 @@ func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, chang
 }
 
 // takesJob: c is another node that takes work, speaks the protocol and
-// runs the job's platform (when it says which).
+// runs the job's platform (when both say which; a job that gives none
+// runs on every platform).
 func (e *enroller) takesJob(c Candidate) bool {
 	switch {
 	case c.Name == e.sw.Self || c.Slots <= 0 || !c.Compatible || c.Addr == "":
 		return false
-	case c.OS != "" && (c.OS != e.goos || c.Arch != e.goarch):
+	case c.OS != "" && e.goos != "" && (c.OS != e.goos || c.Arch != e.goarch):
 		return false
 	}
 	return true

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +35,15 @@ type Plugin struct {
 	Built bool
 	// Source is the Go package directory it was built from, if any.
 	Source string
+	// OS and Arch are the platform (GOOS/GOARCH) the executable was built
+	// for; empty for an executable given as a file (its platform is not
+	// read from it: the spec says it, or it is this machine's).
+	OS, Arch string
+	// SourceKey, for a built plugin, is the SHA-256 of its source and the
+	// build (Go version, flags, every package's files or module version)
+	// without the target platform: the same for every platform's build,
+	// so that the job ID covers the source and the build, not one binary.
+	SourceKey string
 }
 
 // ErrNoPlugin means the path names neither an executable nor a Go package.
@@ -67,7 +77,20 @@ func Resolve(ctx context.Context, path, cacheDir string, log *slog.Logger) (*Plu
 		}
 		return &Plugin{Path: abs, Digest: d, Identity: id}, nil
 	}
-	return build(ctx, abs, cacheDir, log)
+	return build(ctx, abs, cacheDir, runtime.GOOS, runtime.GOARCH, log)
+}
+
+// Build returns the cached build of the Go package in directory dir for
+// the platform goos/goarch (cross-built with CGO off, like Resolve's).
+func Build(ctx context.Context, dir, cacheDir, goos, goarch string, log *slog.Logger) (*Plugin, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("build plugin %s for %s/%s: %w", dir, goos, goarch, err)
+	}
+	return build(ctx, abs, cacheDir, goos, goarch, log)
 }
 
 type listedModule struct {
@@ -91,20 +114,20 @@ type listedPackage struct {
 	GoFiles, CgoFiles, CFiles, CXXFiles, HFiles, SFiles, SysoFiles, EmbedFiles []string
 }
 
-func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin, error) {
+func build(ctx context.Context, dir, cacheDir, goos, goarch string, log *slog.Logger) (*Plugin, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return nil, fmt.Errorf("build plugin %s: it is a Go package directory, but the Go toolchain is not on PATH: %w", dir, err)
 	}
-	env := buildEnv(goBin)
-	mp := memoPath(cacheDir, "key", dir)
-	var key string
+	env := buildEnv(goBin) + "\ntarget " + goos + "/" + goarch
+	mp := keyMemoPath(cacheDir, dir, goos, goarch)
+	var key, srcKey string
 	var m keyMemo
-	if readMemo(mp, &m) && m.Env == env && m.Stamps.hold() {
-		key = m.Key
+	if readMemo(mp, &m) && m.Env == env && m.Stamps.hold() && m.SourceKey != "" {
+		key, srcKey = m.Key, m.SourceKey
 	} else {
 		var st stamps
-		if key, st, err = cacheKey(ctx, goBin, dir); err != nil {
+		if key, srcKey, st, err = cacheKey(ctx, goBin, dir, goos, goarch); err != nil {
 			return nil, err
 		}
 		if st != nil {
@@ -116,7 +139,7 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 			}
 		}
 		if st != nil {
-			_ = writeMemo(mp, keyMemo{Env: env, Stamps: st, Key: key})
+			_ = writeMemo(mp, keyMemo{Env: env, Stamps: st, Key: key, SourceKey: srcKey})
 		}
 	}
 	target := filepath.Join(cacheDir, key[:2], key, "plugin")
@@ -125,8 +148,8 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 		if err != nil {
 			return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 		}
-		log.Debug("plugin build cache hit", "component", "pluginbuild", "dir", dir, "key", key[:12])
-		return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir}, nil
+		log.Debug("plugin build cache hit", "component", "pluginbuild", "dir", dir, "target", goos+"/"+goarch, "key", key[:12])
+		return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir, OS: goos, Arch: goarch, SourceKey: srcKey}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
@@ -137,14 +160,14 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	log.Info("building plugin", "component", "pluginbuild", "dir", dir)
+	log.Info("building plugin", "component", "pluginbuild", "dir", dir, "target", goos+"/"+goarch)
 	cmd := exec.CommandContext(ctx, goBin, append(append([]string{"build"}, reproducible...), "-o", tmp.Name(), ".")...)
 	cmd.Dir = dir
-	cmd.Env = goEnv()
+	cmd.Env = goEnv(goos, goarch)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build plugin %s: go build: %w\n%s", dir, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("build plugin %s for %s/%s: go build: %w\n%s", dir, goos, goarch, err, strings.TrimSpace(stderr.String()))
 	}
 	if err := os.Rename(tmp.Name(), target); err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
@@ -153,14 +176,15 @@ func build(ctx context.Context, dir, cacheDir string, log *slog.Logger) (*Plugin
 	if err != nil {
 		return nil, fmt.Errorf("build plugin %s: %w", dir, err)
 	}
-	return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir}, nil
+	return &Plugin{Path: target, Digest: d, Identity: id, Built: true, Source: dir, OS: goos, Arch: goarch, SourceKey: srcKey}, nil
 }
 
-// cacheKey hashes everything a build of the package in dir depends on.
-// It returns the identities of the files and folders it read (go.mod,
-// go.sum, the packages' folders and files), or nil stamps if one of them
-// changed too recently to be remembered.
-func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
+// cacheKey hashes everything a build of the package in dir for
+// goos/goarch depends on (key), and the same without the target platform
+// (srcKey: Plugin.SourceKey). It returns the identities of the files and
+// folders it read (go.mod, go.sum, the packages' folders and files), or
+// nil stamps if one of them changed too recently to be remembered.
+func cacheKey(ctx context.Context, goBin, dir, goos, goarch string) (key, srcKey string, _ stamps, _ error) {
 	now := time.Now()
 	st := stamps{}
 	stamp := func(path string) {
@@ -170,24 +194,32 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 	}
 	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-json", ".")
 	cmd.Dir = dir
-	cmd.Env = goEnv()
+	cmd.Env = goEnv(goos, goarch)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "no Go files") {
-			return "", nil, fmt.Errorf("resolve plugin %s: %w (a directory with no Go files)", dir, ErrNoPlugin)
+			return "", "", nil, fmt.Errorf("resolve plugin %s: %w (a directory with no Go files)", dir, ErrNoPlugin)
 		}
-		return "", nil, fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
+		return "", "", nil, fmt.Errorf("build plugin %s: go list: %w\n%s", dir, err, msg)
 	}
-	h := sha256.New()
-	goenv := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "GOAMD64", "GOARM64", "GOEXPERIMENT")
-	goenv.Env = goEnv()
+	// hb hashes the build for the target; hs the same without the
+	// target's lines (GOOS, GOARCH, GOAMD64, GOARM64); h writes to both.
+	hb, hs := sha256.New(), sha256.New()
+	h := io.MultiWriter(hb, hs)
+	goenv := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOEXPERIMENT", "GOOS", "GOARCH", "GOAMD64", "GOARM64")
+	goenv.Env = goEnv(goos, goarch)
 	env, err := goenv.Output()
 	if err != nil {
-		return "", nil, fmt.Errorf("build plugin %s: go env: %w", dir, err)
+		return "", "", nil, fmt.Errorf("build plugin %s: go env: %w", dir, err)
 	}
-	fmt.Fprintf(h, "p2pc-plugin-build-v2 %s\n%s\n", strings.Join(reproducible, " "), env)
+	lines := strings.SplitN(string(env), "\n", 3)
+	if len(lines) < 3 {
+		return "", "", nil, fmt.Errorf("build plugin %s: go env printed %q", dir, env)
+	}
+	fmt.Fprintf(hb, "p2pc-plugin-build-v3 %s\n%s\n", strings.Join(reproducible, " "), env)
+	fmt.Fprintf(hs, "p2pc-plugin-source-v1 %s\n%s\n%s\n", strings.Join(reproducible, " "), lines[0], lines[1])
 	dec := json.NewDecoder(&stdout)
 	var root *listedPackage
 	for {
@@ -195,10 +227,10 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			return "", nil, fmt.Errorf("build plugin %s: decode go list: %w", dir, err)
+			return "", "", nil, fmt.Errorf("build plugin %s: decode go list: %w", dir, err)
 		}
 		if p.Error != nil {
-			return "", nil, fmt.Errorf("build plugin %s: %s", dir, p.Error.Err)
+			return "", "", nil, fmt.Errorf("build plugin %s: %s", dir, p.Error.Err)
 		}
 		root = &p
 		if p.Standard {
@@ -225,7 +257,7 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 			stamp(filepath.Join(p.Dir, f))
 			d, err := digest.File(filepath.Join(p.Dir, f))
 			if err != nil {
-				return "", nil, fmt.Errorf("build plugin %s: %w", dir, err)
+				return "", "", nil, fmt.Errorf("build plugin %s: %w", dir, err)
 			}
 			fmt.Fprintf(h, "file %s %x\n", f, d)
 		}
@@ -235,9 +267,9 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 		if root != nil {
 			name = root.Name
 		}
-		return "", nil, fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
+		return "", "", nil, fmt.Errorf("resolve plugin %s: %w (package %s is not a main package)", dir, ErrNoPlugin, name)
 	}
-	return hex.EncodeToString(h.Sum(nil)), st, nil
+	return hex.EncodeToString(hb.Sum(nil)), hex.EncodeToString(hs.Sum(nil)), st, nil
 }
 
 // reproducible are the flags of every plugin build: the executable
@@ -249,18 +281,20 @@ func cacheKey(ctx context.Context, goBin, dir string) (string, stamps, error) {
 // so the same plugin digest, job ID and task keys.
 var reproducible = []string{"-trimpath", "-buildvcs=false", "-ldflags=-buildid="}
 
-// goEnv is the environment of the go commands of a plugin build: this
-// process's, without cgo (a static executable a peer can run), and
+// goEnv is the environment of the go commands of a plugin build for
+// goos/goarch: this process's, without cgo (a static executable a peer can run), and
 // without the user's GOFLAGS (which may ask for VCS stamping, other tags
 // or flags: the build would then differ between users).
-func goEnv() []string {
-	env := make([]string, 0, len(os.Environ())+2)
+func goEnv(goos, goarch string) []string {
+	env := make([]string, 0, len(os.Environ())+4)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "CGO_ENABLED=") {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "GOFLAGS", "CGO_ENABLED", "GOOS", "GOARCH":
+		default:
 			env = append(env, kv)
 		}
 	}
-	return append(env, "CGO_ENABLED=0", "GOFLAGS=")
+	return append(env, "CGO_ENABLED=0", "GOFLAGS=", "GOOS="+goos, "GOARCH="+goarch)
 }
 
 func slicesConcat(ss ...[]string) []string {

@@ -1,7 +1,8 @@
 // Package pluginbuild turns a job spec's `plugin:` into an executable and
 // its SHA-256. The plugin is either the path of an executable, or a Go
 // package directory that it builds with the Go toolchain and caches by
-// content.
+// content, for this machine (Resolve) or another platform (Build: a cross
+// build, CGO off).
 //
 // Invariants: the cache key covers everything the build depends on, and a
 // build is reproducible: the same source and toolchain give the same

@@ -43,6 +43,12 @@ func memoPath(cacheDir, kind, name string) string {
 	return filepath.Join(cacheDir, memoDir, kind+"-"+hex.EncodeToString(h[:16])+".json")
 }
 
+// keyMemoPath names the memo of the cache key of the build of the Go
+// package in dir for goos/goarch.
+func keyMemoPath(cacheDir, dir, goos, goarch string) string {
+	return memoPath(cacheDir, "key", dir+"\x00"+goos+"/"+goarch)
+}
+
 // stamps maps paths to their identity ("-": absent).
 type stamps map[string]string
 
@@ -162,9 +168,10 @@ func fileDigest(cacheDir, path string) (digest.ID, string, error) {
 // keyMemo is a Go package plugin's remembered cache key.
 type keyMemo struct {
 	// Env names the toolchain and the environment it was computed in.
-	Env    string
-	Stamps stamps
-	Key    string
+	Env       string
+	Stamps    stamps
+	Key       string
+	SourceKey string
 }
 
 // buildEnv names what a build depends on besides files: the go command

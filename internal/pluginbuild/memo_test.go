@@ -3,6 +3,7 @@ package pluginbuild
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestKeyMemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp := memoPath(cache, "key", src)
+	mp := keyMemoPath(cache, src, runtime.GOOS, runtime.GOARCH)
 	var m keyMemo
 	if !readMemo(mp, &m) {
 		t.Fatal("no key memo written")

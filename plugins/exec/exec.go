@@ -66,7 +66,7 @@ type params struct {
 // step is one command line with its options: the task's command, the
 // normalize filter or the reduce command.
 type step struct {
-	Command []string          `json:"command"`
+	Command commandLine       `json:"command"`
 	Shell   bool              `json:"shell"`
 	Outputs []string          `json:"outputs"`
 	Env     map[string]string `json:"env"`

@@ -299,7 +299,8 @@ func TestEditAfterKill(t *testing.T) {
 }
 
 // asSchema3 turns the job database in out into one of a p2pc that kept no
-// task keys (schema 3), as an output folder made before them holds.
+// task keys (schema 3), as an output folder made before them holds: it
+// drops what every migration after version 3 added.
 func asSchema3(t *testing.T, out string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(out, jobdb.FileName))
@@ -307,7 +308,7 @@ func asSchema3(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN key`, `ALTER TABLE tasks DROP COLUMN reused`, `DELETE FROM schema_version WHERE version > 3`} {
+	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN key`, `ALTER TABLE tasks DROP COLUMN reused`, `ALTER TABLE attempts DROP COLUMN device`, `DELETE FROM schema_version WHERE version > 3`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -141,7 +141,7 @@ func (f *fixture) take(t *testing.T, peer string) *Lease {
 func (f *fixture) idle(peer string) {
 	f.q.mu.Lock()
 	defer f.q.mu.Unlock()
-	f.q.workers[peer] = f.clock.Now()
+	f.q.peers.workers[peer] = f.clock.Now()
 }
 
 // finish ends peer's lease of task with outcome (and digest).

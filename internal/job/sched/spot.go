@@ -26,6 +26,15 @@ import (
 //   - a task whose vote fails (no quorum) is decided by a trusted run
 //     rather than failed.
 
+// spotState is the spot checks' state.
+type spotState struct {
+	fraction float64 // spec.Verify.SpotCheck
+	// checks are the tasks waiting for a trusted run; caught: a spot
+	// check caught a wrong result.
+	checks []int
+	caught bool
+}
+
 // NextCheck blocks until a trusted run is wanted and returns its lease
 // (for the submitter's own slot when it runs checks only), or ErrDrained
 // when the job has nothing left, or ctx's error.
@@ -37,7 +46,7 @@ func (q *Queue) NextCheck(ctx context.Context) (*Lease, error) {
 // submitter's slot: with probability SpotCheck, when no trusted run has
 // vouched for it already.
 func (q *Queue) spotPickLocked(task int) bool {
-	if q.spot <= 0 || q.self == "" {
+	if q.spot.fraction <= 0 || q.self == "" {
 		return false
 	}
 	for _, v := range q.votesOf(task) {
@@ -45,7 +54,7 @@ func (q *Queue) spotPickLocked(task int) bool {
 			return false // the submitter ran it itself
 		}
 	}
-	return q.spot >= 1 || q.rnd.Float64() < q.spot
+	return q.spot.fraction >= 1 || q.rnd.Float64() < q.spot.fraction
 }
 
 // wantCheckLocked queues a trusted run of task. The task is not done until
@@ -58,7 +67,7 @@ func (q *Queue) wantCheckLocked(task int) {
 	ts.check = true
 	ts.need = 0
 	q.unqueueLocked(task)
-	q.checks = append(q.checks, task)
+	q.spot.checks = append(q.spot.checks, task)
 	q.signal()
 }
 
@@ -67,14 +76,14 @@ func (q *Queue) wantCheckLocked(task int) {
 // that no remaining peer can complete the vote on, once a check caught a
 // liar.
 func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
-	if len(q.checks) > 0 {
-		t := q.checks[0]
-		q.checks = q.checks[1:]
+	if len(q.spot.checks) > 0 {
+		t := q.spot.checks[0]
+		q.spot.checks = q.spot.checks[1:]
 		l := q.leaseLocked(t, q.self, false)
 		l.Check = true
 		return l
 	}
-	if !checkOnly || !q.caught {
+	if !checkOnly || !q.spot.caught {
 		return nil
 	}
 	for _, t := range slices.Clone(q.pending) {
@@ -152,7 +161,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 	}
 	q.doneLocked(l.Task)
 	for _, p := range liars {
-		q.caught = true
+		q.spot.caught = true
 		if tr := q.trustOf(p); !tr.excluded || tr.outvoted {
 			tr.outvoted = false // a liar stays out
 			if tr.excluded {
@@ -183,7 +192,7 @@ func (q *Queue) doneLocked(task int) {
 
 func (q *Queue) spotStatsLocked() *report.SpotChecks {
 	if q.rep.SpotChecks == nil {
-		q.rep.SpotChecks = &report.SpotChecks{Fraction: q.spot}
+		q.rep.SpotChecks = &report.SpotChecks{Fraction: q.spot.fraction}
 	}
 	return q.rep.SpotChecks
 }

@@ -68,10 +68,10 @@ func (q *Queue) Forged(peer string, err error) bool {
 }
 
 func (q *Queue) trustOf(peer string) *peerTrust {
-	t := q.trust[peer]
+	t := q.peers.trust[peer]
 	if t == nil {
-		t = &peerTrust{streak: q.savedStreak[NodeID(peer)]}
-		q.trust[peer] = t
+		t = &peerTrust{streak: q.peers.savedStreak[NodeID(peer)]}
+		q.peers.trust[peer] = t
 	}
 	return t
 }
@@ -111,7 +111,7 @@ func (q *Queue) judgeLocked(task int, d digest.ID) {
 // not to blame. It returns the peers reinstated.
 func (q *Queue) forgiveLocked(liars []string) []string {
 	var back []string
-	for name, tr := range q.trust {
+	for name, tr := range q.peers.trust {
 		for t, winners := range tr.lostTo {
 			if slices.ContainsFunc(winners, func(w string) bool { return slices.Contains(liars, w) }) {
 				delete(tr.lostTo, t)
@@ -177,7 +177,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		if countOf(q.votesOf(t), q.accepted(t)) >= int(ts.quorum) && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}
-		if q.spot > 0 && q.self != "" {
+		if q.spot.fraction > 0 && q.self != "" {
 			// Spot checks are on: the submitter's own run decides it.
 			q.log.Warn("re-verifying on this machine a task an excluded peer voted for", "task", rt.ID, "peer", peer)
 			q.remaining++
@@ -235,9 +235,9 @@ func (q *Queue) loadTrust() {
 		q.log.Warn("ignoring unreadable trust file", "path", path, "err", err)
 		return
 	}
-	q.savedStreak = map[string]int{}
+	q.peers.savedStreak = map[string]int{}
 	for peer, s := range saved {
-		q.savedStreak[NodeID(peer)] = s.Streak
+		q.peers.savedStreak[NodeID(peer)] = s.Streak
 	}
 }
 
@@ -264,7 +264,7 @@ func (q *Queue) SaveTrust() {
 	}
 	q.mu.Lock()
 	now := q.now().UTC()
-	for worker, t := range q.trust {
+	for worker, t := range q.peers.trust {
 		if t.valid+t.invalid == 0 && !t.excluded {
 			continue // no result in this job: its record is as it was
 		}

@@ -131,7 +131,7 @@ func (q *Queue) tallyLocked(task int) bool {
 	case more:
 		q.needLocked(task, v.n)
 	case fail:
-		if q.spot > 0 && q.self != "" {
+		if q.spot.fraction > 0 && q.self != "" {
 			// With spot checks the submitter is the arbiter: its own run
 			// decides a task the peers cannot.
 			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.recs.ID(task), "votes", q.voteList(task))
@@ -147,7 +147,7 @@ func (q *Queue) tallyLocked(task int) bool {
 // and does not run task.
 func (q *Queue) otherVoterLocked(task int) bool {
 	now := q.now()
-	for peer, seen := range q.workers {
+	for peer, seen := range q.peers.workers {
 		if now.Sub(seen) > VoterIdle || q.trustOf(peer).excluded {
 			continue
 		}
@@ -301,7 +301,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 
 // keepVotes: a decided task's votes and accepted digest are read again
 // (a verified job's trust, spot checks); otherwise they are dropped.
-func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot > 0 }
+func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot.fraction > 0 }
 
 func countOf(vs []vote, d digest.ID) int {
 	n := 0

@@ -27,6 +27,16 @@ func (r *runner) touchLocked(i int) {
 	r.wake()
 }
 
+// touchedLocked marks task i for the journal after the queue changed its
+// record (r.mu held): a record the journal took out of memory since was
+// written with the change.
+func (r *runner) touchedLocked(i int) {
+	if r.recs.kind[i] == recCold {
+		return
+	}
+	r.touchLocked(i)
+}
+
 // wake tells the journal that something changed.
 func (r *runner) wake() {
 	select {

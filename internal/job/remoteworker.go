@@ -23,7 +23,7 @@ type remoteWorker struct {
 	peer   Peer
 	stream peerpb.Peer_WorkClient
 
-	mu     sync.Mutex              // a leaf; taken under sched.Queue's lock too (OnRevoke)
+	mu     sync.Mutex              // a leaf
 	leases map[uint64]*sched.Lease // by lease id
 
 	outbox chan *peerpb.ToPeer

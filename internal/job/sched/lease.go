@@ -25,7 +25,7 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 	for {
 		q.mu.Lock()
 		if q.drainedLocked() {
-			q.mu.Unlock()
+			q.unlock(-1)
 			return nil, ErrDrained
 		}
 		if q.trustOf(peer).excluded {
@@ -33,7 +33,7 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			// ends for good): it is no voter for the tasks left, even if a
 			// spot check reinstates it, so the submitter decides them.
 			delete(q.peers.workers, peer)
-			q.mu.Unlock()
+			q.unlock(-1)
 			return nil, ErrExcluded
 		}
 		var l *Lease
@@ -47,15 +47,16 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			}
 		}
 		if l != nil {
-			q.mu.Unlock()
+			q.unlock(-1)
 			return l, nil
 		}
 		wake := q.wake
+		q.waited = true
 		wait := 250 * time.Millisecond // re-check backup candidates
 		if held, left := q.probe.hold(peer, q.now()); held {
 			wait = min(wait, left) // the probe window's end
 		}
-		q.mu.Unlock()
+		q.unlock(-1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -77,11 +78,12 @@ func (q *Queue) TryNext(peer string) *Lease {
 		return nil
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.drainedLocked() || q.trustOf(peer).excluded || q.holds > 0 {
-		return nil
+	var l *Lease
+	if !q.drainedLocked() && !q.trustOf(peer).excluded && q.holds == 0 {
+		l = q.takeLocked(peer)
 	}
-	return q.takeLocked(peer)
+	q.unlock(-1)
+	return l
 }
 
 // takeLocked leases peer its next task, if it may have one now (the
@@ -173,7 +175,6 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	attempt := len(rt.Attempts) + int(ts.running)
 	rt.State = report.TaskRunning
 	id, params := rt.ID, rt.Params
-	q.env.Touched(task)
 	q.repMu.Unlock()
 	l := &Lease{
 		ID:         q.nextID,
@@ -189,6 +190,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	l.leased = l.Start
 	l.VC = vc.NewCursor(id, l.revoked)
 	q.running[l.ID] = l
+	q.emit(leaseRef{l})
 	q.moved = q.now()
 	ts.running++
 	ts.started++

@@ -18,9 +18,12 @@ import (
 // state is split by concern: the tasks' scheduling and voting state
 // (types.go, settle.go, vote.go), the peers (peers.go, trust.go), backup
 // copies (backup.go), batching and the probe phase (batch.go, probe.go)
-// and spot checks (spot.go).
+// and spot checks (spot.go). It changes nothing outside itself but the
+// report's records, under ReportLock: what else it decides it hands to
+// its Applier (apply.go) after letting its lock go.
 //
-// Lock order: the queue's lock, then ReportLock.
+// Lock order: mu, then ReportLock; lane.mu and Lease.revokeMu are
+// leaves. The Applier runs under none of them.
 type Queue struct {
 	verify    spec.Verify
 	retries   int
@@ -31,7 +34,7 @@ type Queue struct {
 	trustFile string
 	self      string
 	log       *slog.Logger
-	env       Env
+	apply     Applier
 	clock     Clock
 	rnd       *rand.Rand
 
@@ -43,10 +46,15 @@ type Queue struct {
 	stopFetch context.CancelFunc
 	fetches   sync.WaitGroup
 
-	// mu is taken before ReportLock and before what OnRevoke callbacks
-	// take (package job: remoteWorker.mu); revokeMu is a leaf.
-	mu        sync.Mutex
+	// lane orders the batches of decisions (apply.go).
+	lane lane
+
+	mu sync.Mutex
+	// cur holds what was decided under mu, to be applied when it is let
+	// go (apply.go).
+	cur       *batch
 	wake      chan struct{} // closed and replaced when something changes
+	waited    bool          // wake was handed out (Changed, Next)
 	pending   []int         // tasks with need > 0, in order
 	tasks     []taskState
 	more      map[int]*taskMore // by task (taskMore)
@@ -125,7 +133,7 @@ func New(cfg Config) *Queue {
 		self:      cfg.Self,
 		spot:      spotState{fraction: v.SpotCheck},
 		log:       cfg.Log,
-		env:       cfg.Env,
+		apply:     cfg.Apply,
 		clock:     cfg.Clock,
 		rnd:       rand.New(rand.NewPCG(h.Sum64(), 0x9e3779b97f4a7c15)),
 		repMu:     cfg.ReportLock,
@@ -144,6 +152,7 @@ func New(cfg Config) *Queue {
 		batch:     batchState{max: cfg.BatchMax},
 		probe:     newProbe(cfg.Probe),
 	}
+	q.lane.cond.L = &q.lane.mu
 	if q.batch.max == 0 {
 		q.batch.max = DefaultBatchMax
 	}
@@ -191,8 +200,11 @@ func (q *Queue) rec(task int) *report.Task { return q.recs.Task(task) }
 func (q *Queue) Verifying() bool { return q.verify.Replicas > 1 || q.verifier }
 
 func (q *Queue) signal() {
+	if !q.waited {
+		return // nobody took the channel since it was made
+	}
 	close(q.wake)
-	q.wake = make(chan struct{})
+	q.wake, q.waited = make(chan struct{}), false
 }
 
 func (q *Queue) drainedLocked() bool { return q.remaining == 0 || q.closed }
@@ -209,13 +221,13 @@ func (q *Queue) Close() {
 		close(q.open)
 	}
 	for _, l := range q.running {
-		revoke(l)
+		q.revokeLocked(l)
 	}
 	for t := range q.more {
 		q.cleanVotes(t)
 	}
 	q.signal()
-	q.mu.Unlock()
+	q.unlock(-1)
 	q.stopFetch()
 	q.fetches.Wait()
 }
@@ -274,5 +286,6 @@ func (q *Queue) RunningCopies() map[int][]Copy {
 func (q *Queue) Changed() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.waited = true
 	return q.wake
 }

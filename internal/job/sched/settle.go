@@ -13,22 +13,27 @@ import (
 
 // Finish settles a lease: records the attempt, counts the vote, and
 // decides the task when it can. It returns whether the task was accepted
-// with this result. It takes over res.Stage: the folder is kept with the
-// vote, placed if the vote wins, discarded otherwise.
+// with this result (its output placed). It takes over res.Stage: the
+// folder is kept with the vote, placed if the vote wins, discarded
+// otherwise.
 func (q *Queue) Finish(l *Lease, res Result) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	accepted := q.finishLocked(l, res)
+	return q.unlock(l.Task) || accepted
+}
+
+func (q *Queue) finishLocked(l *Lease, res Result) bool {
 	kept := false
 	defer func() {
 		if !kept && res.Stage != "" {
-			q.env.Discard(res.Stage)
+			q.emit(Discard{Stage: res.Stage})
 		}
 	}()
 	if l.settled {
 		return false
 	}
 	l.settled = true
-	revoke(l) // the attempt is over: whatever waits on it may stop
+	q.revokeLocked(l) // the attempt is over: whatever waits on it may stop
 	delete(q.running, l.ID)
 	q.moved = q.now()
 	if res.Outcome != report.OutcomeLost {
@@ -54,8 +59,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	}
 	q.repMu.Lock()
 	defer q.repMu.Unlock()
-	defer q.env.Touched(l.Task) // runs before the unlock
-	if ts.settled {
+	if ts.settled || ts.placing {
 		if res.Outcome != report.OutcomeOK {
 			res.Outcome = report.OutcomeCanceled
 		}
@@ -63,11 +67,10 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		return false
 	}
 	q.recordLocked(l, res)
-	rt := q.rec(l.Task)
 	switch res.Outcome {
 	case report.OutcomeOK:
 		if q.trustOf(l.Peer).excluded {
-			rt.Attempts[len(rt.Attempts)-1].Error = "peer excluded: vote ignored"
+			q.attemptErrorLocked(l.Task, "peer excluded: vote ignored")
 			q.needLocked(l.Task, 1)
 			return false
 		}
@@ -103,7 +106,7 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 		if int(ts.failures) <= q.retries {
 			headline, _ := report.Excerpt(errText(res.Err))
 			q.log.Info("task attempt failed, retrying", "task", l.TaskID, "peer", l.Peer, "outcome", res.Outcome, "err", headline)
-			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
+			q.emit(Retry{Task: l.Task, TaskID: l.TaskID, Outcome: res.Outcome, Err: res.Err})
 			q.needLocked(l.Task, 1)
 			return false
 		}
@@ -129,6 +132,21 @@ func (q *Queue) recordLocked(l *Lease, res Result) {
 	}
 	rt := q.rec(l.Task)
 	rt.Attempts = append(rt.Attempts, att)
+	q.emit(Settle{Lease: l.ID, Task: l.Task, TaskID: l.TaskID, Attempt: att})
+}
+
+// attemptErrorLocked sets the error of task's latest attempt, just
+// recorded, in its record and its Settle.
+func (q *Queue) attemptErrorLocked(task int, msg string) {
+	rt := q.rec(task)
+	rt.Attempts[len(rt.Attempts)-1].Error = msg
+	for i := len(q.cur.ds) - 1; i >= 0; i-- {
+		if s, ok := q.cur.ds[i].(Settle); ok && s.Task == task {
+			s.Attempt.Error = msg
+			q.cur.ds[i] = s
+			return
+		}
+	}
 }
 
 // lostLocked settles a lost attempt: the peer is charged as res.Fault
@@ -175,13 +193,14 @@ func (q *Queue) needFrontLocked(task, n int) { q.requeueLocked(task, n, true) }
 
 func (q *Queue) requeueLocked(task, n int, front bool) {
 	ts := &q.tasks[task]
-	if ts.settled {
+	if ts.settled || ts.placing {
 		return
 	}
 	ts.need += int32(n)
 	q.enqueueLocked(task, front)
-	q.rec(task).State = report.TaskPending
-	q.env.Touched(task)
+	rt := q.rec(task)
+	rt.State = report.TaskPending
+	q.emit(Requeue{Task: task, TaskID: rt.ID, N: n, Front: front})
 }
 
 // settleLocked takes task out of the work left: it is decided.
@@ -207,13 +226,12 @@ func (q *Queue) failLocked(task int, err error) {
 		rt.Verdict = "failed: " + err.Error()
 	}
 	q.rep.Summary.Failed++
-	q.env.Touched(task)
 	// The summary and the report say why in full; the log line says it
 	// in one line.
 	headline, _ := report.Excerpt(rt.Error)
 	q.log.Warn("task failed", "task", rt.ID, "attempts", len(rt.Attempts), "err", headline)
 	q.log.Debug("task failed", "task", rt.ID, "err", err)
-	q.env.TaskDone(rt.ID, false)
+	q.emit(Done{Task: task, TaskID: rt.ID, Err: rt.Error})
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
 	if !q.keepVotes() {
@@ -226,7 +244,7 @@ func (q *Queue) cleanVotes(task int) {
 	for i := range q.votesOf(task) {
 		v := &q.votesOf(task)[i]
 		if v.out.Stage != "" {
-			q.env.Discard(v.out.Stage)
+			q.emit(Discard{Stage: v.out.Stage})
 		}
 		v.out = Output{}
 	}
@@ -238,15 +256,11 @@ func (q *Queue) revokeCopiesLocked(task int) {
 	}
 	for _, l := range q.running {
 		if l.Task == task {
-			revoke(l)
+			q.revokeLocked(l)
 			delete(q.running, l.ID)
 			q.dropCopyLocked(task)
 			l.settled = true
-			rt := q.rec(task)
-			rt.Attempts = append(rt.Attempts, report.Attempt{
-				Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "the task was decided without it",
-			})
-			q.env.Touched(task)
+			q.cancelLocked(l, "the task was decided without it")
 		}
 	}
 }
@@ -277,7 +291,7 @@ func (q *Queue) settlePeer(peer, outcome string, why error) int {
 	// that the oldest runs first again.
 	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) })
 	for i, l := range ls {
-		revoke(l)
+		revokeNow(l)
 		res := Result{Outcome: outcome, Err: why}
 		if i == 0 && outcome == report.OutcomeLost {
 			res.Fault = FaultLost // one strike per lost session, not per lease
@@ -289,21 +303,29 @@ func (q *Queue) settlePeer(peer, outcome string, why error) int {
 
 // revoke closes l.revoked once, whoever calls it first: a peer's lost
 // session (without the queue's lock) and a replica's win that revokes
-// the task's other copies (with it) may both reach the same lease.
-func revoke(l *Lease) {
+// the task's other copies (with it) may both reach the same lease. It
+// returns the lease's callback, to be run by the caller without the
+// queue's lock (revokeLocked, revokeNow); nil if there is none or it ran.
+func revoke(l *Lease) func() {
 	l.revokeMu.Lock()
+	defer l.revokeMu.Unlock()
 	if l.isRevoked {
-		l.revokeMu.Unlock()
-		return
+		return nil
 	}
 	l.isRevoked = true
 	close(l.revoked)
 	fn := l.onRevoke
 	l.onRevoke = nil
-	l.revokeMu.Unlock()
-	if fn != nil {
-		fn()
-	}
+	return fn
+}
+
+// cancelLocked records a running copy l taken back, why, as a canceled
+// attempt (ReportLock held).
+func (q *Queue) cancelLocked(l *Lease, why string) {
+	att := report.Attempt{Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: why}
+	rt := q.rec(l.Task)
+	rt.Attempts = append(rt.Attempts, att)
+	q.emit(Settle{Lease: l.ID, Task: l.Task, TaskID: l.TaskID, Attempt: att})
 }
 
 // Expire revokes leases that have run longer than limit (the backstop for
@@ -332,11 +354,11 @@ func (q *Queue) Expire(limit time.Duration) {
 			q.signal()
 		}
 	}
-	q.mu.Unlock()
+	q.unlock(-1)
 	slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(b.ID, a.ID) }) // as in Lose
 	charged := map[string]bool{}
 	for _, l := range ls {
-		revoke(l)
+		revokeNow(l)
 		res := Result{Outcome: report.OutcomeLost, Err: errors.New("lease expired: the peer did not answer in time")}
 		if !charged[l.Peer] {
 			res.Fault, charged[l.Peer] = FaultLost, true // one strike per peer and sweep

@@ -19,7 +19,7 @@ var ErrDrained = errors.New("no tasks left")
 // ErrExcluded: the peer lost too many votes and takes no more work.
 var ErrExcluded = errors.New("excluded after losing votes")
 
-// OutcomeReopened is the Env.TaskRetry outcome of a task that was
+// OutcomeReopened is the Retry outcome of a task that was
 // accepted and is verified again, because a peer that voted for it was
 // excluded: it is no longer done.
 const OutcomeReopened = "reopened"
@@ -63,27 +63,22 @@ const (
 // FetchFunc gets a digest-only replica's output files into dir.
 type FetchFunc func(ctx context.Context, dir string) error
 
-// Env is what a queue does outside its own state. Place, Discard,
-// TaskDone and TaskRetry are called with the queue's locks held and must
-// not call back into the queue; Fetch is called on a goroutine of its own.
-type Env interface {
-	// Place moves the accepted output out (a staged folder, gone
-	// afterwards, or inline data) to the final place of task (index) id.
-	Place(task int, id string, out Output) error
-	// Discard removes a staged output that no vote needs any more.
-	Discard(stage string)
+// Applier carries out what the queue decided (Decision values) after the
+// queue's lock is let go: Apply gets one batch at a time, in the order
+// the decisions were made, under no lock of the queue, and carries them
+// out in that order. It may ask the queue for its state (Done, Running,
+// ...) but must not lease nor settle: that waits for the batch it
+// applies. It must not keep ds, which the queue reuses (the decisions
+// are values: copies may be kept). Apply returns nil, or an error for
+// each decision (by index); only an Accept's counts: its output was not
+// placed, and the queue decides again.
+type Applier interface {
+	Apply(ds []Decision) []error
 	// Fetch gets the output of task id with digest d into a new stage
 	// through fetch, checks it against d, and returns the stage and its
-	// files; on error nothing is left behind.
+	// files; on error nothing is left behind. It is called on a goroutine
+	// of the queue's own, without its lock.
 	Fetch(ctx context.Context, id string, d digest.ID, fetch FetchFunc) (stage string, files []string, err error)
-	// TaskDone: a task is decided for good (ok: accepted).
-	TaskDone(id string, ok bool)
-	// TaskRetry: an attempt failed, or a task was reopened, and the task
-	// goes back in the queue.
-	TaskRetry(id, outcome string, err error)
-	// Touched: the queue changed task's record in the report (it holds
-	// ReportLock): it is to be journaled.
-	Touched(task int)
 }
 
 // Clock tells the time. Nil means the system clock.
@@ -138,7 +133,7 @@ type Config struct {
 	// Records gives the tasks' records; nil: Report.Tasks holds them.
 	Records    Records
 	ReportLock sync.Locker
-	Env        Env
+	Apply      Applier
 	Clock      Clock
 }
 
@@ -192,8 +187,9 @@ func (l *Lease) Revoked() <-chan struct{} { return l.revoked }
 
 // OnRevoke has fn called once, when the lease is taken back or settled
 // (at once if it was), in place of a goroutine per lease that waits on
-// Revoked. fn must not block nor call the queue: it may run with the
-// queue's locks held. A later OnRevoke replaces fn.
+// Revoked. fn runs on the goroutine that took the lease back, under no
+// lock of the queue (after its decisions are applied), and must not
+// block. A later OnRevoke replaces fn.
 func (l *Lease) OnRevoke(fn func()) {
 	l.revokeMu.Lock()
 	if l.isRevoked {
@@ -270,6 +266,9 @@ type taskState struct {
 	settled  bool
 	queued   bool // in Queue.pending (pending.go)
 	fetching bool // an accepted output is being fetched
+	// placing: an Accept of the task is being applied; until it is, the
+	// task takes no vote and no lease, as if decided.
+	placing bool
 	// check: a trusted run is wanted or running, and decides the task;
 	// trusted: a trusted run decided it.
 	check, trusted bool

@@ -43,7 +43,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		Report:     r.rep,
 		Records:    r.recs,
 		ReportLock: reportLock{r},
-		Env:        queueEnv{r},
+		Apply:      queueEnv{r},
 	})
 }
 
@@ -68,21 +68,46 @@ func (l reportLock) Unlock() {
 	l.r.wake()
 }
 
-// queueEnv is the runner's side of the queue: output folders and events.
+// queueEnv is the runner's side of the queue: it applies the queue's
+// decisions (output folders, events, the journal) after the queue let its
+// lock go, one batch at a time in the order they were decided. The
+// records a batch changed (sched.Changed) are marked for the journal once
+// its outputs are placed, under one hold of runner.mu.
 type queueEnv struct{ r *runner }
 
-func (e queueEnv) Place(task int, id string, out sched.Output) error {
-	return e.r.place(task, id, out)
-}
-
-func (e queueEnv) Discard(stage string) { os.RemoveAll(stage) }
-
-func (e queueEnv) Touched(task int) { e.r.touchLocked(task) }
-
-func (e queueEnv) TaskDone(id string, ok bool) { e.r.opts.Events.TaskDone(id, ok) }
-
-func (e queueEnv) TaskRetry(id, outcome string, err error) {
-	e.r.opts.Events.TaskRetry(id, outcome, err)
+func (e queueEnv) Apply(ds []sched.Decision) []error {
+	var errs []error
+	changed := false
+	for i, d := range ds {
+		switch d := d.(type) {
+		case sched.Accept:
+			if err := e.r.place(d.Task, d.TaskID, d.Output); err != nil {
+				if errs == nil {
+					errs = make([]error, len(ds))
+				}
+				errs[i] = err
+			}
+		case sched.Discard:
+			os.RemoveAll(d.Stage)
+		case sched.Done:
+			e.r.opts.Events.TaskDone(d.TaskID, d.OK)
+		case sched.Retry:
+			e.r.opts.Events.TaskRetry(d.TaskID, d.Outcome, d.Err)
+		}
+		if _, ok := sched.Changed(d); ok {
+			changed = true
+		}
+	}
+	if changed {
+		e.r.mu.Lock()
+		for _, d := range ds {
+			if t, ok := sched.Changed(d); ok {
+				e.r.touchedLocked(t)
+			}
+		}
+		e.r.mu.Unlock()
+	}
+	return errs
 }
 
 // Fetch gets a digest-only replica's output into a new folder of the work

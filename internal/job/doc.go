@@ -22,14 +22,18 @@
 //     a peer the job has none for gets no task, and the report's warnings
 //     say why. The job ID does not depend on the submitter's platform.
 //
-// Ownership: the decisions are made by plain data structures in the
-// subpackages sched (the lease queue and the vote) and vc (the state
-// tasks share). This package gives them their side effects: output
-// folders, events, the report's lock and the journal. One journal
-// goroutine hands every change to the database's writer. Live gives a
-// watcher, such as the web view, read-only access to a running job.
+// Ownership: sched (the lease queue and the vote) and vc (the state
+// tasks share) decide; this package applies. The runner's queueEnv
+// applies the queue's decisions after the queue let its lock go, in the
+// order decided: it places outputs, removes stages, marks records for the
+// journal and sends events. One journal goroutine hands every change to
+// the database's writer. Live gives a watcher, such as the web view,
+// read-only access to a running job.
+//
+// Lock order: sched.Queue's, then runner.mu (its ReportLock), then
+// jobdb's. queueEnv runs under none of the queue's locks and takes
+// runner.mu; remoteWorker.mu and the other mutexes are leaves.
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.
-// Lock order: sched.Queue's, then runner.mu (its ReportLock), then jobdb's; remoteWorker.mu also under the queue's (OnRevoke); other mutexes are leaves.
 package job

@@ -370,8 +370,8 @@ const maxInlineOutput = 1 << 20
 // or nothing), whether held in memory or staged, goes into the job
 // database; anything else is renamed to OUT/tasks/<id>, replacing what
 // an earlier run (or an earlier placing of this run) left there. The
-// folder is thus either complete or absent. It is called under the
-// queue's lock.
+// folder is thus either complete or absent. The queue's applier calls it
+// (an Accept), one decision at a time, without the queue's lock.
 func (r *runner) place(task int, id string, out sched.Output) error {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
 	if !out.Inline {
@@ -445,7 +445,7 @@ func (r *runner) dbFailed(err error) {
 // but those this run placed, when OUT/tasks was empty at the start.
 type taskFolders struct {
 	old    bool   // OUT/tasks held something at the start
-	placed []bool // by task: this run placed a folder (under the queue's lock)
+	placed []bool // by task: this run placed a folder (by place, one at a time)
 }
 
 func (r *runner) mayHaveFolder(task int) bool { return r.folders.old || r.folders.placed[task] }

@@ -18,8 +18,9 @@ import (
 // valid result wins, the other copy is revoked).
 func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.adoptLocked(peer, taskID, start)
+	l := q.adoptLocked(peer, taskID, start)
+	q.unlock(-1)
+	return l
 }
 
 // AdoptRunning is Adopt for a task that peer still runs for an earlier
@@ -29,11 +30,11 @@ func (q *Queue) Adopt(peer, taskID string, start time.Time) *Lease {
 // ends within its timeout, or with the peer's session (Lose).
 func (q *Queue) AdoptRunning(peer, taskID string, start time.Time) *Lease {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	l := q.adoptLocked(peer, taskID, start)
 	if l != nil {
 		l.announced = true
 	}
+	q.unlock(-1)
 	return l
 }
 
@@ -46,7 +47,7 @@ func (q *Queue) adoptLocked(peer, taskID string, start time.Time) *Lease {
 		return nil
 	}
 	ts := &q.tasks[t]
-	if ts.quorum == 0 || ts.settled || ts.check || q.involvedLocked(peer, t) {
+	if ts.quorum == 0 || ts.settled || ts.placing || ts.check || q.involvedLocked(peer, t) {
 		return nil // not in this run, decided, or peer's vote is in
 	}
 	digestOnly := false

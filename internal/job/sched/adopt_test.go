@@ -89,7 +89,7 @@ func TestAdoptedLeaseIsNotOld(t *testing.T) {
 		t.Fatal("the adopted lease expired at once")
 	}
 	f.q.mu.Lock()
-	f.q.durations = []time.Duration{time.Millisecond}
+	f.q.backup.durations = []time.Duration{time.Millisecond}
 	_, backup := f.q.backupCandidateLocked("b")
 	f.q.mu.Unlock()
 	if backup {

@@ -38,6 +38,14 @@ const (
 	batchTaskCost = 20 * time.Microsecond
 )
 
+// batchState is what batches are sized from: the recent run times of
+// successful attempts (runN of them in all) and the bound.
+type batchState struct {
+	max  int
+	runs [runSamples]time.Duration
+	runN int
+}
+
 // batchSize is the size of the next batch: mean is the typical run time
 // of the job's tasks (0: not measured yet), left the leases not yet handed
 // out, slots those of all workers, limit the most a batch may hold:
@@ -66,10 +74,10 @@ func (q *Queue) BatchSize(peer string) int {
 	defer q.mu.Unlock()
 	mean := q.typicalRunLocked()
 	slots := 0
-	for _, s := range q.slots {
+	for _, s := range q.peers.slots {
 		slots += s
 	}
-	return batchSize(mean, len(q.pending), slots, q.batchMax)
+	return batchSize(mean, len(q.pending), slots, q.batch.max)
 }
 
 // Batched marks leases handed out together as one batch (a worker calls
@@ -90,7 +98,7 @@ func (q *Queue) Batched(ls []*Lease) {
 // SetSlots records how many slots worker peer has (batch sizing).
 func (q *Queue) SetSlots(peer string, n int) {
 	q.mu.Lock()
-	q.slots[peer] = n
+	q.peers.slots[peer] = n
 	q.mu.Unlock()
 }
 
@@ -101,12 +109,12 @@ const runSamples = 31
 
 // typicalRunLocked is the median of the recent run times (0: none yet).
 func (q *Queue) typicalRunLocked() time.Duration {
-	n := min(q.runN, runSamples)
+	n := min(q.batch.runN, runSamples)
 	if n == 0 {
 		return 0
 	}
 	s := make([]time.Duration, n)
-	copy(s, q.runs[:n])
+	copy(s, q.batch.runs[:n])
 	slices.Sort(s)
 	return s[n/2]
 }
@@ -122,7 +130,7 @@ func (q *Queue) noteRunLocked(l *Lease, res Result) {
 	if d < 0 {
 		return
 	}
-	q.runs[q.runN%runSamples] = d
-	q.runN++
+	q.batch.runs[q.batch.runN%runSamples] = d
+	q.batch.runN++
 	q.probe.measured()
 }

@@ -13,9 +13,16 @@
 // peers and a digest is accepted only with a quorum of agreeing votes.
 // Stalled says when work is left that nothing runs, and why.
 //
-// A Queue is a plain data structure: its side effects go through the Env
-// interface, its time through a Clock, and its record of each task into
-// the job's report.Report under a lock the caller gives. It is tested
-// with table tests and no process. docs/design/sched.md tells the story.
-// Lock order: Queue.mu, then ReportLock and what OnRevoke callbacks take; Lease.revokeMu is a leaf.
+// Decide, then apply: the queue decides; it changes nothing outside
+// itself but the tasks' records in the report (under ReportLock). What
+// else it decides (leases, settlements, requeues, outputs to place or
+// discard, tasks done, exclusions) it returns as Decision values to its
+// Applier, after letting its lock go, in the order decided. A task is
+// done only once its Accept was applied: the Applier's error comes back
+// into the queue. Decisions have a stable Record form and Replay gives
+// the report again from them. docs/design/sched.md tells the story.
+//
+// Lock order: Queue.mu, then ReportLock; the lane's lock and
+// Lease.revokeMu are leaves. The Applier and OnRevoke callbacks run under
+// none of the queue's locks.
 package sched

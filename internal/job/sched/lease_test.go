@@ -375,7 +375,7 @@ func TestBackupCopyOfBatchedLeases(t *testing.T) {
 	f := newFixture(t, 7, Config{Verify: verify(1, 1, 1)})
 	heard := func(peer string) {
 		f.q.mu.Lock()
-		f.q.heard[peer] = f.clock.Now()
+		f.q.peers.heard[peer] = f.clock.Now()
 		f.q.mu.Unlock()
 	}
 	l0 := f.take(t, "a")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ type fakeEnv struct {
 	placeErr  error
 	fetched   []string // task IDs fetched
 	fetchErr  error
+	decisions []Decision
+	q         *Queue // set once made: Apply checks its lock is free
+	underLock atomic.Bool
 }
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{placed: map[string]string{}, done: map[string]bool{}} }
@@ -42,7 +46,56 @@ func (e *fakeEnv) Place(_ int, id string, out Output) error {
 	return nil
 }
 
-func (e *fakeEnv) Touched(int) {}
+// Apply carries out decisions as the runner does, and records them. It
+// notes a batch applied with the queue's lock held: it asks the queue
+// for its state, which takes the lock.
+func (e *fakeEnv) Apply(ds []Decision) []error {
+	if e.q != nil {
+		e.unlocked()
+		e.mu.Lock()
+		e.decisions = append(e.decisions, ds...)
+		e.mu.Unlock()
+	}
+	var errs []error
+	for i, d := range ds {
+		var err error
+		switch d := d.(type) {
+		case Accept:
+			err = e.Place(d.Task, d.TaskID, d.Output)
+		case Discard:
+			e.Discard(d.Stage)
+		case Done:
+			e.TaskDone(d.TaskID, d.OK)
+		case Retry:
+			e.TaskRetry(d.TaskID, d.Outcome, d.Err)
+		}
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(ds))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// unlocked notes a decision applied with the queue's lock held (the
+// fixture then fails the test): the queue's state cannot be read.
+func (e *fakeEnv) unlocked() {
+	if e.underLock.Load() {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		e.q.Running()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second): // a bound on a failing test, not a wait
+		e.underLock.Store(true) // the fixture fails the test when it ends
+	}
+}
 
 func (e *fakeEnv) Discard(stage string) {
 	e.mu.Lock()
@@ -118,8 +171,15 @@ func newFixture(t testing.TB, n int, cfg Config) *fixture {
 		cfg.Pending = append(cfg.Pending, i)
 	}
 	cfg.JobID = "job-" + t.Name()
-	cfg.Report, cfg.ReportLock, cfg.Env, cfg.Clock = f.rep, &sync.Mutex{}, f.env, f.clock
+	cfg.Report, cfg.ReportLock, cfg.Apply, cfg.Clock = f.rep, &sync.Mutex{}, f.env, f.clock
 	f.q = New(cfg)
+	if _, bench := t.(*testing.B); !bench {
+		// Every test checks, when it ends, that no decision was applied
+		// under the queue's lock and that its decisions replay into its
+		// report.
+		f.env.q = f.q
+		t.Cleanup(func() { f.replayed(t) }) // after Close: cleanups run last first
+	}
 	t.Cleanup(f.q.Close)
 	return f
 }
@@ -141,7 +201,7 @@ func (f *fixture) take(t *testing.T, peer string) *Lease {
 func (f *fixture) idle(peer string) {
 	f.q.mu.Lock()
 	defer f.q.mu.Unlock()
-	f.q.workers[peer] = f.clock.Now()
+	f.q.peers.workers[peer] = f.clock.Now()
 }
 
 // finish ends peer's lease of task with outcome (and digest).

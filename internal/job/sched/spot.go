@@ -26,6 +26,15 @@ import (
 //   - a task whose vote fails (no quorum) is decided by a trusted run
 //     rather than failed.
 
+// spotState is the spot checks' state.
+type spotState struct {
+	fraction float64 // spec.Verify.SpotCheck
+	// checks are the tasks waiting for a trusted run; caught: a spot
+	// check caught a wrong result.
+	checks []int
+	caught bool
+}
+
 // NextCheck blocks until a trusted run is wanted and returns its lease
 // (for the submitter's own slot when it runs checks only), or ErrDrained
 // when the job has nothing left, or ctx's error.
@@ -37,7 +46,7 @@ func (q *Queue) NextCheck(ctx context.Context) (*Lease, error) {
 // submitter's slot: with probability SpotCheck, when no trusted run has
 // vouched for it already.
 func (q *Queue) spotPickLocked(task int) bool {
-	if q.spot <= 0 || q.self == "" {
+	if q.spot.fraction <= 0 || q.self == "" {
 		return false
 	}
 	for _, v := range q.votesOf(task) {
@@ -45,7 +54,7 @@ func (q *Queue) spotPickLocked(task int) bool {
 			return false // the submitter ran it itself
 		}
 	}
-	return q.spot >= 1 || q.rnd.Float64() < q.spot
+	return q.spot.fraction >= 1 || q.rnd.Float64() < q.spot.fraction
 }
 
 // wantCheckLocked queues a trusted run of task. The task is not done until
@@ -58,7 +67,7 @@ func (q *Queue) wantCheckLocked(task int) {
 	ts.check = true
 	ts.need = 0
 	q.unqueueLocked(task)
-	q.checks = append(q.checks, task)
+	q.spot.checks = append(q.spot.checks, task)
 	q.signal()
 }
 
@@ -67,14 +76,14 @@ func (q *Queue) wantCheckLocked(task int) {
 // that no remaining peer can complete the vote on, once a check caught a
 // liar.
 func (q *Queue) takeCheckLocked(checkOnly bool) *Lease {
-	if len(q.checks) > 0 {
-		t := q.checks[0]
-		q.checks = q.checks[1:]
+	if len(q.spot.checks) > 0 {
+		t := q.spot.checks[0]
+		q.spot.checks = q.spot.checks[1:]
 		l := q.leaseLocked(t, q.self, false)
 		l.Check = true
 		return l
 	}
-	if !checkOnly || !q.caught {
+	if !checkOnly || !q.spot.caught {
 		return nil
 	}
 	for _, t := range slices.Clone(q.pending) {
@@ -109,7 +118,7 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 		}
 		ts.failures++
 		if int(ts.failures) <= q.retries {
-			q.env.TaskRetry(l.TaskID, res.Outcome, res.Err)
+			q.emit(Retry{Task: l.Task, TaskID: l.TaskID, Outcome: res.Outcome, Err: res.Err})
 			q.wantCheckLocked(l.Task)
 			return false, false
 		}
@@ -124,66 +133,73 @@ func (q *Queue) checkedLocked(l *Lease, res Result) (accepted, kept bool) {
 		return false, false
 	}
 	// The trusted run disagrees (or no result had been accepted): its
-	// output wins, and whoever voted otherwise lied.
-	if err := q.env.Place(l.Task, rt.ID, res.output()); err != nil {
-		q.log.Warn("place output", "task", rt.ID, "err", err)
-		q.wantCheckLocked(l.Task)
-		return false, false
-	}
+	// output wins, once placed (checkPlacedLocked), and whoever voted
+	// otherwise lied.
+	ts.placing = true
+	q.emit(Accept{Task: l.Task, TaskID: rt.ID, Peer: l.Peer, Digest: res.Digest, Output: res.output(), Check: true})
+	return false, true
+}
+
+// checkPlacedLocked decides a task by the trusted run whose output a
+// placed: voters of another digest are excluded.
+func (q *Queue) checkPlacedLocked(a Accept) bool {
+	task := a.Task
+	ts := &q.tasks[task]
+	rt := q.rec(task)
 	var liars []string
-	for _, v := range q.votesOf(l.Task) {
-		if v.digest != res.Digest && v.peer != q.self && !slices.Contains(liars, v.peer) {
+	for _, v := range q.votesOf(task) {
+		if v.digest != a.Digest && v.peer != q.self && !slices.Contains(liars, v.peer) {
 			liars = append(liars, v.peer)
 		}
 	}
-	wrong := q.accepted(l.Task)
+	wrong := q.accepted(task)
 	was := ts.settled
-	ts.settled, q.m(l.Task).accepted = true, res.Digest
-	q.m(l.Task).votes = append(q.votesOf(l.Task), vote{peer: q.self, digest: res.Digest})
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskRunning, l.Peer, res.Digest.String(), report.TaskFiles(rt.ID, res.Files)
-	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(l.Task))
+	ts.settled, q.m(task).accepted = true, a.Digest
+	q.m(task).votes = append(q.votesOf(task), vote{peer: q.self, digest: a.Digest})
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskRunning, a.Peer, a.Digest.String(), report.TaskFiles(rt.ID, a.Output.Files)
+	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(task))
 	if was {
-		rt.Verdict = fmt.Sprintf("spot check: the submitter's own run gave %.12s, not the accepted %.12s; voters excluded", res.Digest.String(), wrong.String())
-		q.log.Error("spot check caught a wrong result", "task", rt.ID, "accepted", wrong.String()[:12], "trusted", res.Digest.String()[:12], "voters", liars)
+		rt.Verdict = fmt.Sprintf("spot check: the submitter's own run gave %.12s, not the accepted %.12s; voters excluded", a.Digest.String(), wrong.String())
+		q.log.Error("spot check caught a wrong result", "task", rt.ID, "accepted", wrong.String()[:12], "trusted", a.Digest.String()[:12], "voters", liars)
 		sc := q.spotStatsLocked()
-		sc.Caught = append(sc.Caught, report.SpotCatch{Task: rt.ID, Peers: liars, Accepted: wrong.String(), Trusted: res.Digest.String(), Time: q.now().UTC()})
+		sc.Caught = append(sc.Caught, report.SpotCatch{Task: rt.ID, Peers: liars, Accepted: wrong.String(), Trusted: a.Digest.String(), Time: q.now().UTC()})
 	} else {
 		rt.Verdict = "decided by the submitter's own run (the peers in good standing could not decide it)"
 	}
-	q.doneLocked(l.Task)
+	q.doneLocked(task)
 	for _, p := range liars {
-		q.caught = true
+		q.spot.caught = true
 		if tr := q.trustOf(p); !tr.excluded || tr.outvoted {
 			tr.outvoted = false // a liar stays out
 			if tr.excluded {
 				q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == p })
+				q.emit(Reinstate{Peer: p})
 				tr.excluded = false
 			}
-			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(q.votesOf(l.Task), p).String(), res.Digest.String()), true)
+			q.excludeLocked(p, fmt.Sprintf("spot check of task %s: voted %.12s, the submitter's own run gave %.12s", rt.ID, digestOf(q.votesOf(task), p).String(), a.Digest.String()), true)
 		}
 	}
 	if len(liars) > 0 {
 		sc := q.spotStatsLocked()
 		sc.Reinstated = append(sc.Reinstated, q.forgiveLocked(liars)...)
 	}
-	return true, true
+	return true
 }
 
 // doneLocked counts a checked task done.
 func (q *Queue) doneLocked(task int) {
-	q.env.Touched(task)
 	rt := q.rec(task)
 	q.settleLocked(task)
 	rt.State = report.TaskDone
 	q.rep.Summary.Done++
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
-	q.env.TaskDone(rt.ID, true)
+	q.emit(Done{Task: task, TaskID: rt.ID, OK: true})
 }
 
 func (q *Queue) spotStatsLocked() *report.SpotChecks {
 	if q.rep.SpotChecks == nil {
-		q.rep.SpotChecks = &report.SpotChecks{Fraction: q.spot}
+		q.rep.SpotChecks = &report.SpotChecks{Fraction: q.spot.fraction}
 	}
 	return q.rep.SpotChecks
 }

@@ -199,7 +199,7 @@ func TestSpotCheck(t *testing.T) {
 				f.take(t, "b")
 				f.finish("a", "t0", report.OutcomeOK, "good")
 				f.finish("b", "t0", report.OutcomeOK, "bad")
-				f.waitFor(t, "a trusted run to be wanted", func() bool { return len(f.q.checks) == 1 })
+				f.waitFor(t, "a trusted run to be wanted", func() bool { return len(f.q.spot.checks) == 1 })
 				f.check(t, "t0")
 				f.finish("me", "t0", report.OutcomeOK, "good")
 			},

@@ -55,34 +55,34 @@ func (q *Queue) stallReasonLocked() string {
 	select {
 	case <-q.open:
 	default:
-		fmt.Fprintf(&b, "; waiting for %d peer(s) to enrol (--min-peers), %d did", q.minPeers, len(q.enrolled))
+		fmt.Fprintf(&b, "; waiting for %d peer(s) to enrol (--min-peers), %d did", q.minPeers, len(q.peers.enrolled))
 	}
-	names := make([]string, 0, len(q.trust)+len(q.workers))
-	for name := range q.trust {
+	names := make([]string, 0, len(q.peers.trust)+len(q.peers.workers))
+	for name := range q.peers.trust {
 		names = append(names, name)
 	}
-	for name := range q.workers {
-		if q.trust[name] == nil {
+	for name := range q.peers.workers {
+		if q.peers.trust[name] == nil {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
 	var peers []string
 	for _, name := range names {
-		tr := q.trust[name]
+		tr := q.peers.trust[name]
 		switch {
 		case tr != nil && tr.excluded:
 			peers = append(peers, name+": excluded: "+tr.excludedWhy)
 		case tr != nil && tr.why != "":
 			peers = append(peers, name+": "+tr.why)
-		case q.now().Sub(q.workers[name]) <= VoterIdle && q.Verifying():
+		case q.now().Sub(q.peers.workers[name]) <= VoterIdle && q.Verifying():
 			why := "replicas run on distinct peers"
 			if q.verify.DistinctHosts {
 				why = "replicas run on distinct peers and hosts; verify: {distinct_hosts: false} lets them share a host"
 			}
 			peers = append(peers, name+": idle, has already voted (or a peer of its host has) on every task left ("+why+")")
-		case !q.workers[name].IsZero():
-			peers = append(peers, fmt.Sprintf("%s: last asked for work %s ago", name, q.now().Sub(q.workers[name]).Round(time.Second)))
+		case !q.peers.workers[name].IsZero():
+			peers = append(peers, fmt.Sprintf("%s: last asked for work %s ago", name, q.now().Sub(q.peers.workers[name]).Round(time.Second)))
 		}
 	}
 	if len(peers) == 0 {

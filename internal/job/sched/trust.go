@@ -59,19 +59,20 @@ func (q *Queue) chargeLocked(peer string, f Fault, err error) {
 // reports whether the peer is now excluded.
 func (q *Queue) Forged(peer string, err error) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.repMu.Lock()
-	defer q.repMu.Unlock()
 	q.chargeLocked(peer, FaultMalformed, err)
+	q.repMu.Unlock()
 	q.signal()
-	return q.trustOf(peer).excluded
+	excluded := q.trustOf(peer).excluded
+	q.unlock(-1)
+	return excluded
 }
 
 func (q *Queue) trustOf(peer string) *peerTrust {
-	t := q.trust[peer]
+	t := q.peers.trust[peer]
 	if t == nil {
-		t = &peerTrust{streak: q.savedStreak[NodeID(peer)]}
-		q.trust[peer] = t
+		t = &peerTrust{streak: q.peers.savedStreak[NodeID(peer)]}
+		q.peers.trust[peer] = t
 	}
 	return t
 }
@@ -111,7 +112,7 @@ func (q *Queue) judgeLocked(task int, d digest.ID) {
 // not to blame. It returns the peers reinstated.
 func (q *Queue) forgiveLocked(liars []string) []string {
 	var back []string
-	for name, tr := range q.trust {
+	for name, tr := range q.peers.trust {
 		for t, winners := range tr.lostTo {
 			if slices.ContainsFunc(winners, func(w string) bool { return slices.Contains(liars, w) }) {
 				delete(tr.lostTo, t)
@@ -121,6 +122,7 @@ func (q *Queue) forgiveLocked(liars []string) []string {
 		if tr.excluded && tr.outvoted && tr.invalid < ExcludeAfter && !slices.Contains(liars, name) {
 			tr.excluded, tr.outvoted, tr.excludedWhy = false, false, ""
 			q.rep.Excluded = slices.DeleteFunc(q.rep.Excluded, func(e report.Exclusion) bool { return e.Peer == name })
+			q.emit(Reinstate{Peer: name})
 			q.log.Warn("peer reinstated: the votes it lost were won by peers a spot check caught", "peer", name)
 			back = append(back, name)
 		}
@@ -136,20 +138,19 @@ func (q *Queue) forgiveLocked(liars []string) []string {
 func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 	tr := q.trustOf(peer)
 	tr.excluded, tr.excludedWhy = true, why
-	q.rep.Excluded = append(q.rep.Excluded, report.Exclusion{Peer: peer, Reason: why, Time: q.now().UTC()})
+	ex := report.Exclusion{Peer: peer, Reason: why, Time: q.now().UTC()}
+	q.rep.Excluded = append(q.rep.Excluded, ex)
+	q.emit(Exclude{Peer: peer, Reason: why, Time: ex.Time})
 	q.log.Warn("peer excluded from the job", "peer", peer, "reason", why)
 	for _, l := range q.running {
 		if l.Peer != peer {
 			continue
 		}
-		revoke(l)
+		q.revokeLocked(l)
 		l.settled = true
 		delete(q.running, l.ID)
 		q.dropCopyLocked(l.Task)
-		q.rec(l.Task).Attempts = append(q.rec(l.Task).Attempts, report.Attempt{
-			Peer: l.Peer, Start: l.Start, End: q.now().UTC(), Outcome: report.OutcomeCanceled, Error: "peer excluded",
-		})
-		q.env.Touched(l.Task)
+		q.cancelLocked(l, "peer excluded")
 		q.needFrontLocked(l.Task, 1)
 	}
 	if !distrust {
@@ -177,13 +178,13 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		if countOf(q.votesOf(t), q.accepted(t)) >= int(ts.quorum) && q.verify.Replicas > 1 && ts.quorum > 1 {
 			continue // still carried by a quorum of others
 		}
-		if q.spot > 0 && q.self != "" {
+		if q.spot.fraction > 0 && q.self != "" {
 			// Spot checks are on: the submitter's own run decides it.
 			q.log.Warn("re-verifying on this machine a task an excluded peer voted for", "task", rt.ID, "peer", peer)
 			q.remaining++
 			q.rep.Summary.Done--
 			rt.State, rt.Verdict = report.TaskPending, "re-verifying on the submitter: "+peer+" was excluded"
-			q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying on the submitter: %s was excluded", peer))
+			q.emit(Retry{Task: t, TaskID: rt.ID, Outcome: OutcomeReopened, Err: fmt.Errorf("re-verifying on the submitter: %s was excluded", peer)})
 			q.wantCheckLocked(t)
 			continue
 		}
@@ -195,8 +196,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		q.remaining++
 		q.rep.Summary.Done--
 		rt.State, rt.Verdict = report.TaskPending, "re-verifying: "+peer+" was excluded"
-		q.env.Touched(t)
-		q.env.TaskRetry(rt.ID, OutcomeReopened, fmt.Errorf("re-verifying: %s was excluded", peer))
+		q.emit(Retry{Task: t, TaskID: rt.ID, Outcome: OutcomeReopened, Err: fmt.Errorf("re-verifying: %s was excluded", peer)})
 		q.needLocked(t, max(int(ts.quorum)-countOf(q.votesOf(t), q.accepted(t)), 1))
 	}
 }
@@ -235,9 +235,9 @@ func (q *Queue) loadTrust() {
 		q.log.Warn("ignoring unreadable trust file", "path", path, "err", err)
 		return
 	}
-	q.savedStreak = map[string]int{}
+	q.peers.savedStreak = map[string]int{}
 	for peer, s := range saved {
-		q.savedStreak[NodeID(peer)] = s.Streak
+		q.peers.savedStreak[NodeID(peer)] = s.Streak
 	}
 }
 
@@ -264,7 +264,7 @@ func (q *Queue) SaveTrust() {
 	}
 	q.mu.Lock()
 	now := q.now().UTC()
-	for worker, t := range q.trust {
+	for worker, t := range q.peers.trust {
 		if t.valid+t.invalid == 0 && !t.excluded {
 			continue // no result in this job: its record is as it was
 		}

@@ -104,8 +104,8 @@ func tally(b ballot) verdict {
 // tallyLocked counts task's votes and accepts, escalates or fails it.
 func (q *Queue) tallyLocked(task int) bool {
 	ts := &q.tasks[task]
-	if ts.check {
-		return false // a trusted run decides it
+	if ts.check || ts.placing {
+		return false // a trusted run decides it, or it is being placed
 	}
 	b := ballot{
 		quorum: int(ts.quorum), disputed: ts.disputed, started: int(ts.started), running: int(ts.running), need: int(ts.need),
@@ -131,7 +131,7 @@ func (q *Queue) tallyLocked(task int) bool {
 	case more:
 		q.needLocked(task, v.n)
 	case fail:
-		if q.spot > 0 && q.self != "" {
+		if q.spot.fraction > 0 && q.self != "" {
 			// With spot checks the submitter is the arbiter: its own run
 			// decides a task the peers cannot.
 			q.log.Warn("no quorum; the submitter runs the task itself", "task", q.recs.ID(task), "votes", q.voteList(task))
@@ -147,7 +147,7 @@ func (q *Queue) tallyLocked(task int) bool {
 // and does not run task.
 func (q *Queue) otherVoterLocked(task int) bool {
 	now := q.now()
-	for peer, seen := range q.workers {
+	for peer, seen := range q.peers.workers {
 		if now.Sub(seen) > VoterIdle || q.trustOf(peer).excluded {
 			continue
 		}
@@ -184,11 +184,11 @@ func describeVotes(votes []vote) string {
 	return strings.Join(parts, "; ")
 }
 
-// acceptLocked decides task for digest: places a copy of that output,
-// updates the voters' trust, revokes other replicas.
+// acceptLocked decides task for digest d: a copy of that output is to be
+// placed (an Accept); once it is, acceptPlacedLocked settles the task.
+// Until then the task takes no vote and no lease (taskState.placing).
 func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	ts := &q.tasks[task]
-	rt := q.rec(task)
 	var winner *vote
 	for i := range q.votesOf(task) {
 		if v := &q.votesOf(task)[i]; v.digest == d && v.out.held() {
@@ -204,13 +204,21 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		}
 		return false
 	}
-	if err := q.env.Place(task, rt.ID, winner.out); err != nil {
-		q.log.Warn("place output", "task", rt.ID, "err", err)
-		q.needLocked(task, 1)
-		return false
-	}
-	files := winner.out.Files
+	out := winner.out
 	winner.out = Output{}
+	ts.placing = true
+	ts.need = 0
+	q.unqueueLocked(task)
+	q.emit(Accept{Task: task, TaskID: q.recs.ID(task), Peer: winner.peer, Digest: d, Output: out})
+	return false
+}
+
+// acceptPlacedLocked decides the task of a, whose output is placed:
+// updates the voters' trust, revokes other replicas.
+func (q *Queue) acceptPlacedLocked(a Accept) bool {
+	task, d := a.Task, a.Digest
+	ts := &q.tasks[task]
+	rt := q.rec(task)
 	ts.settled = true
 	if q.keepVotes() {
 		q.m(task).accepted = d
@@ -219,7 +227,7 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 	q.unqueueLocked(task)
 	q.remaining--
 	rt.Votes = reportVotes(rt.Votes[:0], q.votesOf(task))
-	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, winner.peer, digestString(rt.Votes, q.votesOf(task), d), report.TaskFiles(rt.ID, files)
+	rt.State, rt.Peer, rt.Digest, rt.Files = report.TaskDone, a.Peer, digestString(rt.Votes, q.votesOf(task), d), report.TaskFiles(rt.ID, a.Output.Files)
 	if q.Verifying() {
 		rt.Verdict = fmt.Sprintf("accepted: %d of %d votes agree", countOf(q.votesOf(task), d), len(q.votesOf(task)))
 		if ts.quorum == 1 && q.verify.Replicas > 1 {
@@ -238,13 +246,12 @@ func (q *Queue) acceptLocked(task int, d digest.ID) bool {
 		return true
 	}
 	q.rep.Summary.Done++
-	q.env.Touched(task)
 	q.revokeCopiesLocked(task)
 	q.cleanVotes(task)
 	if !q.keepVotes() {
 		delete(q.more, task) // nothing reads it again: a million tasks' worth of memory
 	}
-	q.env.TaskDone(rt.ID, true)
+	q.emit(Done{Task: task, TaskID: rt.ID, OK: true})
 	return true
 }
 
@@ -263,11 +270,9 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 		q.fetches.Add(1)
 		go func() {
 			defer q.fetches.Done()
-			stage, files, err := q.env.Fetch(q.fetchCtx, id, d, v.fetch)
+			stage, files, err := q.apply.Fetch(q.fetchCtx, id, d, v.fetch)
 			q.mu.Lock()
-			defer q.mu.Unlock()
 			q.repMu.Lock()
-			defer q.repMu.Unlock()
 			ts.fetching = false
 			gone := err != nil || ts.settled || q.closed
 			for j := range q.votesOf(task) {
@@ -283,7 +288,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 			}
 			if gone {
 				if stage != "" {
-					q.env.Discard(stage)
+					q.emit(Discard{Stage: stage})
 				}
 				if err != nil {
 					q.log.Warn("fetch accepted output", "task", id, "peer", v.peer, "err", err)
@@ -292,7 +297,9 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 			if !ts.settled && !q.closed {
 				q.tallyLocked(task)
 			}
+			q.repMu.Unlock()
 			q.signal()
+			q.unlock(-1)
 		}()
 		return true
 	}
@@ -301,7 +308,7 @@ func (q *Queue) fetchLocked(task int, d digest.ID) bool {
 
 // keepVotes: a decided task's votes and accepted digest are read again
 // (a verified job's trust, spot checks); otherwise they are dropped.
-func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot > 0 }
+func (q *Queue) keepVotes() bool { return q.Verifying() || q.spot.fraction > 0 }
 
 func countOf(vs []vote, d digest.ID) int {
 	n := 0

@@ -37,7 +37,7 @@ func (s *session) exec(batch []*queued, slot int) {
 			TaskID:  l.TaskId,
 			Attempt: int(l.Attempt),
 			Params:  l.Params,
-			Inputs:  s.inputs,
+			Inputs:  s.taskInputs(l),
 			Timeout: s.timeout,
 			Host:    newTunnelHost(s, l.LeaseId),
 			Disk:    s.n.taskDisk(),

@@ -84,14 +84,19 @@ func (s *session) prepare(ctx context.Context) error {
 	// A copy made for an earlier session of this job is used again only
 	// if no task can have changed it.
 	reuse := n.inputsImmutable()
-	for _, in := range h.Inputs {
-		path := filepath.Join(s.job.dir, "inputs", in.Name)
+	shared := len(h.Inputs) - int(h.OwnInputs)
+	for i, in := range h.Inputs {
+		path := filepath.Join(s.job.dir, "inputs", filepath.FromSlash(in.Name))
 		if _, err := os.Stat(path); err != nil || !reuse {
 			if err := get(in, path, 0o444); err != nil {
 				return fmt.Errorf("input: %w", err)
 			}
 		}
-		s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
+		if i < shared {
+			s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
+		} else {
+			s.own = append(s.own, sdk.File{Name: in.Name, Path: path})
+		}
 	}
 	return nil
 }

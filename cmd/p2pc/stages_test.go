@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,25 @@ func TestStagesSquaresOnPeers(t *testing.T) {
 	g := readGraph(t, out)
 	if ranOf(g) != "square 6, double 6, pairs 3, total 1" {
 		t.Errorf("ran %s", ranOf(g))
+	}
+	// A peer fetches the upstream outputs its leases need, not the whole
+	// upstream stage's: the squares, inputs of the doubles' own, are
+	// fetched at most once per attempt of a double.
+	fetched := 0
+	for _, p := range []string{"a", "b"} {
+		filepath.WalkDir(filepath.Join(dir, p), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.Contains(filepath.ToSlash(path), "/inputs/needs/square/") {
+				fetched++
+			}
+			return nil
+		})
+	}
+	attempts := 0
+	for _, task := range readReport(t, filepath.Join(out, "stages", "double")).Tasks {
+		attempts += len(task.Attempts)
+	}
+	if fetched == 0 || fetched > attempts {
+		t.Errorf("the peers fetched %d squares for %d attempts of the doubles", fetched, attempts)
 	}
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -39,7 +40,8 @@ func TestCheckHelloInputNames(t *testing.T) {
 }
 
 func TestTaskInputs(t *testing.T) {
-	s := &session{log: slog.Default(), inputs: []sdk.File{{Name: "shared"}}, own: []sdk.File{{Name: "o0"}, {Name: "o1"}}}
+	s := &session{log: slog.Default(), inputs: []sdk.File{{Name: "shared"}},
+		own: []*ownInput{{file: sdk.File{Name: "o0"}, ready: true}, {file: sdk.File{Name: "o1"}, ready: true}}}
 	names := func(fs []sdk.File) (out []string) {
 		for _, f := range fs {
 			out = append(out, f.Name)
@@ -52,10 +54,18 @@ func TestTaskInputs(t *testing.T) {
 	}{
 		{nil, "[shared]"},
 		{[]uint32{1}, "[shared o1]"},
-		{[]uint32{0, 1, 7}, "[shared o0 o1]"},
+		{[]uint32{0, 1}, "[shared o0 o1]"},
 	} {
-		if got := names(s.taskInputs(&peerpb.Lease{Inputs: c.idx})); fmt.Sprint(got) != c.want {
+		l := &peerpb.Lease{Inputs: c.idx}
+		if err := s.fetchOwnOf(&queued{lease: l, ctx: context.Background()}); err != nil {
+			t.Errorf("lease inputs %v: %v", c.idx, err)
+		}
+		if got := names(s.taskInputs(l)); fmt.Sprint(got) != c.want {
 			t.Errorf("lease inputs %v: %v, want %s", c.idx, got, c.want)
 		}
+	}
+	// A lease that names an input the hello has not is refused.
+	if err := s.fetchOwnOf(&queued{lease: &peerpb.Lease{Inputs: []uint32{0, 7}}, ctx: context.Background()}); err == nil {
+		t.Error("a lease naming input 7 of 2 was accepted")
 	}
 }

@@ -96,7 +96,7 @@ type session struct {
 	gpu      bool
 	gpuPools []*pluginhost.Pool
 	inputs   []sdk.File
-	own      []sdk.File // inputs a task sees when its lease names them (owninputs.go)
+	own      []*ownInput // inputs a task sees when its lease names them (owninputs.go)
 	timeout  time.Duration
 
 	outbox  chan *peerpb.FromPeer

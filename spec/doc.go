@@ -5,6 +5,8 @@
 // filled in and every path made absolute against the spec's directory.
 // Nothing outside the spec is touched. Task generators are expanded on
 // demand by Tasks.At, so a range of a million tasks is not a million maps.
+// A job with stages has Stages instead of Plugin and Tasks: each a flat
+// Job, with the edges (Need) to the stages it needs, in StageOrder.
 //
 // Invariants: decoding is strict, and an invalid spec gives an ErrorList
 // of every problem found, each an *Error with file:line:col. The parser

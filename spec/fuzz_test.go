@@ -18,7 +18,7 @@ var fuzzLimits = limits{tasks: 10000, paramBytes: 1 << 20}
 // FuzzParse checks that Parse never panics, returns quickly, and either
 // gives a well-formed ErrorList or a consistent Job.
 func FuzzParse(f *testing.F) {
-	for _, pattern := range []string{"testdata/valid/*.yaml", "testdata/invalid/*.yaml", "testdata/canonical/*.yaml"} {
+	for _, pattern := range []string{"testdata/valid/*.yaml", "testdata/invalid/*.yaml", "testdata/canonical/*.yaml", "testdata/stages/*.yaml"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
 			data, err := os.ReadFile(file)
@@ -44,35 +44,14 @@ func FuzzParse(f *testing.F) {
 			checkErrorList(t, err)
 			return
 		}
-		if job.Tasks.Len() < 1 || uint64(job.Tasks.Len()) > fuzzLimits.tasks {
-			t.Fatalf("%d tasks", job.Tasks.Len())
+		if before, after, ok := countedParamBytes(t, data, fuzzLimits); !ok || before != after {
+			t.Fatalf("params size: %d bytes counted before expansion, %d after (ok %v)", before, after, ok)
 		}
-		if job.Params == nil || job.Name == "" || job.PluginPath == "" || job.Output == "" {
-			t.Fatalf("incomplete job %+v", job)
+		if len(job.Stages) > 0 {
+			checkStaged(t, job)
+			return
 		}
-		if job.Timeout <= 0 || job.Timeout > MaxTimeout || job.Retries < 0 || job.Retries > MaxRetries {
-			t.Fatalf("bad limits %+v", job)
-		}
-		for _, i := range []int{0, job.Tasks.Len() / 2, job.Tasks.Len() - 1} {
-			if got, want := string(job.TaskParamsJSON(i)), string(encode(nonNil(job.Tasks.At(i).Params))); got != want {
-				t.Fatalf("task %d: params %s, encoded from its map %s", i, got, want)
-			}
-		}
-		v := job.Verify
-		if v.Replicas < 1 || v.Quorum < 1 || v.Quorum > v.Replicas || v.MaxReplicas < v.Replicas {
-			t.Fatalf("bad verify %+v", v)
-		}
-		seen := make(map[string]bool)
-		for i := range job.Tasks.Len() {
-			tk := job.Tasks.At(i)
-			if tk.Params == nil || seen[tk.ID] || tk.Pos.Line < 1 {
-				t.Fatalf("bad task %d %+v", i, tk)
-			}
-			seen[tk.ID] = true
-			if !json.Valid(job.TaskParamsJSON(i)) {
-				t.Fatalf("task %d params are not JSON", i)
-			}
-		}
+		checkFlat(t, job)
 		if before, after, ok := countedParamBytes(t, data, fuzzLimits); !ok || before != after {
 			t.Fatalf("params size: %d bytes counted before expansion, %d after (ok %v)", before, after, ok)
 		}
@@ -93,6 +72,68 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// checkStaged checks a valid job with stages: each stage is a valid flat
+// job, the order holds every stage after those it needs, and the edges
+// fit the stages' sizes.
+func checkStaged(t *testing.T, job *Job) {
+	t.Helper()
+	order := job.StageOrder()
+	if len(order) != len(job.Stages) || job.TaskCount() > int(fuzzLimits.tasks) {
+		t.Fatalf("order %v of %d stages, %d tasks", order, len(job.Stages), job.TaskCount())
+	}
+	at := make(map[int]int)
+	for k, i := range order {
+		at[i] = k
+	}
+	for i, st := range job.Stages {
+		checkFlat(t, st.Job)
+		for _, nd := range st.Needs {
+			up := job.Stages[nd.Index]
+			if up.Name() != nd.Stage || at[nd.Index] >= at[i] {
+				t.Fatalf("stage %s needs %s: index %d, order %v", st.Name(), nd.Stage, nd.Index, order)
+			}
+			n, upN := st.Job.Tasks.Len(), up.Job.Tasks.Len()
+			if lo, hi := nd.Upstream(n-1, upN); lo < 0 || hi > upN || lo >= hi {
+				t.Fatalf("stage %s: last task needs [%d, %d) of %d", st.Name(), lo, hi, upN)
+			}
+		}
+	}
+}
+
+// checkFlat checks a valid flat job.
+func checkFlat(t *testing.T, job *Job) {
+	t.Helper()
+	if job.Tasks.Len() < 1 || uint64(job.Tasks.Len()) > fuzzLimits.tasks {
+		t.Fatalf("%d tasks", job.Tasks.Len())
+	}
+	if job.Params == nil || job.Name == "" || job.PluginPath == "" || job.Output == "" {
+		t.Fatalf("incomplete job %+v", job)
+	}
+	if job.Timeout <= 0 || job.Timeout > MaxTimeout || job.Retries < 0 || job.Retries > MaxRetries {
+		t.Fatalf("bad limits %+v", job)
+	}
+	for _, i := range []int{0, job.Tasks.Len() / 2, job.Tasks.Len() - 1} {
+		if got, want := string(job.TaskParamsJSON(i)), string(encode(nonNil(job.Tasks.At(i).Params))); got != want {
+			t.Fatalf("task %d: params %s, encoded from its map %s", i, got, want)
+		}
+	}
+	v := job.Verify
+	if v.Replicas < 1 || v.Quorum < 1 || v.Quorum > v.Replicas || v.MaxReplicas < v.Replicas {
+		t.Fatalf("bad verify %+v", v)
+	}
+	seen := make(map[string]bool)
+	for i := range job.Tasks.Len() {
+		tk := job.Tasks.At(i)
+		if tk.Params == nil || seen[tk.ID] || tk.Pos.Line < 1 {
+			t.Fatalf("bad task %d %+v", i, tk)
+		}
+		seen[tk.ID] = true
+		if !json.Valid(job.TaskParamsJSON(i)) {
+			t.Fatalf("task %d params are not JSON", i)
+		}
+	}
+}
+
 // FuzzRoundTrip checks the canonical form against a second spelling of the
 // same job: every valid spec is written out again by yaml.v3's encoder, with
 // generators replaced by explicit tasks and paths changed, and must give
@@ -110,7 +151,7 @@ func FuzzRoundTrip(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		job, err := parseWith("fuzz.yaml", data, "/fuzz", fuzzLimits)
-		if err != nil || job.Tasks.Len() > 1000 {
+		if err != nil || job.Tasks.Len() > 1000 || len(job.Stages) > 0 {
 			return
 		}
 		again := respell(t, job)

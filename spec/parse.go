@@ -33,7 +33,7 @@ type limits struct {
 var defaultLimits = limits{tasks: MaxTasks, paramBytes: MaxParamBytes}
 
 var (
-	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox", "batch"}
+	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox", "batch", "stages", "on_failure"}
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
@@ -57,14 +57,6 @@ func (p *parser) job(root *yaml.Node) *Job {
 		Retries: DefaultRetries,
 		Verify:  Verify{Replicas: 1, Quorum: 1, MaxReplicas: 2, Trust: TrustOff, DistinctHosts: true},
 	}
-	required := func(key string) (pair, bool) {
-		e, ok := f[key]
-		if !ok {
-			p.errorf(root, "missing required key %q", key)
-		}
-		return e, ok
-	}
-
 	j.Name = defaultName(p.file)
 	if e, ok := f.given("name"); ok {
 		if s, ok := p.str(e.v, "name"); ok {
@@ -75,29 +67,80 @@ func (p *parser) job(root *yaml.Node) *Job {
 			}
 		}
 	}
-	if e, ok := required("plugin"); ok {
-		if deref(e.v).Kind == yaml.MappingNode {
-			j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
-			p.pluginMap(e.v, j)
-		} else if s, ok := p.path(e.v, "plugin"); ok {
-			j.Plugin, j.PluginPath = s, p.resolve(s)
-			j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
-		}
-	}
-	if e, ok := f.given("params"); ok {
-		j.Params = p.params(e.v, "params")
-	}
-	if e, ok := f.given("inputs"); ok {
-		j.Inputs = p.inputs(e.v)
-	}
 	j.Output = filepath.Join(p.dir, "out", j.Name)
 	if e, ok := f.given("output"); ok {
 		if s, ok := p.path(e.v, "output"); ok {
 			j.Output = p.resolve(s)
 		}
 	}
+	if e, ok := f.given("sandbox"); ok {
+		sf := p.fields(e.v, "sandbox", sandboxKeys...)
+		if e, ok := sf.given("network"); ok {
+			j.Sandbox.Network, _ = p.boolean(e.v, "sandbox.network")
+		}
+	}
+	if e, ok := f["stages"]; ok {
+		p.stagedJob(f, e, j)
+		return j
+	}
+	if e, ok := f["on_failure"]; ok {
+		p.errorf(e.k, "on_failure: only a job with stages has it")
+	}
 	if e, ok := f.given("reduce"); ok {
 		j.Reduce, _ = p.boolean(e.v, "reduce")
+	}
+	p.body(root, f, j, true)
+	return j
+}
+
+// body reads what a flat job and a stage share: plugin, params, inputs,
+// timeout, retries, verify, resources, batch and tasks, over the
+// defaults in j. With flat false (a staged job's own fields, defaults
+// for its stages) plugin and tasks are not read.
+func (p *parser) body(n *yaml.Node, f fieldSet, j *Job, flat bool) {
+	required := func(key string) (pair, bool) {
+		e, ok := f[key]
+		if !ok {
+			p.errorf(n, "missing required key %q", key)
+		}
+		return e, ok
+	}
+	if flat {
+		if e, ok := required("plugin"); ok {
+			if deref(e.v).Kind == yaml.MappingNode {
+				j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
+				p.pluginMap(e.v, j)
+			} else if s, ok := p.path(e.v, "plugin"); ok {
+				j.Plugin, j.PluginPath = s, p.resolve(s)
+				j.PluginPos = Pos{max(e.v.Line, 1), max(e.v.Column, 1)}
+			}
+		}
+	}
+	if e, ok := f.given("params"); ok {
+		own := p.params(e.v, "params")
+		if len(j.Params) == 0 {
+			j.Params = own
+		} else {
+			merged := make(map[string]any, len(j.Params)+len(own))
+			for k, v := range j.Params {
+				merged[k] = v
+			}
+			for k, v := range own {
+				merged[k] = v
+			}
+			j.Params = merged
+		}
+	}
+	if e, ok := f.given("inputs"); ok {
+		own := p.inputs(e.v)
+		for _, in := range own {
+			for _, prev := range j.Inputs {
+				if prev.Name == in.Name {
+					p.add(in.Pos.Line, in.Pos.Col, "duplicate input name %s (the job's inputs, which every stage sees, have it at %s)", short(in.Name), prev.Pos)
+				}
+			}
+		}
+		j.Inputs = append(j.Inputs[:len(j.Inputs):len(j.Inputs)], own...)
 	}
 	if e, ok := f.given("timeout"); ok {
 		if d, ok := p.duration(e.v, "timeout", MaxTimeout); ok {
@@ -115,19 +158,14 @@ func (p *parser) job(root *yaml.Node) *Job {
 	if e, ok := f.given("resources"); ok {
 		j.Resources = p.resources(e.v)
 	}
-	if e, ok := f.given("sandbox"); ok {
-		sf := p.fields(e.v, "sandbox", sandboxKeys...)
-		if e, ok := sf.given("network"); ok {
-			j.Sandbox.Network, _ = p.boolean(e.v, "sandbox.network")
-		}
-	}
 	if e, ok := f.given("batch"); ok {
 		j.Batch = p.batch(e.v)
 	}
-	if e, ok := required("tasks"); ok {
-		j.Tasks = p.tasks(e.v, j.Params)
+	if flat {
+		if e, ok := required("tasks"); ok {
+			j.Tasks = p.tasks(e.v, j.Params)
+		}
 	}
-	return j
 }
 
 // batch reads "batch: off" or "batch: {max: N}" (docs/spec.md, "batch").
@@ -534,7 +572,7 @@ func (p *parser) checkParamBytes(entries []*entry, jobParams map[string]any) boo
 		}
 		return 2 + sum + n - 1
 	}
-	var total uint64
+	total := p.paramBytes // the stages before: the limit is the job's
 	for _, e := range entries {
 		// The params before the generator's values: job's overlaid with
 		// the entry's.

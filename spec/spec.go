@@ -59,6 +59,14 @@ type Job struct {
 	// 1 is "batch: off", N is "batch: {max: N}". Not part of the job's
 	// identity: it changes how tasks are run, not what they compute.
 	Batch int
+	// Stages, when given, replace Plugin, Tasks and Reduce: the job is a
+	// graph of flat jobs (docs/spec.md, "stages"), in spec order; every
+	// field above is their default. Plugin and Tasks are then empty.
+	Stages []*Stage
+	// OnFailure is what a failed task of a job with stages does to the
+	// rest: OnFailureStop (the default) or OnFailureContinue.
+	OnFailure string
+	order     []int // StageOrder
 }
 
 // Sandbox is what a job's tasks may do beyond the confinement every task
@@ -180,5 +188,8 @@ func parseWith(file string, data []byte, dir string, lim limits) (*Job, error) {
 		return nil, ErrorList{{File: file, Line: 1, Col: 1, Msg: "internal error: no job and no error"}}
 	}
 	job.File = file
+	for _, st := range job.Stages {
+		st.Job.File = file
+	}
 	return job, nil
 }

@@ -55,6 +55,18 @@ func dump(t *testing.T, j *Job) []byte {
 		fmt.Fprintf(&b, "task %s: %s %s\n", tk.Pos, tk.ID, j.TaskParamsJSON(i))
 	}
 	fmt.Fprintf(&b, "canonical: %s\n", j.Canonical())
+	if len(j.Stages) > 0 {
+		fmt.Fprintf(&b, "on_failure: %s\norder: %v\n", j.OnFailure, j.StageOrder())
+	}
+	for _, st := range j.Stages {
+		fmt.Fprintf(&b, "stage %s: %s\n", st.Pos, st.Name())
+		for _, nd := range st.Needs {
+			fmt.Fprintf(&b, "  needs %s: %s = stage %d, kind %s\n", nd.Pos, nd, nd.Index, nd.Kind)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(dump(t, st.Job))), "\n") {
+			fmt.Fprintf(&b, "  %s\n", line)
+		}
+	}
 	s := strings.ReplaceAll(b.String(), j.Dir, "$DIR")
 	s = strings.ReplaceAll(s, filepath.Dir(j.Dir), "$DIR/..")
 	return []byte(s)
@@ -62,6 +74,10 @@ func dump(t *testing.T, j *Job) []byte {
 
 func TestValid(t *testing.T) {
 	files, _ := filepath.Glob("testdata/valid/*.yaml")
+	// Jobs with stages: kept apart from the fuzz seeds, whose checks are
+	// of flat jobs.
+	staged, _ := filepath.Glob("testdata/stages/*.yaml")
+	files = append(files, staged...)
 	if len(files) == 0 {
 		t.Fatal("no testdata")
 	}
@@ -587,8 +603,14 @@ func countedParamBytes(t testing.TB, src []byte, lim limits) (before, after uint
 	if p.err() != nil {
 		return 0, 0, false
 	}
-	for i := range j.Tasks.Len() {
-		after += uint64(len(j.TaskParamsJSON(i)))
+	jobs := []*Job{j}
+	for _, st := range j.Stages {
+		jobs = append(jobs, st.Job)
+	}
+	for _, j := range jobs {
+		for i := range j.Tasks.Len() {
+			after += uint64(len(j.TaskParamsJSON(i)))
+		}
 	}
 	return p.paramBytes, after, true
 }

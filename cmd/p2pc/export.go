@@ -40,6 +40,9 @@ type exportLine struct {
 // file it writes goes through a temporary file, synced, then renamed: a
 // full disk leaves no file that looks whole but is not.
 func (c *ExportCmd) Run(g *Globals) error {
+	if err := graphFolder("export", c.Out); err != nil {
+		return err
+	}
 	if c.To == "-" && c.Format == "files" {
 		return withCode(exitBadInput, errors.New("export: --to -: --format files writes a folder of files (TO/tasks/<id>/<name>); --format jsonl prints the outputs on stdout"))
 	}

@@ -24,6 +24,9 @@ type LogsCmd struct {
 
 // Run prints the task's state, why it failed, and each attempt.
 func (c *LogsCmd) Run(g *Globals) error {
+	if err := graphFolder("logs", c.Out); err != nil {
+		return err
+	}
 	if c.Task == "" {
 		return withCode(exitBadInput, whichTask(c.Out))
 	}

@@ -25,6 +25,9 @@ type ReportCmd struct {
 // damage; the exit code says so). --salvage reads the job whole, as far
 // as it is readable.
 func (c *ReportCmd) Run(g *Globals) error {
+	if err := graphFolder("report", c.Out); err != nil {
+		return err
+	}
 	if c.Salvage {
 		return c.salvage(g)
 	}

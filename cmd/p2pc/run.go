@@ -58,6 +58,9 @@ func (c *RunCmd) Run(g *Globals) error {
 		return withCode(exitBadInput, err)
 	}
 	tr.mark("spec parsed")
+	if c.Detach && len(js.Stages) > 0 {
+		return withCode(exitBadInput, errors.New("--detach does not carry a job with stages yet: run it without --detach"))
+	}
 	if c.Detach {
 		return c.detach(g, js)
 	}
@@ -79,6 +82,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	if slots == 0 && c.NoMDNS && len(c.Join) == 0 {
 		return withCode(exitBadInput, errors.New("--local-slots 0 runs no task on this machine, and with --no-mdns and no --join no peer can ever be found: give --join ADDR, allow mDNS, or give local slots"))
+	}
+	if len(js.Stages) > 0 {
+		return c.runGraph(ctx, g, js, slots, taskUser, tr)
 	}
 	p, err := job.Prepare(ctx, js, job.PrepareOptions{
 		OutDir:   c.Out,
@@ -126,24 +132,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	prog := newProgress(os.Stderr, js.Name, !c.NoProgress)
 	start := time.Now()
-	rep, runErr := job.Run(ctx, p, job.RunOptions{
-		Slots:      slots,
-		Node:       sw.name,
-		TaskUser:   taskUser,
-		Events:     traceEvents(prog, tr),
-		Phase:      tr.fn(),
-		Ending:     sw.leave,
-		Logger:     g.Logger,
-		Remote:     sw.remote,
-		MinPeers:   c.MinPeers,
-		Strikes:    c.Strikes,
-		MaxLost:    c.MaxLost,
-		StallAfter: c.StallAfter,
-		WaitPeers:  c.WaitPeers,
-		TrustFile:  filepath.Join(g.Data, "trust.json"),
-		Live:       live,
-		Version:    version,
-	})
+	ropts := c.runOptions(g, sw, slots, taskUser, tr)
+	ropts.Events, ropts.Live = traceEvents(prog, tr), live
+	rep, runErr := job.Run(ctx, p, ropts)
 	prog.Finish()
 	tr.mark("job run returned")
 	if rep != nil {
@@ -167,6 +158,26 @@ func (c *RunCmd) Run(g *Globals) error {
 		return classifyJobErr(ctx.Err(), runErr)
 	}
 	return nil
+}
+
+// runOptions are the options of job.Run that the flags and the swarm give.
+func (c *RunCmd) runOptions(g *Globals, sw *submitterSwarm, slots int, taskUser *sandbox.User, tr *phaseTrace) job.RunOptions {
+	return job.RunOptions{
+		Slots:      slots,
+		Node:       sw.name,
+		TaskUser:   taskUser,
+		Phase:      tr.fn(),
+		Ending:     sw.leave,
+		Logger:     g.Logger,
+		Remote:     sw.remote,
+		MinPeers:   c.MinPeers,
+		Strikes:    c.Strikes,
+		MaxLost:    c.MaxLost,
+		StallAfter: c.StallAfter,
+		WaitPeers:  c.WaitPeers,
+		TrustFile:  filepath.Join(g.Data, "trust.json"),
+		Version:    version,
+	}
 }
 
 // coordBytesPerTask is about what the coordinator keeps in memory per

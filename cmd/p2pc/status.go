@@ -30,6 +30,9 @@ type StatusCmd struct {
 // running or was interrupted (with --watch: as the job ends).
 func (c *StatusCmd) Run(g *Globals) error {
 	ctx := g.Ctx
+	if ok, err := c.statusGraph(g); ok {
+		return err
+	}
 	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(c.Out, jobdb.FileName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

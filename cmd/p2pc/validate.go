@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/sandbox"
@@ -30,13 +31,9 @@ func (c *ValidateCmd) Run(g *Globals) error {
 	var bad int
 	for _, path := range c.Specs {
 		js, err := spec.ParseFile(path)
-		if err == nil {
-			err = checkInputs(js)
-		}
 		var what string
 		if err == nil {
-			info, cerr := job.CheckPlugin(g.Ctx, js, job.CheckOptions{CacheDir: filepath.Join(g.Data, "plugins"), TaskUser: taskUser, Logger: g.Logger})
-			err, what = cerr, fmt.Sprintf("%s %s", info.Name, info.Version)
+			what, err = c.check(g, js, taskUser)
 		}
 		if g.Ctx.Err() != nil {
 			return withCode(exitInterrupted, errors.New("validate: interrupted"))
@@ -46,12 +43,40 @@ func (c *ValidateCmd) Run(g *Globals) error {
 			bad++
 			continue
 		}
-		fmt.Printf("%s: ok: job %q, %d tasks, plugin %s (%s)\n", path, js.Name, js.Tasks.Len(), js.Plugin, what)
+		fmt.Printf("%s: ok: job %q, %d tasks, %s\n", path, js.Name, js.TaskCount(), what)
 	}
 	if bad > 0 {
 		return withCode(exitBadInput, nil)
 	}
 	return nil
+}
+
+// check checks the inputs and the plugin of js, or of each of its stages,
+// and says which plugins they are.
+func (c *ValidateCmd) check(g *Globals, js *spec.Job, taskUser *sandbox.User) (string, error) {
+	jobs := []*spec.Job{js}
+	if len(js.Stages) > 0 {
+		jobs = jobs[:0]
+		for _, st := range js.Stages {
+			jobs = append(jobs, st.Job)
+		}
+	}
+	var whats []string
+	for _, j := range jobs {
+		if err := checkInputs(j); err != nil {
+			return "", err
+		}
+		info, err := job.CheckPlugin(g.Ctx, j, job.CheckOptions{CacheDir: filepath.Join(g.Data, "plugins"), TaskUser: taskUser, Logger: g.Logger})
+		if err != nil {
+			return "", err
+		}
+		what := fmt.Sprintf("plugin %s (%s %s)", j.Plugin, info.Name, info.Version)
+		if len(js.Stages) > 0 {
+			what = "stage " + j.Name + ": " + what
+		}
+		whats = append(whats, what)
+	}
+	return strings.Join(whats, ", "), nil
 }
 
 // checkInputs reports an input that is missing or no regular file, with

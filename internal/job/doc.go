@@ -3,7 +3,10 @@
 // folder. The run farms the tasks out to the local slots and to the
 // swarm's peers, verifies outputs, retries failed attempts, places each
 // task's output in the output folder, runs the optional reduce step, and
-// journals the job's state in OUT/job.db (package jobdb).
+// journals the job's state in OUT/job.db (package jobdb). RunGraph runs
+// a job with stages: each stage a job of its own in OUT/stages/<name>,
+// after the stages it needs, its tasks seeing their upstream outputs as
+// inputs (graph.go).
 //
 // Invariants:
 //

@@ -56,6 +56,9 @@ type Prepared struct {
 
 	// keyBase is what every task's key shares (TaskKey).
 	keyBase KeyBase
+	// taskInputs, if set, are the inputs of task i of its own, besides
+	// Inputs (PrepareOptions.TaskInputs).
+	taskInputs func(i int) []Input
 
 	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
 	lock *dirlock.Lock
@@ -123,6 +126,12 @@ type PrepareOptions struct {
 	// Version names this p2pc in a job database it migrates.
 	Version string
 	Logger  *slog.Logger
+	// Inputs are inputs every task sees besides the spec's, already
+	// digested, and TaskInputs those of task i alone (nil: none): a stage's
+	// upstream outputs (graph.go). Both are part of the job ID and of the
+	// keys of the tasks that see them.
+	Inputs     []Input
+	TaskInputs func(i int) []Input
 }
 
 // Prepare resolves the plugin (building it if it is a Go package), hashes
@@ -180,8 +189,13 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 		}
 		p.Inputs = append(p.Inputs, Input{Name: in.Name, Path: in.Path, Digest: d})
 	}
+	p.Inputs = append(p.Inputs, opts.Inputs...)
 	p.ID = JobID(job, pluginID(plug, p.Builds), p.Inputs)
 	p.keyBase = NewKeyBase(pluginID(plug, p.Builds), p.Inputs, job.Sandbox)
+	if opts.TaskInputs != nil {
+		p.taskInputs = opts.TaskInputs
+		p.ID = p.withTaskInputs(p.ID)
+	}
 
 	if err := p.checkOutDir(ctx, opts, log); err != nil {
 		return nil, err

@@ -150,6 +150,7 @@ func (r *runner) helloBase() *peerpb.Hello {
 		Acks:            true,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
+	h.OwnInputs = uint32(len(r.ownFiles().files))
 	return h
 }
 
@@ -165,7 +166,7 @@ func (r *runner) files() []jobFile {
 	for _, in := range r.p.Inputs {
 		fs = append(fs, jobFile{in.Name, in.Path, in.Digest})
 	}
-	return fs
+	return append(fs, r.ownFiles().files...)
 }
 
 // withFiles completes h with refs, the plugin's first.

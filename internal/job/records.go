@@ -78,7 +78,7 @@ func (rs *records) Task(i int) *report.Task {
 func (rs *records) fresh(i int) *report.Task {
 	job := rs.r.p.Spec
 	id, params := job.Tasks.ID(i), job.TaskParamsJSON(i)
-	return &report.Task{ID: id, Params: params, State: report.TaskPending, Attempts: []report.Attempt{}, Key: rs.r.p.keyBase.Task(id, params)}
+	return &report.Task{ID: id, Params: params, State: report.TaskPending, Attempts: []report.Attempt{}, Key: rs.r.p.taskKey(i, id, params)}
 }
 
 // set makes t task i's record in memory.

@@ -514,7 +514,7 @@ func (w *remoteWorker) awaitEnd(ctx context.Context) {
 func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
 		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.params(l),
-		DigestOnly: l.DigestOnly,
+		DigestOnly: l.DigestOnly, Inputs: w.s.r.ownInputIndexes(l.Task),
 	}
 }
 

@@ -99,6 +99,9 @@ type RunOptions struct {
 	// Phase, if set, is told when each phase of the run ends (p2pc run
 	// --trace-phases: where the whole command's time goes).
 	Phase func(what string)
+	// Stage names the job as a stage of a job with stages
+	// ("<job>/<stage>", RunGraph): kept in its job database (StageKey).
+	Stage string
 	// Ending, if set, is called once the run no longer needs the swarm
 	// and its results are on disk: its tasks and reduce step are over,
 	// the peers were told, the job database is closed and report.json
@@ -185,6 +188,9 @@ type runner struct {
 
 	// pub is the job's hello to peers (publish.go).
 	pub published
+	// own: the inputs tasks see of their own, as the hello names them
+	// (graph.go).
+	own ownFiles
 
 	// fault is the first write that failed for a reason of this machine's
 	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
@@ -236,6 +242,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	readOnly := []string{r.p.OutDir}
 	for _, in := range r.p.Inputs {
 		readOnly = append(readOnly, in.Path)
+	}
+	for _, f := range r.ownFiles().files {
+		readOnly = append(readOnly, f.path)
 	}
 	pol := sandbox.Policy{ReadOnly: readOnly, ReadWrite: []string{workRoot}, Network: job.Sandbox.Network, User: r.opts.TaskUser}
 	if r.opts.Slots > 0 {
@@ -294,6 +303,12 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		return nil, bad(dbErr)
 	}
 	r.db = db
+	if r.opts.Stage != "" {
+		if err := db.PutJobValue(jobdb.StageKey, r.opts.Stage); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	info := d.info
 	r.opts.Phase("plugin described, job database open")
 

@@ -70,5 +70,14 @@ func boolByte(b bool) byte {
 
 // TaskKey is task i's key in job p.
 func (p *Prepared) TaskKey(i int) [32]byte {
-	return p.keyBase.Task(p.Spec.Tasks.ID(i), p.Spec.TaskParamsJSON(i))
+	return p.taskKey(i, p.Spec.Tasks.ID(i), p.Spec.TaskParamsJSON(i))
+}
+
+// taskKey is task i's key, its ID and params given.
+func (p *Prepared) taskKey(i int, id string, params []byte) [32]byte {
+	k := p.keyBase.Task(id, params)
+	if p.taskInputs != nil {
+		k = withInputs(k, p.taskInputs(i))
+	}
+	return k
 }

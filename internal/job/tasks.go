@@ -347,19 +347,20 @@ func (r *runner) attempt(l *sched.Lease, host sdk.Host) taskrun.Attempt {
 		TaskID:  l.TaskID,
 		Attempt: l.Attempt,
 		Params:  r.params(l),
-		Inputs:  r.inputFiles(),
+		Inputs:  r.inputFiles(l.Task),
 		Timeout: r.p.Spec.Timeout,
 		Host:    host,
 		Disk:    sandbox.DefaultFileSize,
 	}
 }
 
-func (r *runner) inputFiles() []sdk.File {
+// inputFiles are the inputs task sees: the job's, then its own.
+func (r *runner) inputFiles(task int) []sdk.File {
 	files := make([]sdk.File, len(r.p.Inputs))
 	for i, in := range r.p.Inputs {
 		files[i] = sdk.File{Name: in.Name, Path: in.Path}
 	}
-	return files
+	return append(files, r.ownInputs(task)...)
 }
 
 // maxInlineOutput bounds an output kept in the job database: an output
@@ -520,7 +521,7 @@ func (r *runner) verifyOutput(ctx context.Context, l *sched.Lease, stage string,
 		JobID:  r.p.ID.String(),
 		TaskID: l.TaskID,
 		Params: r.p.Spec.TaskParamsJSON(l.Task),
-		Inputs: r.inputFiles(),
+		Inputs: r.inputFiles(l.Task),
 	}
 	for _, f := range files {
 		req.Output = append(req.Output, sdk.File{Name: f, Path: filepath.Join(stage, filepath.FromSlash(f))})

@@ -79,6 +79,10 @@ func (db *DB) PutJob(r *report.Report) error {
 // them to hand over what they finished while it was gone.
 const SessionsKey = "sessions"
 
+// StageKey is the job row that names a stage's job database as such:
+// "<job>/<stage>" (a job with stages keeps one job database per stage).
+const StageKey = "stage"
+
 // PutJobValue queues one row of the table job that is not a report field
 // (SessionsKey).
 func (db *DB) PutJobValue(key, value string) error {

@@ -25,6 +25,9 @@ import (
 // batches, each lease with its own outcome, and sends each result as soon
 // as its task ends.
 func (s *session) exec(batch []*queued, slot int) {
+	if batch = s.fetchOwn(batch); len(batch) == 0 {
+		return
+	}
 	if len(batch) > 1 {
 		s.log.Debug("running a batch", "leases", len(batch), "slot", slot)
 	}
@@ -37,7 +40,7 @@ func (s *session) exec(batch []*queued, slot int) {
 			TaskID:  l.TaskId,
 			Attempt: int(l.Attempt),
 			Params:  l.Params,
-			Inputs:  s.inputs,
+			Inputs:  s.taskInputs(l),
 			Timeout: s.timeout,
 			Host:    newTunnelHost(s, l.LeaseId),
 			Disk:    s.n.taskDisk(),

@@ -20,39 +20,6 @@ import (
 func (s *session) prepare(ctx context.Context) error {
 	n := s.n
 	h := s.hello
-	holders := append([]string{h.CoordinatorAddr}, h.Holders...)
-	// get fetches the blocks of ref that the store lacks and exports the
-	// file to path. A block that rotted in the store fails the export's
-	// check: then every block of the file is read (so that each rotten one
-	// is quarantined), the missing ones are fetched again from the holders
-	// (the submitter at least), and the export is tried once more.
-	get := func(ref *peerpb.FileRef, path string, mode os.FileMode) error {
-		id, err := blocks.IDFromBytes(ref.FileId)
-		if err != nil {
-			return err
-		}
-		if err := n.store.Pin("job-"+h.JobId, id); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
-		for try := 0; ; try++ {
-			if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
-				return fmt.Errorf("fetch %s: %w", ref.Name, n.storeFull(err))
-			}
-			err := blocks.ExportFileMode(ctx, n.store, id, path, mode)
-			if err == nil {
-				return nil
-			}
-			if try > 0 || !errors.Is(err, blocks.ErrCorrupt) {
-				return fmt.Errorf("export %s: %w", ref.Name, err)
-			}
-			rotten := quarantineRotten(ctx, n.store, id)
-			s.log.Warn("corrupt blocks in the store, quarantined; fetching them again", "file", ref.Name, "rotten", rotten, "err", err)
-		}
-	}
 	var digest [32]byte
 	copy(digest[:], h.Plugin.Digest)
 	pluginPath := filepath.Join(n.cfg.DataDir, "plugins", hex.EncodeToString(digest[:]), "plugin")
@@ -72,7 +39,7 @@ func (s *session) prepare(ctx context.Context) error {
 		s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), -1)
 	}
 	if s.pool.Check() != nil {
-		if err := get(h.Plugin, pluginPath, 0o755); err != nil {
+		if err := s.fetchFile(ctx, h.Plugin, pluginPath, 0o755); err != nil {
 			return fmt.Errorf("plugin: %w", err)
 		}
 		if err := s.pool.Check(); err != nil {
@@ -84,16 +51,57 @@ func (s *session) prepare(ctx context.Context) error {
 	// A copy made for an earlier session of this job is used again only
 	// if no task can have changed it.
 	reuse := n.inputsImmutable()
-	for _, in := range h.Inputs {
-		path := filepath.Join(s.job.dir, "inputs", in.Name)
-		if _, err := os.Stat(path); err != nil || !reuse {
-			if err := get(in, path, 0o444); err != nil {
+	shared := len(h.Inputs) - int(h.OwnInputs)
+	for i, in := range h.Inputs {
+		path := filepath.Join(s.job.dir, "inputs", filepath.FromSlash(in.Name))
+		_, statErr := os.Stat(path)
+		if i >= shared { // fetched for the first lease that names it (owninputs.go)
+			s.own = append(s.own, &ownInput{ref: in, file: sdk.File{Name: in.Name, Path: path}, ready: statErr == nil && reuse})
+			continue
+		}
+		if statErr != nil || !reuse {
+			if err := s.fetchFile(ctx, in, path, 0o444); err != nil {
 				return fmt.Errorf("input: %w", err)
 			}
 		}
 		s.inputs = append(s.inputs, sdk.File{Name: in.Name, Path: path})
 	}
 	return nil
+}
+
+// fetchFile fetches the blocks of ref that the store lacks and exports
+// the file to path. A block that rotted in the store fails the export's
+// check: then every block of the file is read (so that each rotten one is
+// quarantined), the missing ones are fetched again from the holders (the
+// submitter at least), and the export is tried once more.
+func (s *session) fetchFile(ctx context.Context, ref *peerpb.FileRef, path string, mode os.FileMode) error {
+	n, h := s.n, s.hello
+	holders := append([]string{h.CoordinatorAddr}, h.Holders...)
+	id, err := blocks.IDFromBytes(ref.FileId)
+	if err != nil {
+		return err
+	}
+	if err := n.store.Pin("job-"+h.JobId, id); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f := transfer.NewFetcher(n.store, n.conns, transfer.FetchOptions{Logger: n.cfg.Logger, GiveUp: 20 * time.Second})
+	for try := 0; ; try++ {
+		if _, err := f.Fetch(ctx, id, holders, nil); err != nil {
+			return fmt.Errorf("fetch %s: %w", ref.Name, n.storeFull(err))
+		}
+		err := blocks.ExportFileMode(ctx, n.store, id, path, mode)
+		if err == nil {
+			return nil
+		}
+		if try > 0 || !errors.Is(err, blocks.ErrCorrupt) {
+			return fmt.Errorf("export %s: %w", ref.Name, err)
+		}
+		rotten := quarantineRotten(ctx, n.store, id)
+		s.log.Warn("corrupt blocks in the store, quarantined; fetching them again", "file", ref.Name, "rotten", rotten, "err", err)
+	}
 }
 
 // quarantineRotten reads every block of file (Get verifies each and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -34,7 +35,9 @@ const (
 var (
 	jobIDRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	taskIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-	nameRe   = regexp.MustCompile(`^[^/\x00]{1,255}$`)
+	// nameRe: an input's name, a local slash-separated path (a stage's
+	// upstream outputs are needs/<stage>/<task>/<file>).
+	nameRe = regexp.MustCompile(`^[^\\\x00]{1,255}$`)
 )
 
 type peerService struct {
@@ -93,6 +96,7 @@ type session struct {
 	gpu      bool
 	gpuPools []*pluginhost.Pool
 	inputs   []sdk.File
+	own      []*ownInput // inputs a task sees when its lease names them (owninputs.go)
 	timeout  time.Duration
 
 	outbox  chan *peerpb.FromPeer
@@ -277,12 +281,14 @@ func checkHello(h *peerpb.Hello) error {
 		return fmt.Errorf("task timeout %dms out of range", h.TimeoutMs)
 	case len(h.Inputs) > maxInputs:
 		return fmt.Errorf("%d inputs, at most %d", len(h.Inputs), maxInputs)
+	case int(h.OwnInputs) > len(h.Inputs):
+		return fmt.Errorf("%d inputs of tasks' own of %d inputs", h.OwnInputs, len(h.Inputs))
 	case h.CoordinatorAddr == "":
 		return errors.New("no coordinator address")
 	}
 	seen := map[string]bool{}
 	for _, in := range h.Inputs {
-		if in == nil || !nameRe.MatchString(in.Name) || in.Name == "." || in.Name == ".." || len(in.FileId) != blocks.IDSize || seen[in.Name] {
+		if in == nil || !nameRe.MatchString(in.Name) || !filepath.IsLocal(in.Name) || in.Name == "." || in.Name == ".." || len(in.FileId) != blocks.IDSize || seen[in.Name] {
 			return errors.New("malformed or duplicate input reference")
 		}
 		seen[in.Name] = true

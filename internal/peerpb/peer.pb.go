@@ -272,9 +272,12 @@ type Hello struct {
 	CoordinatorAddr string   `protobuf:"bytes,5,opt,name=coordinator_addr,json=coordinatorAddr,proto3" json:"coordinator_addr,omitempty"`
 	Plugin          *FileRef `protobuf:"bytes,6,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	// GOOS/GOARCH the plugin binary was built for.
-	PluginOs   string     `protobuf:"bytes,7,opt,name=plugin_os,json=pluginOs,proto3" json:"plugin_os,omitempty"`
-	PluginArch string     `protobuf:"bytes,8,opt,name=plugin_arch,json=pluginArch,proto3" json:"plugin_arch,omitempty"`
-	Inputs     []*FileRef `protobuf:"bytes,9,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	PluginOs   string `protobuf:"bytes,7,opt,name=plugin_os,json=pluginOs,proto3" json:"plugin_os,omitempty"`
+	PluginArch string `protobuf:"bytes,8,opt,name=plugin_arch,json=pluginArch,proto3" json:"plugin_arch,omitempty"`
+	// Inputs of the job. Every task sees them all, but for the last
+	// own_inputs of them, which a task sees only when its lease names them
+	// (Lease.inputs): the outputs of upstream tasks in a job with stages.
+	Inputs []*FileRef `protobuf:"bytes,9,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Per-task timeout in milliseconds.
 	TimeoutMs int64 `protobuf:"varint,10,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Other peers that may hold the job's blocks (gRPC addresses).
@@ -294,7 +297,10 @@ type Hello struct {
 	Acks bool `protobuf:"varint,18,opt,name=acks,proto3" json:"acks,omitempty"`
 	// What one task needs (the spec's resources, protocol 4). A peer that
 	// cannot offer it refuses the job, saying which resource it lacks.
-	Resources     *Resources `protobuf:"bytes,19,opt,name=resources,proto3" json:"resources,omitempty"`
+	Resources *Resources `protobuf:"bytes,19,opt,name=resources,proto3" json:"resources,omitempty"`
+	// How many of the last inputs are seen only by the leases that name
+	// them (Lease.inputs); 0: every task sees every input.
+	OwnInputs     uint32 `protobuf:"varint,20,opt,name=own_inputs,json=ownInputs,proto3" json:"own_inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +440,13 @@ func (x *Hello) GetResources() *Resources {
 	return nil
 }
 
+func (x *Hello) GetOwnInputs() uint32 {
+	if x != nil {
+		return x.OwnInputs
+	}
+	return 0
+}
+
 // Resources is one resource model (spec.Resources): in a Hello what one
 // task needs (zero or empty: no requirement). As an offer (a peer's),
 // zero memory, disk or cpus mean no cap, and gpus counts its GPU slots.
@@ -544,7 +557,10 @@ type Lease struct {
 	// credit together and run in one slot, through one plugin call. The
 	// first lease of a batch carries its length (itself included) and the
 	// others follow it in the same Leases message; 0 or 1: a lease alone.
-	Batch         uint32 `protobuf:"varint,6,opt,name=batch,proto3" json:"batch,omitempty"`
+	Batch uint32 `protobuf:"varint,6,opt,name=batch,proto3" json:"batch,omitempty"`
+	// Inputs of this task of its own (optional): indexes into the last
+	// Hello.own_inputs of Hello.inputs, 0 being the first of them.
+	Inputs        []uint32 `protobuf:"varint,7,rep,packed,name=inputs,proto3" json:"inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +635,13 @@ func (x *Lease) GetBatch() uint32 {
 		return x.Batch
 	}
 	return 0
+}
+
+func (x *Lease) GetInputs() []uint32 {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
 }
 
 type Cancel struct {
@@ -2097,7 +2120,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\x98\x04\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xb7\x04\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -2116,7 +2139,9 @@ const file_peer_proto_rawDesc = "" +
 	"\anetwork\x18\f \x01(\bR\anetwork\x12\x10\n" +
 	"\x03run\x18\x11 \x01(\tR\x03run\x12\x12\n" +
 	"\x04acks\x18\x12 \x01(\bR\x04acks\x125\n" +
-	"\tresources\x18\x13 \x01(\v2\x17.p2pc.peer.v1.ResourcesR\tresourcesJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11R\x06memoryR\x04cpusR\x02osR\x04arch\"\x9d\x01\n" +
+	"\tresources\x18\x13 \x01(\v2\x17.p2pc.peer.v1.ResourcesR\tresources\x12\x1d\n" +
+	"\n" +
+	"own_inputs\x18\x14 \x01(\rR\townInputsJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11R\x06memoryR\x04cpusR\x02osR\x04arch\"\x9d\x01\n" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x01R\x04cpus\x12\x16\n" +
 	"\x06memory\x18\x02 \x01(\x03R\x06memory\x12\x12\n" +
@@ -2124,7 +2149,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x02os\x18\x04 \x01(\tR\x02os\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\x12\x12\n" +
 	"\x04gpus\x18\x06 \x01(\rR\x04gpus\x12\x18\n" +
-	"\adevices\x18\a \x03(\tR\adevices\"\xa4\x01\n" +
+	"\adevices\x18\a \x03(\tR\adevices\"\xbc\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
@@ -2132,7 +2157,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x06params\x18\x04 \x01(\fR\x06params\x12\x1f\n" +
 	"\vdigest_only\x18\x05 \x01(\bR\n" +
 	"digestOnly\x12\x14\n" +
-	"\x05batch\x18\x06 \x01(\rR\x05batch\"#\n" +
+	"\x05batch\x18\x06 \x01(\rR\x05batch\x12\x16\n" +
+	"\x06inputs\x18\a \x03(\rR\x06inputs\"#\n" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"5\n" +
 	"\x06Leases\x12+\n" +

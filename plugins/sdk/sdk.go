@@ -191,7 +191,9 @@ type Request struct {
 	// Params is the task's parameters as a JSON object: the job's params
 	// merged with the task's own.
 	Params json.RawMessage
-	// Inputs are the job's input files, read-only.
+	// Inputs are the job's input files, read-only, and in a job with
+	// stages the outputs of the upstream tasks the task needs, named
+	// needs/<stage>/<task id>/<file> (Needs lists them).
 	Inputs []File
 	// WorkDir is private, empty and writable. Files written here and named
 	// in Result.Files are the task's outputs.

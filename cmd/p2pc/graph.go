@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/p2pc/p2pc/internal/job"
+	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/spec"
+)
+
+// runGraph is `p2pc run` of a job with stages: stage after stage, each a
+// job of its own in OUT/stages/<name>, with one report.json for the
+// graph (package job's graph.go).
+func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots int, taskUser *sandbox.User, tr *phaseTrace) error {
+	if c.UI != "" {
+		return withCode(exitBadInput, errors.New("--ui: the web view does not show a job with stages yet; p2pc status OUT shows its stages"))
+	}
+	sw, err := startSwarm(ctx, g, c, tr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sw.stop()
+		tr.mark("swarm stopped")
+	}()
+	tr.mark("swarm started")
+	start := time.Now()
+	rep, runErr := job.RunGraph(ctx, js, job.GraphOptions{
+		Prepare: job.PrepareOptions{
+			OutDir:   c.Out,
+			CacheDir: filepath.Join(g.Data, "plugins"),
+			Force:    c.Force,
+			Version:  version,
+			Logger:   g.Logger,
+		},
+		Run: c.runOptions(g, sw, slots, taskUser, tr),
+		Stage: func(name string, index, total, tasks int) (job.Events, func()) {
+			prog := newProgress(os.Stderr, fmt.Sprintf("%s/%s (stage %d of %d)", js.Name, name, index, total), !c.NoProgress)
+			return traceEvents(prog, tr), prog.Finish
+		},
+	})
+	tr.mark("job run returned")
+	if rep != nil {
+		if c.JSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
+			}
+		}
+		printGraphSummary(os.Stderr, rep, time.Since(start))
+	}
+	if runErr != nil {
+		return classifyJobErr(ctx.Err(), runErr)
+	}
+	return nil
+}
+
+// printGraphSummary says how each stage of a graph ended.
+func printGraphSummary(w io.Writer, g *job.GraphReport, took time.Duration) {
+	var done, total int
+	for _, s := range g.Stages {
+		done, total = done+s.Done, total+s.Tasks
+	}
+	fmt.Fprintf(w, "job %s %s: %d of %d tasks done in %d stages, in %s\n", g.Name, g.State, done, total, len(g.Stages), took.Round(time.Millisecond))
+	for _, s := range g.Stages {
+		parts := []string{fmt.Sprintf("%d of %d done", s.Done, s.Tasks)}
+		if s.Failed > 0 {
+			parts = append(parts, fmt.Sprintf("%d failed", s.Failed))
+		}
+		if s.Blocked > 0 {
+			parts = append(parts, fmt.Sprintf("%d blocked", s.Blocked))
+		}
+		parts = append(parts, fmt.Sprintf("%d ran, %d reused", s.Ran, s.Reused))
+		fmt.Fprintf(w, "  stage %s: %s\n", s.Name, strings.Join(parts, ", "))
+	}
+	shown := 0
+	for _, t := range g.Tasks {
+		if t.State == "failed" || t.State == job.BlockedState {
+			if shown == shownFailures {
+				break
+			}
+			fmt.Fprintf(w, "  %s %s/%s: %s\n", t.State, t.Stage, t.ID, t.Error)
+			shown++
+		}
+	}
+}

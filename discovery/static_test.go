@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestParseAddrs(t *testing.T) {
@@ -62,9 +64,12 @@ func TestParseAddrs(t *testing.T) {
 func TestResolver(t *testing.T) {
 	up := map[string]bool{"a:1": true}
 	asked := map[string]int{}
+	var mu sync.Mutex // Find asks at once
 	r := &Resolver{
 		Addrs: []string{"a:1", "b:2"},
 		Resolve: func(_ context.Context, addr string) (Peer, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			asked[addr]++
 			if !up[addr] {
 				return Peer{}, errors.New("connection refused")
@@ -104,6 +109,42 @@ func TestResolver(t *testing.T) {
 		}
 		if asked["a:1"] != c.askedA || asked["b:2"] != c.askedB {
 			t.Errorf("%s: asked %v, want a %d, b %d", c.name, asked, c.askedA, c.askedB)
+		}
+	}
+}
+
+// TestResolverAsksAtOnce: Find asks the static addresses at once, not one
+// after the other (each ask is a handshake and a round trip: a hundred
+// static peers asked in turn took seconds to enrol). Each Resolve here
+// answers only once every address is being asked.
+func TestResolverAsksAtOnce(t *testing.T) {
+	const n = 40
+	var addrs []string
+	for i := range n {
+		addrs = append(addrs, fmt.Sprintf("10.0.0.%d:7070", i+1))
+	}
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	r := &Resolver{Addrs: addrs, Resolve: func(ctx context.Context, addr string) (Peer, error) {
+		arrived.Done()
+		select {
+		case <-all:
+			return Peer{Name: "node-" + addr, GossipAddr: addr}, nil
+		case <-ctx.Done():
+			return Peer{}, ctx.Err()
+		}
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	peers, err := r.Find(ctx)
+	if err != nil || len(peers) != n {
+		t.Fatalf("Find = %d peers, %v; want %d peers asked at once", len(peers), err, n)
+	}
+	for i, p := range peers {
+		if p.Addr != addrs[i] {
+			t.Fatalf("peer %d is %s, want %s (the order of Addrs)", i, p.Addr, addrs[i])
 		}
 	}
 }

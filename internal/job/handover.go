@@ -175,10 +175,13 @@ func peerNodeName(peer string) string {
 
 // sessionList is the peers (name@id) of the run's coordinator sessions,
 // kept in the job database (jobdb.SessionsKey) for the next rerun: those
-// enrolled, and those of the last run that may still come.
+// enrolled, and those of the last run that may still come. A change only
+// marks the list; the journal's next pass writes it (pending), so that
+// a thousand enrolments cost one write of the list, not a thousand.
 type sessionList struct {
 	mu    sync.Mutex
 	peers map[string]bool
+	dirty bool // changed since pending last took it
 }
 
 // lastSessions reads the peers of the last coordinator's sessions.
@@ -194,17 +197,16 @@ func lastSessions(ctx context.Context, db *jobdb.DB) []string {
 	return peers
 }
 
-// change adds (or removes) peers and journals the list if it changed.
+// change adds (or removes) peers and wakes the journal if the list
+// changed.
 func (s *sessionList) change(r *runner, add bool, peers ...string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.peers == nil {
 		s.peers = map[string]bool{}
 	}
-	changed := false
 	for _, p := range peers {
 		if s.peers[p] != add {
-			changed = true
+			s.dirty = true
 			if add {
 				s.peers[p] = true
 			} else {
@@ -212,11 +214,25 @@ func (s *sessionList) change(r *runner, add bool, peers ...string) {
 			}
 		}
 	}
-	if !changed {
-		return
+	dirty := s.dirty
+	s.mu.Unlock()
+	if dirty {
+		r.wake()
 	}
+}
+
+// pending returns the list to write, as JSON, if it changed since the
+// last call.
+func (s *sessionList) pending() (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
+		return "", false
+	}
+	s.dirty = false
 	b, _ := json.Marshal(slices.Sorted(maps.Keys(s.peers)))
-	if err := r.db.PutJobValue(jobdb.SessionsKey, string(b)); err != nil {
-		r.log.Debug("journal the peers' sessions", "err", err)
-	}
+	return string(b), true
 }

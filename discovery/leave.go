@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -72,7 +74,11 @@ func (m *Membership) declareDead(name string, dy *dying) {
 	m.rejoins.dead(name, dy.announced)
 	m.mu.Unlock()
 	mem := m.member(name, dy.addr, dy.meta, StateDead, dy.announced)
-	m.log.Warn("member failed", "member", name, "gossip", mem.GossipAddr)
+	level := slog.LevelWarn
+	if m.cfg.QuietDeaths {
+		level = slog.LevelInfo
+	}
+	m.log.Log(context.Background(), level, "member failed", "member", name, "gossip", mem.GossipAddr)
 	m.emit(Event{Kind: Dead, Member: mem})
 }
 

@@ -94,6 +94,10 @@ type Event struct {
 type Config struct {
 	// Name is the node name, unique in the cluster.
 	Name string
+	// QuietDeaths logs a member's death at Info rather than Warn: a
+	// submitter reports the peers it lost with leases itself, and the
+	// deaths of others are no news to its user.
+	QuietDeaths bool
 	// BindAddr is the address to listen on for gossip (UDP and TCP),
 	// e.g. "127.0.0.1" or "0.0.0.0" (the default).
 	BindAddr string

@@ -134,7 +134,7 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		return nil, err
 	}
 	addrs := static.Addrs()
-	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs, Timing: discovery.SubmitterTiming()})
+	presence, err := n.StartPresence(ctx, node.PresenceConfig{MDNS: !c.NoMDNS, Join: addrs, Timing: discovery.SubmitterTiming(), QuietDeaths: true})
 	if err != nil {
 		cancel()
 		wg.Wait()

@@ -22,6 +22,8 @@ type PresenceConfig struct {
 	Join []string
 	// Timing tunes failure detection (zero: discovery.LANTiming).
 	Timing discovery.Timing
+	// QuietDeaths: discovery.Config.QuietDeaths (a submitter).
+	QuietDeaths bool
 }
 
 // Presence is the node's place in the swarm: its memberlist membership,
@@ -55,6 +57,7 @@ func (n *Node) StartPresence(ctx context.Context, pc PresenceConfig) (*Presence,
 	}
 	mem, err := discovery.Start(ctx, discovery.Config{
 		Name:          n.cfg.Name,
+		QuietDeaths:   pc.QuietDeaths,
 		BindAddr:      bind,
 		AdvertiseAddr: host,
 		Meta:          n.meta,

@@ -13,12 +13,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,83 +78,6 @@ type CLI struct {
 
 func main() {
 	os.Exit(run(os.Args[1:]))
-}
-
-// tuneGC makes the collector run a quarter as often as Go's default
-// (GOGC=400) unless GOGC is set. A peer or coordinator keeps a heap of a
-// few MB and allocates per message: at the default it spent a sixth of
-// its CPU collecting during a tiny-task job; the price is a few more MB.
-// A coordinator of a job of a hundred thousand tasks or more keeps a heap
-// of hundreds of bytes per task, though, and five times that is too much:
-// while the live heap is over bigHeap the collector runs at Go's default
-// (memory about twice the live heap). It returns a func that stops the
-// watch.
-func tuneGC() (stop func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	debug.SetGCPercent(400)
-	gcTuned.Store(true)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		watchHeap(done, 100*time.Millisecond)
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-// gcTuned: tuneGC sets the collector's rate; bigAhead: a job about to
-// start will hold a big heap (expectBigHeap), for the watch to take note.
-var gcTuned, bigAhead atomic.Bool
-
-// expectBigHeap runs the collector at Go's default rate from now on, as
-// watchHeap does once the live heap is big, for a job that is known to
-// hold a big heap (a million tasks): at a quarter of the rate, the heap
-// grew to five times its live part in the first second of such a job,
-// before a collection told the watch how big it was.
-func expectBigHeap() {
-	if gcTuned.Load() {
-		debug.SetGCPercent(100)
-		bigAhead.Store(true)
-	}
-}
-
-// bigHeap is the live heap above which the collector runs at Go's
-// default rate; it goes back to a quarter of that below half as much.
-const bigHeap = 48 << 20
-
-// watchHeap reads the live heap (as of the last collection) every period
-// until done, and sets the collector's rate for it.
-func watchHeap(done <-chan struct{}, period time.Duration) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	big := false
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-		}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return // not this Go's metric: leave the rate alone
-		}
-		live := sample[0].Value.Uint64()
-		if bigAhead.Swap(false) {
-			big = true
-		}
-		switch {
-		case !big && live > bigHeap:
-			big = true
-			debug.SetGCPercent(100)
-		case big && live < bigHeap/2:
-			big = false
-			debug.SetGCPercent(400)
-		}
-	}
 }
 
 func run(args []string) int {

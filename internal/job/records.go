@@ -41,7 +41,7 @@ const (
 )
 
 func newRecords(r *runner, n int) *records {
-	return &records{r: r, kind: make([]uint8, n), hot: map[int]*report.Task{}, spool: newSpool(n)}
+	return &records{r: r, kind: make([]uint8, n), hot: map[int]*report.Task{}, spool: newSpool(r.p.OutDir, n)}
 }
 
 // Len is the number of tasks.

@@ -615,11 +615,12 @@ func (r *runner) finish(state, msg string) {
 
 // end stops the journal, journals the last changes, closes the database
 // and writes report.json. When the records that left memory are all in
-// the spool, report.json is written from memory while the database
+// the spool, report.json is written from the spool while the database
 // commits its last changes and closes, and goes in place once they are
 // on disk: report.json never says more than job.db holds.
 func (r *runner) end(stopJournal func()) error {
 	defer r.opts.Ending()
+	defer r.recs.spool.close()
 	stopJournal()
 	r.mu.Lock()
 	err := r.journalLocked()

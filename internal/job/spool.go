@@ -1,55 +1,64 @@
 package job
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
 // spool keeps report.json's text of the tasks this run decided, encoded
 // as their records leave memory (records.journaled), so that the run's
-// end writes report.json from memory (spool.each) instead of reading
+// end writes report.json from the spool (spool.each) instead of reading
 // every task back from the job database, and while the database commits
-// its last changes and closes. It is bounded: past spoolBudget bytes, or
-// for a job of more than spoolMaxTasks tasks, it is off, and report.json
-// is read back from the database. All methods are called with the
-// runner's lock (r.mu) held.
+// its last changes and closes. The text is held in memory one chunk at a
+// time: a full chunk is appended to the spool's file (an unlinked file in
+// the output folder, made when the first chunk fills), so the spool holds
+// at most about spoolChunk bytes of text in memory whatever the job's
+// size. For a job of more than spoolMaxTasks tasks it is off, and so it
+// is after a write to its file fails or past 4 GiB of text: report.json
+// is then read back from the database. All methods are called with the runner's lock
+// (r.mu) held.
 type spool struct {
-	on bool
-	// chunks hold the text, size bytes in all: chunks of spoolChunk
-	// bytes (or one task's text, if longer), never one buffer that
-	// grows: growing a buffer of tens of MiB copied it each time it
-	// doubled (a tenth of the coordinator's CPU at 65,536 tasks).
-	chunks [][]byte
-	size   int
+	on  bool
+	dir string // where the file is made
+	// f holds the first spilled bytes of the text (nil: none yet); buf
+	// holds the text after them, up to spoolChunk bytes (or one task's
+	// text, if longer).
+	f       *os.File
+	spilled int64
+	buf     []byte
 	// at is by task: where its text is (n 0: none).
 	at []spoolRef
 }
 
-type spoolRef struct{ chunk, off, n uint32 }
+// spoolRef is where a task's text is: off bytes into the whole text
+// (the file's, then buf's); 8 bytes a task.
+type spoolRef struct{ off, n uint32 }
 
-// spoolChunk is the size of the spool's chunks; a chunk with less than
-// spoolSlack bytes free is full.
+// spoolChunk is the size of the spool's chunk in memory; a chunk with
+// less than spoolSlack bytes free is full, and goes to the file.
 const (
 	spoolChunk = 1 << 20
 	spoolSlack = 4 << 10
 )
 
-const (
-	// spoolBudget bounds the spool's text: about 550 bytes per task of
-	// one attempt, so every job up to spoolMaxTasks of such tasks keeps
-	// one, and report.json is not read back from the database at the
-	// run's end. The text holds no pointers: the collector never scans it.
-	spoolBudget = 96 << 20
-	// spoolMaxTasks: a larger job keeps no spool (its index alone would
-	// be 8 bytes per task).
-	spoolMaxTasks = 1 << 17
-)
+// spoolMaxTasks: a larger job keeps no spool (its index is 8 bytes per
+// task: 8 MiB at a million tasks, where reading report.json back from
+// the database instead takes a fifth of the run).
+const spoolMaxTasks = 1 << 20
 
-func newSpool(n int) *spool {
+// newSpool is the spool of a job of n tasks whose file, if it needs one,
+// is made in dir.
+func newSpool(dir string, n int) *spool {
 	if n > spoolMaxTasks {
 		return &spool{}
 	}
-	return &spool{on: true, at: make([]spoolRef, n)}
+	return &spool{on: true, dir: dir, at: make([]spoolRef, n)}
 }
 
 // put encodes task i's record t, as the job database holds it.
@@ -57,29 +66,72 @@ func (s *spool) put(i int, t *report.Task) {
 	if !s.on {
 		return
 	}
-	last := len(s.chunks) - 1
-	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < spoolSlack {
-		s.chunks = append(s.chunks, make([]byte, 0, spoolChunk))
-		last++
+	if len(s.buf) > 0 && cap(s.buf)-len(s.buf) < spoolSlack {
+		if err := s.spill(); err != nil {
+			s.off()
+			return
+		}
 	}
-	c := s.chunks[last]
-	off := len(c)
-	b, err := report.AppendTask(c, jobdb.AsStored(t))
-	if err == nil {
-		s.size += len(b) - off
+	if s.buf == nil {
+		s.buf = make([]byte, 0, spoolChunk)
 	}
-	if err != nil || s.size > spoolBudget {
+	off := len(s.buf)
+	b, err := report.AppendTask(s.buf, jobdb.AsStored(t))
+	if err != nil || s.spilled+int64(len(b)) > math.MaxUint32 {
 		// The database's copy is read instead (and an error met again).
-		s.on, s.chunks, s.at = false, nil, nil
+		s.off()
 		return
 	}
-	if cap(b) != cap(c) {
+	s.at[i] = spoolRef{uint32(s.spilled + int64(off)), uint32(len(b) - off)}
+	s.buf = b
+	if cap(b) > spoolChunk {
 		// The text outgrew the chunk, which append copied into a larger
-		// array: that is the chunk now, full (the next text starts one).
-		b = b[:len(b):len(b)]
+		// array: it goes to the file now, and the next text starts a
+		// chunk of the usual size.
+		if err := s.spill(); err != nil {
+			s.off()
+			return
+		}
+		s.buf = nil
 	}
-	s.chunks[last] = b
-	s.at[i] = spoolRef{uint32(last), uint32(off), uint32(len(b) - off)}
+}
+
+// spill appends the chunk to the file, making the file first if need
+// be, and empties the chunk.
+func (s *spool) spill() error {
+	if s.f == nil {
+		f, err := os.CreateTemp(s.dir, ".report-spool-*")
+		if err != nil {
+			return fmt.Errorf("report spool: %w", err)
+		}
+		// Unlinked at once: nothing is left behind, whatever ends the
+		// run; the open file keeps the text until close.
+		if err := os.Remove(f.Name()); err != nil {
+			f.Close()
+			return fmt.Errorf("report spool: %w", err)
+		}
+		s.f = f
+	}
+	if _, err := s.f.Write(s.buf); err != nil {
+		return fmt.Errorf("report spool: write %s: %w", s.f.Name(), err)
+	}
+	s.spilled += int64(len(s.buf))
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// off turns the spool off: report.json is read back from the database.
+func (s *spool) off() {
+	s.close()
+	s.on, s.buf, s.at = false, nil, nil
+}
+
+// close lets the file go (the spool is not read after it).
+func (s *spool) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
 }
 
 // covers says whether the spool holds every task whose record is in the
@@ -100,16 +152,22 @@ func (s *spool) covers(rs *records) bool {
 // each yields every task's text in task order (report.EncodeRaw): a
 // cold one's from the spool, the others encoded from memory (a task in
 // memory as it is, a task never tried as the spec gives it). It needs
-// covers.
+// covers. The file is read a chunk at a time (a window that moves
+// forward as the tasks' texts are met, mostly in the order they were
+// written).
 func (s *spool) each(rs *records) func(yield func(raw []byte) error) error {
 	return func(yield func(raw []byte) error) error {
-		var b []byte
+		var b, win []byte
+		var winOff int64
 		for i, k := range rs.kind {
 			var t *report.Task
 			switch k {
 			case recCold:
-				ref := s.at[i]
-				if err := yield(s.chunks[ref.chunk][ref.off : ref.off+ref.n]); err != nil {
+				raw, err := s.text(s.at[i], &win, &winOff)
+				if err != nil {
+					return err
+				}
+				if err := yield(raw); err != nil {
 					return err
 				}
 				continue
@@ -128,4 +186,32 @@ func (s *spool) each(rs *records) func(yield func(raw []byte) error) error {
 		}
 		return nil
 	}
+}
+
+// text is the text at ref: from the chunk in memory, else from the
+// window *win (the file's bytes from *winOff on), read anew from the
+// file when it does not hold ref.
+func (s *spool) text(ref spoolRef, win *[]byte, winOff *int64) ([]byte, error) {
+	off, n := int64(ref.off), int64(ref.n)
+	if off >= s.spilled {
+		o := off - s.spilled
+		return s.buf[o : o+n], nil
+	}
+	if off < *winOff || off+n > *winOff+int64(len(*win)) {
+		size := max(int64(spoolChunk), n)
+		if int64(cap(*win)) < size {
+			*win = make([]byte, size)
+		}
+		w := (*win)[:size]
+		got, err := s.f.ReadAt(w, off)
+		if int64(got) < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("report spool: read %s: %w", s.f.Name(), err)
+		}
+		*win, *winOff = w[:got], off
+	}
+	o := off - *winOff
+	return (*win)[o : o+n], nil
 }

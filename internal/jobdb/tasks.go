@@ -195,6 +195,7 @@ func writeTask(tx *batch, idx int, t *report.Task) error {
 		files = string(b)
 	}
 	rows := tx.w.rowsOf(idx)
+	defer func() { tx.w.rows.set(idx, rows) }()
 	peer, peerID := split(t.Peer, t.PeerID)
 	params := string(t.Params)
 	if params == "" {

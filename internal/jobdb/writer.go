@@ -77,7 +77,7 @@ type writer struct {
 	// rows, so that a change writes only what is new (used by the loop
 	// only). fresh: the tasks table was empty at Open, so a task never
 	// written has no rows.
-	rows  []taskRows
+	rows  rowsTable
 	fresh bool
 	// execs counts statements executed (benchmarks report it per task),
 	// commits the transactions, rows the rows written by multi-row
@@ -95,22 +95,9 @@ type writer struct {
 	unsorted bool
 }
 
-// taskRows is what the database holds of one task, as far as the writer
-// knows.
-type taskRows struct {
-	seen bool // the entry is set up
-	row  bool // this writer wrote the task's row
-	// Rows of attempts, votes and partial results; -1: unknown (rows of
-	// an earlier run may be there).
-	attempts, votes, partials int32
-}
-
-// rowsOf returns task idx's entry, growing the table.
-func (w *writer) rowsOf(idx int) *taskRows {
-	if idx >= len(w.rows) {
-		w.rows = append(w.rows, make([]taskRows, idx+1-len(w.rows))...)
-	}
-	r := &w.rows[idx]
+// rowsOf returns task idx's entry (to be stored back with w.rows.set).
+func (w *writer) rowsOf(idx int) taskRows {
+	r := w.rows.get(idx)
 	if !r.seen {
 		r.seen = true
 		if !w.fresh {

@@ -35,8 +35,7 @@
 //
 // Lock order: sched.Queue's, then runner.mu (its ReportLock), then
 // jobdb's. queueEnv runs under none of the queue's locks and takes
-// runner.mu; sessionList.mu comes after runner.mu (the journal takes
-// it); remoteWorker.mu and the other mutexes are leaves.
+// runner.mu; remoteWorker.mu and the other mutexes are leaves.
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.

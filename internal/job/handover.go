@@ -175,13 +175,10 @@ func peerNodeName(peer string) string {
 
 // sessionList is the peers (name@id) of the run's coordinator sessions,
 // kept in the job database (jobdb.SessionsKey) for the next rerun: those
-// enrolled, and those of the last run that may still come. A change only
-// marks the list; the journal's next pass writes it (pending), so that
-// a thousand enrolments cost one write of the list, not a thousand.
+// enrolled, and those of the last run that may still come.
 type sessionList struct {
 	mu    sync.Mutex
 	peers map[string]bool
-	dirty bool // changed since pending last took it
 }
 
 // lastSessions reads the peers of the last coordinator's sessions.
@@ -197,16 +194,17 @@ func lastSessions(ctx context.Context, db *jobdb.DB) []string {
 	return peers
 }
 
-// change adds (or removes) peers and wakes the journal if the list
-// changed.
+// change adds (or removes) peers and journals the list if it changed.
 func (s *sessionList) change(r *runner, add bool, peers ...string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.peers == nil {
 		s.peers = map[string]bool{}
 	}
+	changed := false
 	for _, p := range peers {
 		if s.peers[p] != add {
-			s.dirty = true
+			changed = true
 			if add {
 				s.peers[p] = true
 			} else {
@@ -214,25 +212,11 @@ func (s *sessionList) change(r *runner, add bool, peers ...string) {
 			}
 		}
 	}
-	dirty := s.dirty
-	s.mu.Unlock()
-	if dirty {
-		r.wake()
+	if !changed {
+		return
 	}
-}
-
-// pending returns the list to write, as JSON, if it changed since the
-// last call.
-func (s *sessionList) pending() (string, bool) {
-	if s == nil {
-		return "", false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.dirty {
-		return "", false
-	}
-	s.dirty = false
 	b, _ := json.Marshal(slices.Sorted(maps.Keys(s.peers)))
-	return string(b), true
+	if err := r.db.PutJobValue(jobdb.SessionsKey, string(b)); err != nil {
+		r.log.Debug("journal the peers' sessions", "err", err)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -74,11 +73,6 @@ func (r *runner) journalPassLocked(hold bool) error {
 			return err
 		}
 		r.dirty = false
-	}
-	if v, ok := r.sessions.Load().pending(); ok {
-		if err := r.db.PutJobValue(jobdb.SessionsKey, v); err != nil {
-			return err
-		}
 	}
 	// What was held back for holdRunning is written now (unless it was
 	// since: then it is no longer marked held).

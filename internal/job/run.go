@@ -186,10 +186,6 @@ type runner struct {
 	held    []heldTask // running tasks the journal holds back (holdRunning)
 	marks   []uint8    // by task: markTouched (in touched), markHeld (in held)
 
-	// sessions: the coordinator's sessions, written by the journal
-	// (handover.go); set before the first lease, nil on local runs.
-	sessions atomic.Pointer[sessionList]
-
 	// pub is the job's hello to peers (publish.go).
 	pub published
 	// own: the inputs tasks see of their own, as the hello names them

@@ -42,7 +42,6 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	defer r.opts.Live.attachQueue(nil)
 	var gate *handoverGate
 	peers := &sessionList{}
-	r.sessions.Store(peers)
 	if r.p.Previous != nil && r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
 		// Before the first lease, the local slots' too.
 		last := lastSessions(ctx, r.db)

@@ -185,7 +185,7 @@ func (m *muxListener) sniff(c *gatedConn) {
 			return
 		}
 		c.handshakeDone()
-		m.s.serveBulk(m.ctx, tc, corker(c.Conn))
+		m.s.serveBulk(m.ctx, tc)
 		return
 	}
 	if n == 0 && err != nil {
@@ -290,9 +290,8 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // serveBulk answers the requests of one bulk connection until it closes,
 // fails, breaks the protocol or idles for bulkIdleTimeout. Each answer is
 // written with one writev of its header and the buffer the block was read
-// into. cork, if not nil, corks the socket under c while a request is
-// answered (see corker).
-func (s *Server) serveBulk(ctx context.Context, c net.Conn, cork func(on bool)) {
+// into.
+func (s *Server) serveBulk(ctx context.Context, c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(bulkWriteTimeout))
 	if _, err := io.WriteString(c, bulkMagic); err != nil {
 		return
@@ -313,18 +312,12 @@ func (s *Server) serveBulk(ctx context.Context, c net.Conn, cork func(on bool)) 
 			return
 		}
 		_ = c.SetReadDeadline(time.Time{})
-		if cork != nil {
-			cork(true)
-		}
 		for i := range int(n) {
 			var id blocks.ID
 			copy(id[:], raw[i*blocks.IDSize:])
 			if !s.sendBulk(ctx, c, id) {
 				return
 			}
-		}
-		if cork != nil {
-			cork(false)
 		}
 	}
 }

@@ -34,8 +34,12 @@ type taskSums struct {
 	stalled bool
 }
 
-// printSummary says how the job ended: the counts, where it ran, why
-// each of the first failed tasks failed, and where the results are.
+// shownWarnings is how many of the report's warnings the summary prints.
+const shownWarnings = 5
+
+// printSummary says how the job ended: the counts, where it ran, the
+// report's first warnings (a peer that got no task, and why), why each of
+// the first failed tasks failed, and where the results are.
 func printSummary(w io.Writer, rep *report.Report, sums taskSums, out string, took time.Duration) {
 	s := rep.Summary
 	if sums.stalled {
@@ -81,6 +85,12 @@ func printSummary(w io.Writer, rep *report.Report, sums taskSums, out string, to
 			fmt.Fprintf(w, "; reinstated (outvoted by them): %s", strings.Join(sc.Reinstated, ", "))
 		}
 		fmt.Fprintln(w)
+	}
+	for _, warn := range rep.Warnings[:min(len(rep.Warnings), shownWarnings)] {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if more := len(rep.Warnings) - shownWarnings; more > 0 {
+		fmt.Fprintf(w, "  ... %d more warnings: see %s\n", more, filepath.Join(out, report.FileName))
 	}
 	failed := sums.failed
 	for _, t := range failed[:min(len(failed), shownFailures)] {

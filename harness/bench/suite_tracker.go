@@ -76,6 +76,12 @@ type trackerRun struct {
 	BusyPeak    float64        `json:"busy_peak"` // highest 100 ms sample
 	Samples     []busySample   `json:"samples"`
 	Shares      map[string]int `json:"shares"`
+	// Round is the interleaved round of a warm run (0: not one) and
+	// After what ran just before it in the round order; Load the
+	// machine's load average (1 min) at its start.
+	Round int    `json:"round,omitempty"`
+	After string `json:"after,omitempty"`
+	Load  string `json:"loadavg_before"`
 }
 
 type busySample struct {
@@ -107,9 +113,6 @@ func (trackerSuite) Run(ctx context.Context, env *Env) (*Result, error) {
 		span, wall = append(span, r.Rate), append(wall, r.WallRate)
 	}
 	d.span, d.wall = MedianCI(span), MedianCI(wall)
-	if err := d.compare(ctx, env, phase); err != nil {
-		return nil, err
-	}
 	res := &Result{}
 	d.rows(res)
 	sum, err := d.writeData(env)
@@ -141,6 +144,8 @@ type trackerData struct {
 	perr       error
 	dask       *daskResult
 	derr       error
+	// order is each round's order of the systems (rotated).
+	order [][]string
 }
 
 // trackerSpec reads the configuration into cfg and writes the job specs
@@ -197,6 +202,7 @@ func (d *trackerData) measure(ctx context.Context, env *Env, specs trackerSpecs,
 	}
 	defer lab.Close()
 	run := func(label, spec string, args ...string) (trackerRun, error) {
+		load := loadavg()
 		m0, _ := harness.MachineCPU()
 		sub, err := env.Submit(ctx, lab, spec, harness.SubmitOptions{SampleCPU: time.Duration(cfg.SampleMS) * time.Millisecond, Args: args})
 		if err != nil {
@@ -205,24 +211,22 @@ func (d *trackerData) measure(ctx context.Context, env *Env, specs trackerSpecs,
 		m1, _ := harness.MachineCPU()
 		r := trackerOf(label, sub, time.Duration(cfg.SampleMS)*time.Millisecond)
 		r.MachineCPUS = (m1 - m0).Seconds()
+		r.Load = load
 		return r, nil
 	}
-	for i := range 1 + cfg.Runs {
-		label := "cold (first job: plugin fetched, plugin processes started)"
+	r, err := run("cold (first job: plugin fetched, plugin processes started)", specs.echo,
 		// The cold run waits until every peer has enrolled (fetched the
 		// plugin, started its first plugin process): else it may end on
 		// the first few peers, and warm run 1 would be the first run of
 		// the job for all the others, cold there.
-		args := []string{"--min-peers", strconv.Itoa(cfg.Peers)}
-		if i > 0 {
-			label, args = fmt.Sprintf("warm run %d", i), nil
-		}
-		r, err := run(label, specs.echo, args...)
-		if err != nil {
-			return err
-		}
-		d.runs = append(d.runs, r)
-		phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", label, r.Rate))
+		"--min-peers", strconv.Itoa(cfg.Peers))
+	if err != nil {
+		return err
+	}
+	d.runs = append(d.runs, r)
+	phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", r.Label, r.Rate))
+	if err := d.rounds(ctx, env, lab, specs, phase, run); err != nil {
+		return err
 	}
 	if cfg.BigTasks > 0 {
 		r, err := run(fmt.Sprintf("warm, %d tasks", cfg.BigTasks), specs.big)
@@ -255,19 +259,67 @@ func (d *trackerData) measure(ctx context.Context, env *Env, specs trackerSpecs,
 	return lab.Close()
 }
 
-// compare times the comparators, GNU parallel and Dask, on the same
-// tasks; a comparator that is not installed is skipped (errSkip).
-func (d *trackerData) compare(ctx context.Context, env *Env, phase Phase) error {
-	d.par, d.perr = env.runParallel(ctx, d.cfg.Tasks, d.cfg.ParallelJobs, d.cfg.Runs)
-	phase.Step(comparatorStep("GNU parallel", d.perr))
-	// As many measured Dask rounds as warm p2pc runs, medians compared.
-	d.dask, d.derr = env.runDask(ctx, d.cfg.Tasks, d.cfg.DaskWorkers, d.cfg.DaskThreads, d.cfg.Runs)
-	phase.Step(comparatorStep("Dask", d.derr))
-	for _, err := range []error{d.perr, d.derr} {
-		if err != nil && !errors.Is(err, errSkip) {
+// rounds runs the warm p2pc runs interleaved with the comparators' rounds
+// (GNU parallel, a standing Dask cluster; each skipped when not
+// installed), in the same lab, the order rotated each round: every
+// system runs after each other, as a user's run comes after whatever
+// ran before it, and none always runs first on a quiet machine.
+func (d *trackerData) rounds(ctx context.Context, env *Env, lab *harness.Lab, specs trackerSpecs, phase Phase,
+	run func(label, spec string, args ...string) (trackerRun, error)) error {
+	cfg := d.cfg
+	type system struct {
+		name  string
+		round func(i int) error
+	}
+	systems := []system{{"p2pc", func(i int) error {
+		r, err := run(fmt.Sprintf("warm run %d", i+1), specs.echo)
+		if err != nil {
 			return err
 		}
+		r.Round = i + 1
+		d.runs = append(d.runs, r)
+		phase.Step(fmt.Sprintf("p2pc %s: %.0f tasks/s", r.Label, r.Rate))
+		return nil
+	}}}
+	par, err := env.newParallelRig(ctx, lab, cfg.Tasks, cfg.ParallelJobs)
+	if err == nil {
+		systems = append(systems, system{"GNU parallel", func(int) error { return par.round(ctx) }})
+	} else if d.perr = err; !errors.Is(err, errSkip) {
+		return err
 	}
+	dask, err := env.startDask(ctx, lab, cfg.Tasks, cfg.DaskWorkers, cfg.DaskThreads)
+	if err == nil {
+		defer dask.close()
+		systems = append(systems, system{"Dask", func(int) error { return dask.round(ctx) }})
+	} else if d.derr = err; !errors.Is(err, errSkip) {
+		return err
+	}
+	last := "cold run"
+	for i := range cfg.Runs {
+		var order []string
+		for k := range systems {
+			sys := systems[(i+k)%len(systems)]
+			order = append(order, sys.name)
+			n := len(d.runs)
+			if err := sys.round(i); err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, sys.name, err)
+			}
+			if len(d.runs) > n {
+				d.runs[n].After = last
+			}
+			last = sys.name
+		}
+		d.order = append(d.order, order)
+	}
+	if par != nil {
+		d.par = par.result()
+	}
+	phase.Step(comparatorStep("GNU parallel", d.perr))
+	if dask != nil {
+		dask.close()
+		d.dask = dask.out
+	}
+	phase.Step(comparatorStep("Dask", d.derr))
 	return nil
 }
 
@@ -279,6 +331,7 @@ func (d *trackerData) rows(res *Result) {
 	res.Add("p2pc, cold", "makespan (s) / tasks/s over it; whole command (s)", fmt.Sprintf("%.2f / %.0f; %.2f", d.cold.MakespanS, d.cold.Rate, d.cold.WallS), "")
 	res.Add("p2pc, warm", "tasks/s over the makespan (first lease to last result), median [95% CI]", rate(d.span), preonRate)
 	res.Add("p2pc, warm", "tasks/s over the whole command (p2pc run start to exit), median [95% CI]", rate(d.wall), "36 s until the last job started")
+	res.Add("p2pc, warm", "spread of the rounds: slowest / fastest whole command (the suite wants at most 2)", d.spread(), "")
 	res.Add("p2pc, warm", "coordinator busy, mean / peak (1 = one core)", fmt.Sprintf("%.2f / %.2f", d.warm.BusyMean, d.warm.BusyPeak), "< 0.5 (single-threaded tracker)")
 	res.Add("p2pc, warm", "machine CPU per task (us; coordinator, peers, plugin processes), median run", fmt.Sprintf("%.0f", 1e6*d.warm.MachineCPUS/float64(max(d.warm.Tasks, 1))), "")
 	if b := d.big; b != nil {
@@ -312,12 +365,30 @@ func (d *trackerData) rows(res *Result) {
 	res.Note("%d tasks on %d peers x %d slots (Preon: 2048 echo jobs, 16 peers x 32 threads, a master of 256 threads, on DAS-5 nodes); here all %d peers and the coordinator share the 2 cores; warm figures: medians of %d runs [95%% bootstrap CI]; the makespan is first lease (Dask: submit) to last result, the whole command a process's start to its exit", d.cfg.Tasks, d.cfg.Peers, d.cfg.Slots, d.cfg.Peers, d.cfg.Runs)
 }
 
+// spread is the slowest warm run's whole command over the fastest's,
+// with both and the load averages they started at.
+func (d *trackerData) spread() string {
+	var warm []trackerRun
+	for _, r := range d.runs {
+		if r.Round > 0 {
+			warm = append(warm, r)
+		}
+	}
+	if len(warm) == 0 {
+		return "no warm run"
+	}
+	lo := slices.MinFunc(warm, func(a, b trackerRun) int { return cmp.Compare(a.WallS, b.WallS) })
+	hi := slices.MaxFunc(warm, func(a, b trackerRun) int { return cmp.Compare(a.WallS, b.WallS) })
+	return fmt.Sprintf("%.2fx (%.3f s in round %d after %s, load %s; %.3f s in round %d after %s, load %s)",
+		hi.WallS/lo.WallS, hi.WallS, hi.Round, hi.After, hi.Load, lo.WallS, lo.Round, lo.After, lo.Load)
+}
+
 // writeData writes tracker.json, busy.csv and tracker.csv, and returns
 // the summary table (one line per run).
 func (d *trackerData) writeData(env *Env) ([][]string, error) {
 	if err := env.WriteJSON("tracker.json", map[string]any{
 		"machine": env.Machine, "config": d.cfg, "quick": env.Quick, "runs": d.runs, "big": d.big, "coarse": d.coarse,
-		"gnu_parallel": d.par, "gnu_parallel_skipped": errString(d.perr), "dask": d.dask, "dask_skipped": errString(d.derr),
+		"round_order": d.order, "gnu_parallel": d.par, "gnu_parallel_skipped": errString(d.perr), "dask": d.dask, "dask_skipped": errString(d.derr),
 		"definitions": map[string]string{
 			"makespan_s":   "first lease issued to last result, from report.json",
 			"wall_s":       "the p2pc run process, start to exit",

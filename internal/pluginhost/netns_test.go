@@ -29,9 +29,6 @@ func netnsOf(t *testing.T, pid int) string {
 // is run again with tasks twice as long, a bounded number of times.
 func twoPIDs(t *testing.T, pl *Pool) [2]int {
 	t.Helper()
-	// The second task waits a start's time, not the longer wait of a
-	// machine whose CPUs are all busy (a loaded CI machine's).
-	pl.cpusBusy = func() bool { return false }
 	var pids [2]int
 	for ms := 300; ms <= 4800; ms *= 2 {
 		var wg sync.WaitGroup

@@ -50,12 +50,9 @@ type Pool struct {
 	// ones; 0: none yet): how long a caller waits for a busy process
 	// before it starts one.
 	startCost time.Duration
-	// cpusBusy says whether every CPU of the machine is busy (a start
-	// then waits longer: startDelayLocked); a test sets its own.
-	cpusBusy func() bool
-	spawns   sync.WaitGroup // spawn goroutines
-	dirs     dirs
-	info     *pluginproto.PluginInfo
+	spawns    sync.WaitGroup // spawn goroutines
+	dirs      dirs
+	info      *pluginproto.PluginInfo
 	// verified is the identity of the executable last checked against
 	// the checksum (see checkExecutable).
 	verified string
@@ -117,7 +114,6 @@ func NewPool(cfg Config, size int) *Pool {
 		maxStarting:  maxStarting,
 		changed:      make(chan struct{}),
 		verified:     cfg.Verified,
-		cpusBusy:     cpusBusy,
 	}
 }
 
@@ -371,9 +367,10 @@ func expired(ctx context.Context) bool {
 // pool smaller than the burst does not start a process per task: a start
 // costs milliseconds of CPU, and many at once on fewer cores hold up
 // every waiting task until the last is done. A long task waits at
-// most about one start's time before its own process starts, or
-// busyPatience starts' time while every CPU of the machine is busy (a
-// start then slows the work that would free a process). A process
+// most about one start's time before its own process starts. The rule
+// reads nothing of the machine but the pool's own measured starts: how
+// busy other programs keep the CPUs does not change how many processes
+// a job gets. A process
 // started for a caller that took another goes to the idle list, warm for
 // the next.
 func (pl *Pool) acquire(ctx context.Context, op, taskID string) (*proc, error) {
@@ -512,20 +509,8 @@ func (pl *Pool) startDelayLocked(waited time.Duration) time.Duration {
 	if d := pl.startCost - waited; d > 0 {
 		return d
 	}
-	if patient := busyPatience * pl.startCost; waited < patient && pl.cpusBusy() {
-		// Every CPU is busy: a start would take CPU from the work that
-		// frees processes (tasks of milliseconds mostly free one
-		// sooner); a process that sleeps in its task is not runnable and
-		// leaves the CPUs free.
-		return patient - waited
-	}
 	return 0
 }
-
-// busyPatience is how many starts' time a caller waits for a process
-// before it starts one while every CPU of the machine is busy: a start
-// then takes CPU from the tasks that would free a process.
-const busyPatience = 4
 
 // errorForTask is a start's error as the call of taskID returns it: a
 // copy naming the task (the error may be every waiting caller's).

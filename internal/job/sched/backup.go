@@ -15,10 +15,22 @@ type backupState struct {
 	// threshold before this time.
 	at        time.Time
 	threshold time.Duration
-	// own: the scan found leases to take, all of this worker, which may
-	// not take its own: until at only it skips the scan.
-	own string
+	// cands: the leases the last scan found old enough to back up,
+	// oldest first; until at a worker takes the first that still
+	// qualifies (candidateLocked) instead of scanning every running
+	// lease again.
+	cands []*Lease
+	// own: every candidate left is this worker's own (it may not back
+	// up its own task): it asks again without a look until the next scan.
+	own   string
+	scans int // scans of every running lease (a test counts them)
 }
+
+// rescanEvery: the backup scan runs at most once per this fraction of
+// the threshold (at least a second), and, while candidates are left, at
+// least as often: a lease that became old enough since the last scan
+// waits at most that long.
+const rescanEvery = 16
 
 // backupCandidateLocked picks the running task that has run longest, if
 // it has only one copy, is not held by peer, and has run for more than
@@ -40,58 +52,93 @@ func (q *Queue) backupCandidateLocked(peer string) (int, bool) {
 	}
 	threshold := max(2*q.backup.median, time.Second)
 	now := q.now()
-	// Idle workers ask at every result near the end: before backupAt no
-	// lease can be taken (see below), so the scan over every running
-	// lease waits for it; by backupOwn only, when the only leases that
-	// could be taken are its own.
-	if threshold == q.backup.threshold && now.Before(q.backup.at) && (q.backup.own == "" || q.backup.own == peer) {
-		return 0, false
+	// Idle workers ask at every result near the end: until backup.at
+	// they take from the last scan's candidates, and the scan over
+	// every running lease waits.
+	if threshold == q.backup.threshold && now.Before(q.backup.at) {
+		return q.candidateLocked(peer, now, threshold)
 	}
 	// next is the earliest time a lease skipped now may be taken. Time
 	// alone changes the answer: a new lease is younger, a worker heard
 	// again only waits longer; the one event that does (a task's copies
-	// drop to one) clears backupAt (dropCopyLocked).
-	var best *Lease
-	own := false // peer holds a lease that could be taken
+	// drop to one) clears backup.at (dropCopyLocked).
+	q.backup.scans++
+	clear(q.backup.cands)
+	q.backup.cands, q.backup.own = q.backup.cands[:0], ""
 	next := now.Add(threshold)
 	for _, l := range q.running {
 		if q.tasks[l.Task].running != 1 || l.announced {
 			continue
 		}
-		at := l.leased.Add(threshold)
-		if l.batched {
-			// Its worker is busy with its queue until it has been
-			// silent for as long.
-			if h := q.peers.heard[l.Peer].Add(threshold); h.After(at) {
-				at = h
-			}
-		}
-		if now.Before(at) {
+		if at := q.backupAtLocked(l, threshold); now.Before(at) {
 			if at.Before(next) {
 				next = at
 			}
 			continue
 		}
-		if l.Peer == peer {
-			own = true // another worker may take it
-			continue
-		}
-		if best == nil || l.leased.Before(best.leased) {
-			best = l
+		q.backup.cands = append(q.backup.cands, l)
+	}
+	slices.SortFunc(q.backup.cands, func(a, b *Lease) int { return a.leased.Compare(b.leased) })
+	// Leases that become old enough meanwhile wait for the next scan: a
+	// fraction of the threshold away at most while candidates are left,
+	// and at least (leases leased one after another cross the threshold
+	// one after another: a scan per lease is a scan per ask).
+	every := threshold / rescanEvery
+	if len(q.backup.cands) > 0 {
+		if soon := now.Add(every); soon.Before(next) {
+			next = soon
 		}
 	}
-	q.backup.own = ""
-	switch {
-	case best != nil:
-		next = now // the others taken by then stay candidates
-	case own:
-		q.backup.own = peer // any other worker asks again at once
+	if soon := now.Add(every); next.Before(soon) {
+		next = soon
 	}
 	q.backup.at, q.backup.threshold = next, threshold
-	if best == nil {
+	return q.candidateLocked(peer, now, threshold)
+}
+
+// backupAtLocked is when l may be backed up: threshold after its lease,
+// and, batched, threshold after its worker was last heard (its worker is
+// busy with its queue until it has been silent for as long).
+func (q *Queue) backupAtLocked(l *Lease, threshold time.Duration) time.Time {
+	at := l.leased.Add(threshold)
+	if l.batched {
+		if h := q.peers.heard[l.Peer].Add(threshold); h.After(at) {
+			at = h
+		}
+	}
+	return at
+}
+
+// candidateLocked takes the oldest of the scan's candidates that still
+// qualifies (running, its task's only copy, not announced, not heard
+// from since) and is not peer's own: another worker may back it up.
+// Those before it that no longer qualify are dropped.
+func (q *Queue) candidateLocked(peer string, now time.Time, threshold time.Duration) (int, bool) {
+	if q.backup.own == peer {
 		return 0, false
 	}
-	return best.Task, true
+	cands := q.backup.cands
+	keep := cands[:0]
+	task, found := 0, false
+	i := 0
+	for ; i < len(cands) && !found; i++ {
+		l := cands[i]
+		if q.running[l.ID] != l || q.tasks[l.Task].running != 1 || l.announced || now.Before(q.backupAtLocked(l, threshold)) {
+			continue
+		}
+		if l.Peer == peer {
+			keep = append(keep, l)
+			continue
+		}
+		task, found = l.Task, true // it gets a second copy: no candidate now
+	}
+	keep = append(keep, cands[i:]...)
+	clear(cands[len(keep):])
+	q.backup.cands = keep
+	if !found && len(keep) > 0 {
+		q.backup.own = peer
+	}
+	return task, found
 }
 
 // dropCopyLocked counts one running copy of task less. A task left with

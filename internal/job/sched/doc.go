@@ -7,9 +7,11 @@
 // each Result through Finish. A lost peer's leases are requeued at once
 // and do not count against the task's retries.
 //
-// Invariants: every failed attempt is charged to the task's bounds and,
-// when the peer is to blame, to the peer, and a peer with too many strikes
-// is excluded from the job. With verification, replicas run on distinct
+// Invariants: a worker holds at most its slots' share of the work left
+// (fair.go); one that holds none may always take a pending task. Every
+// failed attempt is charged to the task's bounds and, when the peer is to
+// blame, to the peer, and a peer with too many strikes is excluded from
+// the job. With verification, replicas run on distinct
 // peers and a digest is accepted only with a quorum of agreeing votes.
 // Stalled says when work is left that nothing runs, and why.
 //

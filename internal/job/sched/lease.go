@@ -100,9 +100,12 @@ func (q *Queue) takeLocked(peer string) *Lease {
 	return l
 }
 
-// takeTaskLocked picks the task peer runs next: a pending one, else a
-// backup copy near the end.
+// takeTaskLocked picks the task peer runs next: a pending one (unless
+// peer holds its fair share, fair.go), else a backup copy near the end.
 func (q *Queue) takeTaskLocked(peer string) *Lease {
+	if len(q.pending) > 0 && q.overShareLocked(peer) {
+		return nil // fair.go
+	}
 	for i, t := range q.pending {
 		if q.involvedLocked(peer, t) {
 			continue
@@ -190,6 +193,7 @@ func (q *Queue) leaseLocked(task int, peer string, digestOnly bool) *Lease {
 	l.leased = l.Start
 	l.VC = vc.NewCursor(id, l.revoked)
 	q.running[l.ID] = l
+	q.peers.held[peer]++
 	q.emit(leaseRef{l})
 	q.moved = q.now()
 	ts.running++

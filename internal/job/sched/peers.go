@@ -20,12 +20,14 @@ type peerState struct {
 	// enrolled: the remote peers enrolled, with their hosts ("" when the
 	// job lets replicas share a host).
 	enrolled map[string]string
-	slots    map[string]int // by worker (batch sizing)
+	slots    map[string]int // by worker (batch sizing, fair shares)
+	// held: the running leases of each worker (fairShareLocked).
+	held map[string]int
 }
 
 func newPeerState() peerState {
 	return peerState{trust: map[string]*peerTrust{}, workers: map[string]time.Time{}, heard: map[string]time.Time{},
-		enrolled: map[string]string{}, slots: map[string]int{}}
+		enrolled: map[string]string{}, slots: map[string]int{}, held: map[string]int{}}
 }
 
 // Enrol notes a remote peer's enrolment, at host (its network address

@@ -34,7 +34,7 @@ func (q *Queue) finishLocked(l *Lease, res Result) bool {
 	}
 	l.settled = true
 	q.revokeLocked(l) // the attempt is over: whatever waits on it may stop
-	delete(q.running, l.ID)
+	q.unrunLocked(l)
 	q.moved = q.now()
 	if res.Outcome != report.OutcomeLost {
 		q.peers.heard[l.Peer] = q.moved
@@ -257,7 +257,7 @@ func (q *Queue) revokeCopiesLocked(task int) {
 	for _, l := range q.running {
 		if l.Task == task {
 			q.revokeLocked(l)
-			delete(q.running, l.ID)
+			q.unrunLocked(l)
 			q.dropCopyLocked(task)
 			l.settled = true
 			q.cancelLocked(l, "the task was decided without it")

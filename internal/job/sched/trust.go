@@ -148,7 +148,7 @@ func (q *Queue) excludeLocked(peer, why string, distrust bool) {
 		}
 		q.revokeLocked(l)
 		l.settled = true
-		delete(q.running, l.ID)
+		q.unrunLocked(l)
 		q.dropCopyLocked(l.Task)
 		q.cancelLocked(l, "peer excluded")
 		q.needFrontLocked(l.Task, 1)

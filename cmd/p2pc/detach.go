@@ -64,6 +64,7 @@ func (c *RunCmd) detach(g *Globals, js *spec.Job) error {
 		}
 		return withCode(exitBadInput, fmt.Errorf("--detach: the swarm has %d member(s) that can keep a job (%s); a job handed to the swarm lives on at least two: start another 'p2pc join', or run without --detach", len(s.members), strings.Join(names, ", ")))
 	}
+	s.client.Note = func(msg string) { fmt.Fprintf(os.Stderr, "p2pc: %s\n", msg) }
 	rec, err := s.client.Submit(ctx, s.members, &pb.Record{Id: id, Name: js.Name}, files)
 	if err != nil {
 		if ctx.Err() != nil {

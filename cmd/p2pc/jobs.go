@@ -107,14 +107,17 @@ type jobJSON struct {
 	Holders   []string  `json:"holders"`
 	// ResultsOn are the members that hold the output folder.
 	ResultsOn []string `json:"results_on"`
-	Error     string   `json:"error,omitempty"`
+	// Fetched: the submitter's node fetched the output folder; one copy
+	// is kept.
+	Fetched bool   `json:"fetched"`
+	Error   string `json:"error,omitempty"`
 }
 
 func toJobJSON(f *swarmjobs.Found) jobJSON {
 	r := f.Record
 	j := jobJSON{ID: r.Id, Name: r.Name, State: r.State, Owner: r.Owner, OwnerID: r.OwnerId, Epoch: r.Epoch, Submitter: r.Submitter,
 		Done: r.Done, Failed: r.Failed, Running: r.Running, Total: r.Total, Created: time.UnixMilli(r.CreatedMs).UTC(),
-		Holders: append([]string{}, r.Holders...), ResultsOn: []string{}, Error: r.Error}
+		Holders: append([]string{}, r.Holders...), ResultsOn: []string{}, Fetched: r.Fetched, Error: r.Error}
 	if r.EndedMs > 0 {
 		j.Ended = time.UnixMilli(r.EndedMs).UTC()
 	}
@@ -143,7 +146,7 @@ func (c *JobsCmd) Run(g *Globals) error {
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(os.Stderr, "no jobs in the swarm")
-		return nil
+		return printDisks(ctx, s)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tNAME\tSTATE\tDONE\tOWNER\tSUBMITTER\tCREATED")
@@ -152,7 +155,10 @@ func (c *JobsCmd) Run(g *Globals) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Id[:12], r.Name, r.State, r.Done, r.Total, r.Owner, shortID(r.Submitter),
 			time.UnixMilli(r.CreatedMs).Local().Format(time.DateTime))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return printDisks(ctx, s)
 }
 
 func shortID(id string) string {
@@ -238,6 +244,7 @@ func fetchJob(ctx context.Context, s *asked, f *swarmjobs.Found, out string) err
 	}
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(os.Stderr, "job %s (%s, %s): output folder written to %s (from %s)\n", f.Record.Id[:12], f.Record.Name, f.Record.State, abs, from)
+	markFetched(ctx, s, f)
 	return nil
 }
 

@@ -35,6 +35,7 @@ type JoinCmd struct {
 	RevocationPoll time.Duration `name:"revocation-poll" hidden:"" default:"30s" help:"Invite-only swarm: how often the revocation list is refreshed."`
 	NoOwn          bool          `name:"no-own" help:"Never own a job handed to the swarm (p2pc run --detach): run tasks and hold copies only."`
 	Retain         time.Duration `help:"How long this member keeps the jobs handed to the swarm once they ended (their output folders), and copies of jobs whose end it never heard of." default:"168h" placeholder:"DURATION"`
+	CopyLostAfter  time.Duration `name:"copy-lost-after" hidden:"" default:"2m" help:"A member holding a copy of an ended job's output that is not a live member for this long has lost it; a copy is made again elsewhere."`
 	TaskUser       string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
 
 	joinFaults // hidden --fault-* flags, only in builds with the p2pcfault tag
@@ -111,7 +112,7 @@ func (c *JoinCmd) Run(g *Globals) error {
 	}
 	c.announce(g.Logger)
 	var presence *node.Presence
-	jobs, err := jobsService(g, n, &presence, static.Addrs(), c.NoOwn, c.Retain)
+	jobs, err := jobsService(g, n, &presence, static.Addrs(), c.NoOwn, c.Retain, jobsKeep{Disk: vol.Disk, LostAfter: c.CopyLostAfter})
 	if err != nil {
 		return err
 	}

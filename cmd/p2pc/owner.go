@@ -34,14 +34,16 @@ const ownerWait = 5 * time.Minute
 // copies of the swarm's jobs and, unless noOwn, owns jobs handed to it,
 // running their coordinator in this process through the node's store,
 // connections and membership (presence, set once it started).
-func jobsService(g *Globals, n *node.Node, presence **node.Presence, static []string, noOwn bool, retain time.Duration) (*swarmjobs.Service, error) {
+func jobsService(g *Globals, n *node.Node, presence **node.Presence, static []string, noOwn bool, retain time.Duration, keep jobsKeep) (*swarmjobs.Service, error) {
 	svc, err := swarmjobs.New(swarmjobs.Config{
-		Dir:    filepath.Join(g.Data, "jobs"),
-		Name:   n.Name(),
-		ID:     n.ID(),
-		Addr:   n.Addr(),
-		NoOwn:  noOwn,
-		Retain: retain,
+		Dir:       filepath.Join(g.Data, "jobs"),
+		Name:      n.Name(),
+		ID:        n.ID(),
+		Addr:      n.Addr(),
+		NoOwn:     noOwn,
+		Retain:    retain,
+		Disk:      keep.Disk,
+		LostAfter: keep.LostAfter,
 		Members: func() []swarmjobs.Member {
 			if *presence == nil {
 				return nil

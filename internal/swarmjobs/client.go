@@ -19,6 +19,9 @@ import (
 // Client calls the Jobs protocol of the swarm's members.
 type Client struct {
 	Dial func(addr string) (grpc.ClientConnInterface, error)
+	// Note, if set, is told why a member did not take a job or a copy
+	// (one line each) while Submit goes on with the next.
+	Note func(msg string)
 }
 
 func (c *Client) jobs(addr string) (pb.JobsClient, error) {
@@ -49,11 +52,15 @@ var (
 func (c *Client) Submit(ctx context.Context, members []Member, rec *pb.Record, files []File) (*pb.Record, error) {
 	var errs []error
 	for _, m := range Rank(rec.Id, members) {
-		r, err := c.submitTo(ctx, m, rec, files)
+		placed, err := c.submitTo(ctx, m, rec, files)
 		if err == nil {
-			return r, nil
+			for _, msg := range placed.Refused {
+				c.note(msg)
+			}
+			return placed.Record, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %s", m.Name, status.Convert(err).Message()))
+		c.note(fmt.Sprintf("member %s did not take job %s: %s", m.Name, rec.Id[:12], status.Convert(err).Message()))
 		if ctx.Err() != nil {
 			break
 		}
@@ -61,7 +68,7 @@ func (c *Client) Submit(ctx context.Context, members []Member, rec *pb.Record, f
 	return nil, fmt.Errorf("no member took the job: %w", errors.Join(errs...))
 }
 
-func (c *Client) submitTo(ctx context.Context, m Member, rec *pb.Record, files []File) (*pb.Record, error) {
+func (c *Client) submitTo(ctx context.Context, m Member, rec *pb.Record, files []File) (*pb.Placed, error) {
 	jc, err := c.jobs(m.Addr)
 	if err != nil {
 		return nil, err
@@ -71,12 +78,8 @@ func (c *Client) submitTo(ctx context.Context, m Member, rec *pb.Record, files [
 		return nil, err
 	}
 	// An error sending (the owner refused early) shows in CloseAndRecv.
-	_ = sendBundle(st.Send, &pb.Header{Kind: KindJob, Record: rec}, files)
-	placed, err := st.CloseAndRecv()
-	if err != nil {
-		return nil, err
-	}
-	return placed.Record, nil
+	_ = sendBundle(st.Send, &pb.Header{Kind: KindJob, Record: rec, Size: filesSize(files)}, files)
+	return st.CloseAndRecv()
 }
 
 // Found is a job as the swarm's members know it: the newest record, and

@@ -15,8 +15,17 @@
 //   - The owner's record is the truth; records of one job compare by
 //     epoch first (Newer). This package writes epoch 1 only: takeover by a
 //     successor, which would write a higher one, is not built.
-//   - Only the record's submitter cancels; only the record's owner sends
-//     copies (both checked against the caller's TLS node ID).
+//   - Only the record's submitter cancels or says it fetched the output;
+//     only the record's owner sends copies, but that a member the record
+//     lists in results_on sends copies of an ended job's output folder
+//     and its record (all checked against the caller's TLS node ID).
+//   - Until the submitter fetched it, an ended job's output is kept on
+//     1+Copies members: the keeper (the first live holder in the job's
+//     rank) copies it again when a holder was gone for LostAfter. After
+//     the fetch, a member drops its copy only once a holder ranked above
+//     it confirmed it holds the output, so one copy stays.
+//   - With Config.Disk, a copy that does not fit beside what the member
+//     keeps is refused (ResourceExhausted); nothing is dropped for room.
 //   - An owned job that was running when its member stopped resumes when
 //     the member starts again (its output folder resumes as `p2pc run`'s).
 //

@@ -59,6 +59,12 @@ type Config struct {
 	// Copies is how many other members hold a job's bundle and results
 	// (default 2; at least 1 is required).
 	Copies int
+	// Disk caps the bytes of the job folders this member keeps (bundles,
+	// output folders); 0: no cap. A copy that does not fit is refused.
+	Disk int64
+	// LostAfter: a member holding an output folder that has not been a
+	// live member for this long has lost its copy (default 2 minutes).
+	LostAfter time.Duration
 	// Run runs the jobs this member owns.
 	Run Runner
 	// Members returns the other live members.
@@ -80,6 +86,7 @@ type Service struct {
 
 	mu   sync.Mutex
 	jobs map[string]*entry
+	keep keeping // copies and disk use (retain.go), under mu
 }
 
 // entry is a job this member owns or holds.
@@ -114,7 +121,10 @@ func New(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("jobs folder: %w", err)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger.With("component", "swarmjobs"), jobs: map[string]*entry{}}, nil
+	if cfg.LostAfter <= 0 {
+		cfg.LostAfter = 2 * time.Minute
+	}
+	return &Service{cfg: cfg, log: cfg.Logger.With("component", "swarmjobs"), jobs: map[string]*entry{}, keep: newKeeping()}, nil
 }
 
 // Register serves the Jobs protocol on s.
@@ -149,7 +159,9 @@ func (s *Service) Start(ctx context.Context) error {
 			close(e.ended)
 		}
 	}
+	s.measureAll()
 	s.wg.Go(func() { s.sweepLoop(ctx) })
+	s.wg.Go(func() { s.keepLoop(ctx) })
 	return nil
 }
 
@@ -230,6 +242,11 @@ func (s *Service) Submit(stream grpc.ClientStreamingServer[pb.Bundle, pb.Placed]
 		// held here for its owner: it is that one.
 		return stream.SendAndClose(&pb.Placed{Record: r})
 	}
+	release, err := s.reserve(id, h.Size)
+	if err != nil {
+		return err
+	}
+	defer release()
 	dir := s.jobDir(id)
 	if err := intoDir(stream.Recv, filepath.Join(dir, "bundle")); err != nil {
 		os.RemoveAll(dir)
@@ -243,7 +260,8 @@ func (s *Service) Submit(stream grpc.ClientStreamingServer[pb.Bundle, pb.Placed]
 		Id: id, Name: h.Record.Name, State: StateRunning, Owner: s.cfg.Name, OwnerId: s.cfg.ID.String(), OwnerAddr: s.cfg.Addr,
 		Epoch: 1, Submitter: from.String(), CreatedMs: time.Now().UnixMilli(),
 	}
-	rec.Holders = s.replicate(stream.Context(), rec, KindJob, filepath.Join(dir, "bundle"), nil, from.String())
+	var refused []string
+	rec.Holders, refused = s.replicate(stream.Context(), rec, KindJob, filepath.Join(dir, "bundle"), nil, from.String())
 	if len(rec.Holders) == 0 {
 		os.RemoveAll(dir)
 		return status.Errorf(codes.Unavailable, "submit: no other member of the swarm could hold a copy of job %s (a job handed to the swarm lives on at least two members)", id[:12])
@@ -256,10 +274,11 @@ func (s *Service) Submit(stream grpc.ClientStreamingServer[pb.Bundle, pb.Placed]
 	s.mu.Lock()
 	s.jobs[id] = e
 	s.mu.Unlock()
+	s.measure(id)
 	s.startRun(e)
 	s.log.Info("owning a job", "job", id[:12], "name", rec.Name, "submitter", rec.Submitter, "holders", rec.Holders)
 	_, r, _ := s.get(id)
-	return stream.SendAndClose(&pb.Placed{Record: r})
+	return stream.SendAndClose(&pb.Placed{Record: r, Refused: refused})
 }
 
 func validID(id string) bool {
@@ -296,12 +315,12 @@ func bundleJob(dir, id, name string) (Job, error) {
 // replicate sends a bundle (the job's, or its output folder) with rec to
 // up to Copies other members, those in prefer first, then the others in
 // the job's rank, never to skip (the submitter); it returns those that
-// took it.
-func (s *Service) replicate(ctx context.Context, rec *pb.Record, kind, dir string, prefer []string, skip string) []string {
+// took it, and why others did not.
+func (s *Service) replicate(ctx context.Context, rec *pb.Record, kind, dir string, prefer []string, skip string) (held, refused []string) {
 	files, err := DirFiles(dir)
 	if err != nil {
 		s.log.Warn("copy not sent", "job", rec.Id[:12], "kind", kind, "err", err)
-		return nil
+		return nil, nil
 	}
 	var order []Member
 	ranked := Rank(rec.Id, s.cfg.Members())
@@ -317,7 +336,6 @@ func (s *Service) replicate(ctx context.Context, rec *pb.Record, kind, dir strin
 			order = append(order, m)
 		}
 	}
-	var held []string
 	for _, m := range order {
 		if len(held) == s.cfg.Copies {
 			break
@@ -326,12 +344,13 @@ func (s *Service) replicate(ctx context.Context, rec *pb.Record, kind, dir strin
 			continue
 		}
 		if err := s.hold(ctx, m, rec, kind, files); err != nil {
-			s.log.Info("member did not take a copy", "job", rec.Id[:12], "kind", kind, "member", m.Name, "err", err)
+			s.refusedCopy(rec.Id, kind, m.Name, err)
+			refused = append(refused, fmt.Sprintf("member %s did not take a copy of job %s: %s", m.Name, rec.Id[:12], status.Convert(err).Message()))
 			continue
 		}
 		held = append(held, m.Name)
 	}
-	return held
+	return held, refused
 }
 
 func containsName(ms []Member, name string) bool {
@@ -354,7 +373,7 @@ func (s *Service) hold(ctx context.Context, m Member, rec *pb.Record, kind strin
 	if err != nil {
 		return err
 	}
-	if err := sendBundle(st.Send, &pb.Header{Kind: kind, Record: rec}, files); err != nil && !errors.Is(err, io.EOF) {
+	if err := sendBundle(st.Send, &pb.Header{Kind: kind, Record: rec, Size: filesSize(files)}, files); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	_, err = st.CloseAndRecv()
@@ -372,8 +391,14 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 		return status.Errorf(codes.InvalidArgument, "hold: %v", err)
 	}
 	rec := h.Record
-	if !validID(rec.Id) || rec.OwnerId != from.String() {
-		return status.Errorf(codes.PermissionDenied, "hold: only a job's owner sends its copies (job %q, owner %q, caller %s)", rec.Id, rec.OwnerId, from)
+	if !validID(rec.Id) || !s.maySend(from.String(), h.Kind, rec) {
+		return status.Errorf(codes.PermissionDenied, "hold: only a job's owner, or a member holding its output once it ended, sends its copies (job %q, owner %q, caller %s)", rec.Id, rec.OwnerId, from)
+	}
+	if h.Kind == KindRecord {
+		if err := s.holdRecord(rec); err != nil {
+			return err
+		}
+		return stream.SendAndClose(&pb.Held{})
 	}
 	if e, r, ok := s.get(rec.Id); ok && e.owned {
 		// Two owners of one job (submitted twice through different
@@ -381,15 +406,20 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 		// settle it by epoch, is not built.
 		return status.Errorf(codes.FailedPrecondition, "hold: member %s owns job %s itself (epoch %d)", s.cfg.Name, rec.Id[:12], r.Epoch)
 	}
-	dir := s.jobDir(rec.Id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return status.Errorf(codes.Internal, "hold: %v", err)
-	}
 	sub := "bundle"
 	if h.Kind == KindResults {
 		sub = "out"
 	} else if h.Kind != KindJob {
 		return status.Errorf(codes.InvalidArgument, "hold: unknown kind %q", h.Kind)
+	}
+	release, err := s.reserve(rec.Id, h.Size)
+	if err != nil {
+		return err
+	}
+	defer release()
+	dir := s.jobDir(rec.Id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return status.Errorf(codes.Internal, "hold: %v", err)
 	}
 	if err := intoDir(stream.Recv, filepath.Join(dir, sub)); err != nil {
 		return status.Errorf(codes.InvalidArgument, "hold: job %s: %v", rec.Id[:12], err)
@@ -401,12 +431,10 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 		close(e.ended)
 		s.jobs[rec.Id] = e
 	}
-	if e.rec == nil || !Newer(e.rec, rec) {
-		e.rec = clone(rec)
-		e.rec.Results = false
-	}
+	merge(e, rec)
 	r := clone(e.rec)
 	s.mu.Unlock()
+	s.measure(rec.Id)
 	if err := writeRecord(dir, r); err != nil {
 		return status.Errorf(codes.Internal, "hold: %v", err)
 	}
@@ -417,7 +445,7 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 func (s *Service) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &pb.ListReply{}
+	out := &pb.ListReply{DiskCap: s.cfg.Disk, DiskUsed: s.keep.used()}
 	for _, e := range s.jobs {
 		out.Jobs = append(out.Jobs, s.view(e))
 	}
@@ -552,8 +580,7 @@ func (s *Service) startRun(e *entry) {
 		_, r, _ := s.get(e.rec.Id)
 		s.log.Info("owned job ended", "job", r.Id[:12], "state", r.State, "err", r.Error)
 		if exists(j.Out) {
-			held := s.replicate(s.life, r, KindResults, j.Out, r.Holders, "")
-			s.log.Info("results copied", "job", r.Id[:12], "holders", held)
+			s.copyOutput(e, r, j.Out)
 		}
 	})
 }
@@ -593,5 +620,6 @@ func (s *Service) sweep(now time.Time) {
 	for _, e := range gone {
 		s.log.Info("job let go (--retain)", "job", e.rec.Id[:12], "name", e.rec.Name)
 		os.RemoveAll(e.dir)
+		s.measure(e.rec.Id)
 	}
 }

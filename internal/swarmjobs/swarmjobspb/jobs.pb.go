@@ -62,7 +62,13 @@ type Record struct {
 	// owner's gRPC address.
 	OwnerAddr string `protobuf:"bytes,16,opt,name=owner_addr,json=ownerAddr,proto3" json:"owner_addr,omitempty"`
 	// Tasks leased to a slot (done + failed + running + queued = total).
-	Running       int64 `protobuf:"varint,17,opt,name=running,proto3" json:"running,omitempty"`
+	Running int64 `protobuf:"varint,17,opt,name=running,proto3" json:"running,omitempty"`
+	// Node IDs of the members holding the output folder of the ended job,
+	// as the member that last made or dropped a copy knew them.
+	ResultsOn []string `protobuf:"bytes,30,rep,name=results_on,json=resultsOn,proto3" json:"results_on,omitempty"`
+	// The submitter's node fetched the output folder: one copy is kept,
+	// the others may go.
+	Fetched       bool `protobuf:"varint,31,opt,name=fetched,proto3" json:"fetched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,12 +222,29 @@ func (x *Record) GetRunning() int64 {
 	return 0
 }
 
+func (x *Record) GetResultsOn() []string {
+	if x != nil {
+		return x.ResultsOn
+	}
+	return nil
+}
+
+func (x *Record) GetFetched() bool {
+	if x != nil {
+		return x.Fetched
+	}
+	return false
+}
+
 type Header struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// job: the bundle (spec.yaml, plugin, inputs/NAME); results: an
-	// output folder.
-	Kind          string  `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Record        *Record `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
+	// output folder; record: the record alone (Hold only, no files).
+	Kind   string  `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Record *Record `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
+	// Bytes of the files that follow, in all (0: not said). A member at its
+	// disk cap refuses a copy that does not fit before it is sent.
+	Size          int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +291,13 @@ func (x *Header) GetRecord() *Record {
 		return x.Record
 	}
 	return nil
+}
+
+func (x *Header) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 // A file of a bundle; its bytes follow in Data messages (size bytes in
@@ -439,8 +469,10 @@ func (*Bundle_File) isBundle_Msg() {}
 func (*Bundle_Data) isBundle_Msg() {}
 
 type Placed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Record        *Record                `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Record *Record                `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// Why members asked to hold a copy did not (one line each).
+	Refused       []string `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +510,13 @@ func (*Placed) Descriptor() ([]byte, []int) {
 func (x *Placed) GetRecord() *Record {
 	if x != nil {
 		return x.Record
+	}
+	return nil
+}
+
+func (x *Placed) GetRefused() []string {
+	if x != nil {
+		return x.Refused
 	}
 	return nil
 }
@@ -555,8 +594,12 @@ func (*ListRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*Record              `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*Record              `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// The answering member's cap on what it keeps of the swarm's jobs
+	// (p2pc join --disk; 0: none) and what it keeps now, in bytes.
+	DiskCap       int64 `protobuf:"varint,2,opt,name=disk_cap,json=diskCap,proto3" json:"disk_cap,omitempty"`
+	DiskUsed      int64 `protobuf:"varint,3,opt,name=disk_used,json=diskUsed,proto3" json:"disk_used,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +639,20 @@ func (x *ListReply) GetJobs() []*Record {
 		return x.Jobs
 	}
 	return nil
+}
+
+func (x *ListReply) GetDiskCap() int64 {
+	if x != nil {
+		return x.DiskCap
+	}
+	return 0
+}
+
+func (x *ListReply) GetDiskUsed() int64 {
+	if x != nil {
+		return x.DiskUsed
+	}
+	return 0
 }
 
 type JobRef struct {
@@ -647,7 +704,7 @@ var File_jobs_proto protoreflect.FileDescriptor
 const file_jobs_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"jobs.proto\x12\fp2pc.jobs.v1\"\xa6\x03\n" +
+	"jobs.proto\x12\fp2pc.jobs.v1\"\xdf\x03\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -668,10 +725,14 @@ const file_jobs_proto_rawDesc = "" +
 	"\aresults\x18\x0f \x01(\bR\aresults\x12\x1d\n" +
 	"\n" +
 	"owner_addr\x18\x10 \x01(\tR\townerAddr\x12\x18\n" +
-	"\arunning\x18\x11 \x01(\x03R\arunning\"J\n" +
+	"\arunning\x18\x11 \x01(\x03R\arunning\x12\x1d\n" +
+	"\n" +
+	"results_on\x18\x1e \x03(\tR\tresultsOn\x12\x18\n" +
+	"\afetched\x18\x1f \x01(\bR\afetched\"^\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12,\n" +
-	"\x06record\x18\x02 \x01(\v2\x14.p2pc.jobs.v1.RecordR\x06record\"^\n" +
+	"\x06record\x18\x02 \x01(\v2\x14.p2pc.jobs.v1.RecordR\x06record\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"^\n" +
 	"\bFileHead\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
@@ -681,22 +742,26 @@ const file_jobs_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x14.p2pc.jobs.v1.HeaderH\x00R\x06header\x12,\n" +
 	"\x04file\x18\x02 \x01(\v2\x16.p2pc.jobs.v1.FileHeadH\x00R\x04file\x12\x14\n" +
 	"\x04data\x18\x03 \x01(\fH\x00R\x04dataB\x05\n" +
-	"\x03msg\"6\n" +
+	"\x03msg\"P\n" +
 	"\x06Placed\x12,\n" +
-	"\x06record\x18\x01 \x01(\v2\x14.p2pc.jobs.v1.RecordR\x06record\"\x06\n" +
+	"\x06record\x18\x01 \x01(\v2\x14.p2pc.jobs.v1.RecordR\x06record\x12\x18\n" +
+	"\arefused\x18\x02 \x03(\tR\arefused\"\x06\n" +
 	"\x04Held\"\r\n" +
-	"\vListRequest\"5\n" +
+	"\vListRequest\"m\n" +
 	"\tListReply\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.p2pc.jobs.v1.RecordR\x04jobs\"\x18\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.p2pc.jobs.v1.RecordR\x04jobs\x12\x19\n" +
+	"\bdisk_cap\x18\x02 \x01(\x03R\adiskCap\x12\x1b\n" +
+	"\tdisk_used\x18\x03 \x01(\x03R\bdiskUsed\"\x18\n" +
 	"\x06JobRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id2\xd2\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\x89\x03\n" +
 	"\x04Jobs\x126\n" +
 	"\x06Submit\x12\x14.p2pc.jobs.v1.Bundle\x1a\x14.p2pc.jobs.v1.Placed(\x01\x122\n" +
 	"\x04Hold\x12\x14.p2pc.jobs.v1.Bundle\x1a\x12.p2pc.jobs.v1.Held(\x01\x12:\n" +
 	"\x04List\x12\x19.p2pc.jobs.v1.ListRequest\x1a\x17.p2pc.jobs.v1.ListReply\x125\n" +
 	"\x05Watch\x12\x14.p2pc.jobs.v1.JobRef\x1a\x14.p2pc.jobs.v1.Record0\x01\x125\n" +
 	"\x05Fetch\x12\x14.p2pc.jobs.v1.JobRef\x1a\x14.p2pc.jobs.v1.Bundle0\x01\x124\n" +
-	"\x06Cancel\x12\x14.p2pc.jobs.v1.JobRef\x1a\x14.p2pc.jobs.v1.RecordB5Z3github.com/p2pc/p2pc/internal/swarmjobs/swarmjobspbb\x06proto3"
+	"\x06Cancel\x12\x14.p2pc.jobs.v1.JobRef\x1a\x14.p2pc.jobs.v1.Record\x125\n" +
+	"\aFetched\x12\x14.p2pc.jobs.v1.JobRef\x1a\x14.p2pc.jobs.v1.RecordB5Z3github.com/p2pc/p2pc/internal/swarmjobs/swarmjobspbb\x06proto3"
 
 var (
 	file_jobs_proto_rawDescOnce sync.Once
@@ -734,14 +799,16 @@ var file_jobs_proto_depIdxs = []int32{
 	8,  // 8: p2pc.jobs.v1.Jobs.Watch:input_type -> p2pc.jobs.v1.JobRef
 	8,  // 9: p2pc.jobs.v1.Jobs.Fetch:input_type -> p2pc.jobs.v1.JobRef
 	8,  // 10: p2pc.jobs.v1.Jobs.Cancel:input_type -> p2pc.jobs.v1.JobRef
-	4,  // 11: p2pc.jobs.v1.Jobs.Submit:output_type -> p2pc.jobs.v1.Placed
-	5,  // 12: p2pc.jobs.v1.Jobs.Hold:output_type -> p2pc.jobs.v1.Held
-	7,  // 13: p2pc.jobs.v1.Jobs.List:output_type -> p2pc.jobs.v1.ListReply
-	0,  // 14: p2pc.jobs.v1.Jobs.Watch:output_type -> p2pc.jobs.v1.Record
-	3,  // 15: p2pc.jobs.v1.Jobs.Fetch:output_type -> p2pc.jobs.v1.Bundle
-	0,  // 16: p2pc.jobs.v1.Jobs.Cancel:output_type -> p2pc.jobs.v1.Record
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
+	8,  // 11: p2pc.jobs.v1.Jobs.Fetched:input_type -> p2pc.jobs.v1.JobRef
+	4,  // 12: p2pc.jobs.v1.Jobs.Submit:output_type -> p2pc.jobs.v1.Placed
+	5,  // 13: p2pc.jobs.v1.Jobs.Hold:output_type -> p2pc.jobs.v1.Held
+	7,  // 14: p2pc.jobs.v1.Jobs.List:output_type -> p2pc.jobs.v1.ListReply
+	0,  // 15: p2pc.jobs.v1.Jobs.Watch:output_type -> p2pc.jobs.v1.Record
+	3,  // 16: p2pc.jobs.v1.Jobs.Fetch:output_type -> p2pc.jobs.v1.Bundle
+	0,  // 17: p2pc.jobs.v1.Jobs.Cancel:output_type -> p2pc.jobs.v1.Record
+	0,  // 18: p2pc.jobs.v1.Jobs.Fetched:output_type -> p2pc.jobs.v1.Record
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name

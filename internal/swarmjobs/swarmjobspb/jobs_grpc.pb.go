@@ -30,12 +30,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Jobs_Submit_FullMethodName = "/p2pc.jobs.v1.Jobs/Submit"
-	Jobs_Hold_FullMethodName   = "/p2pc.jobs.v1.Jobs/Hold"
-	Jobs_List_FullMethodName   = "/p2pc.jobs.v1.Jobs/List"
-	Jobs_Watch_FullMethodName  = "/p2pc.jobs.v1.Jobs/Watch"
-	Jobs_Fetch_FullMethodName  = "/p2pc.jobs.v1.Jobs/Fetch"
-	Jobs_Cancel_FullMethodName = "/p2pc.jobs.v1.Jobs/Cancel"
+	Jobs_Submit_FullMethodName  = "/p2pc.jobs.v1.Jobs/Submit"
+	Jobs_Hold_FullMethodName    = "/p2pc.jobs.v1.Jobs/Hold"
+	Jobs_List_FullMethodName    = "/p2pc.jobs.v1.Jobs/List"
+	Jobs_Watch_FullMethodName   = "/p2pc.jobs.v1.Jobs/Watch"
+	Jobs_Fetch_FullMethodName   = "/p2pc.jobs.v1.Jobs/Fetch"
+	Jobs_Cancel_FullMethodName  = "/p2pc.jobs.v1.Jobs/Cancel"
+	Jobs_Fetched_FullMethodName = "/p2pc.jobs.v1.Jobs/Fetched"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -61,6 +62,10 @@ type JobsClient interface {
 	// Cancel ends a running job this member owns. Only the submitter's
 	// node ID may cancel (PermissionDenied otherwise).
 	Cancel(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*Record, error)
+	// Fetched tells a member holding an ended job's output folder that the
+	// job's submitter has fetched it: the copies beyond the one kept may go.
+	// Only the submitter's node ID may say so (PermissionDenied otherwise).
+	Fetched(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*Record, error)
 }
 
 type jobsClient struct {
@@ -155,6 +160,16 @@ func (c *jobsClient) Cancel(ctx context.Context, in *JobRef, opts ...grpc.CallOp
 	return out, nil
 }
 
+func (c *jobsClient) Fetched(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*Record, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Record)
+	err := c.cc.Invoke(ctx, Jobs_Fetched_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -178,6 +193,10 @@ type JobsServer interface {
 	// Cancel ends a running job this member owns. Only the submitter's
 	// node ID may cancel (PermissionDenied otherwise).
 	Cancel(context.Context, *JobRef) (*Record, error)
+	// Fetched tells a member holding an ended job's output folder that the
+	// job's submitter has fetched it: the copies beyond the one kept may go.
+	// Only the submitter's node ID may say so (PermissionDenied otherwise).
+	Fetched(context.Context, *JobRef) (*Record, error)
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -205,6 +224,9 @@ func (UnimplementedJobsServer) Fetch(*JobRef, grpc.ServerStreamingServer[Bundle]
 }
 func (UnimplementedJobsServer) Cancel(context.Context, *JobRef) (*Record, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedJobsServer) Fetched(context.Context, *JobRef) (*Record, error) {
+	return nil, status.Error(codes.Unimplemented, "method Fetched not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -299,6 +321,24 @@ func _Jobs_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Jobs_Fetched_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Fetched(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Fetched_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Fetched(ctx, req.(*JobRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -313,6 +353,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _Jobs_Cancel_Handler,
+		},
+		{
+			MethodName: "Fetched",
+			Handler:    _Jobs_Fetched_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -33,7 +33,7 @@ type limits struct {
 var defaultLimits = limits{tasks: MaxTasks, paramBytes: MaxParamBytes}
 
 var (
-	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox", "batch", "stages", "on_failure"}
+	jobKeys       = []string{"name", "plugin", "params", "tasks", "inputs", "output", "reduce", "timeout", "retries", "verify", "resources", "sandbox", "batch", "stages", "on_failure", "spawn"}
 	entryKeys     = []string{"id", "params", "range", "grid"}
 	rangeKeys     = []string{"param", "from", "to", "step"}
 	inputKeys     = []string{"name", "path"}
@@ -41,6 +41,7 @@ var (
 	resourcesKeys = []string{"cpus", "memory", "os", "arch", "gpus"}
 	sandboxKeys   = []string{"network"}
 	batchKeys     = []string{"max"}
+	spawnKeys     = []string{"max_depth", "max_children"}
 )
 
 // job reads the top-level mapping.
@@ -80,6 +81,9 @@ func (p *parser) job(root *yaml.Node) *Job {
 		}
 	}
 	if e, ok := f["stages"]; ok {
+		if e, ok := f["spawn"]; ok {
+			p.errorf(e.k, "spawn: a job with stages has none (tasks spawn only in a job without stages)")
+		}
 		p.stagedJob(f, e, j)
 		return j
 	}
@@ -88,6 +92,12 @@ func (p *parser) job(root *yaml.Node) *Job {
 	}
 	if e, ok := f.given("reduce"); ok {
 		j.Reduce, _ = p.boolean(e.v, "reduce")
+	}
+	if e, ok := f["spawn"]; ok {
+		j.Spawn = p.spawn(e.v)
+		if r, ok := f.given("reduce"); ok && j.Reduce {
+			p.errorf(r.k, "reduce: a job whose tasks spawn has none (its root tasks' results are the job's)")
+		}
 	}
 	p.body(root, f, j, true)
 	return j
@@ -184,6 +194,31 @@ func (p *parser) batch(n *yaml.Node) int {
 		}
 	}
 	return 0
+}
+
+// spawn reads "spawn: {max_depth: D, max_children: C}" (docs/spec.md,
+// "spawn"); "spawn: {}" takes the defaults.
+func (p *parser) spawn(n *yaml.Node) *Spawn {
+	s := &Spawn{MaxDepth: DefaultSpawnDepth, MaxChildren: DefaultSpawnChildren}
+	if t := deref(n); t.Kind == yaml.ScalarNode && t.ShortTag() == "!!null" {
+		return s
+	}
+	if deref(n).Kind != yaml.MappingNode {
+		p.errorf(n, "spawn: expected {max_depth: D, max_children: C}, got %s", describe(n))
+		return s
+	}
+	sf := p.fields(n, "spawn", spawnKeys...)
+	if e, ok := sf.given("max_depth"); ok {
+		if v, ok := p.integer(e.v, "spawn.max_depth", 1, MaxSpawnDepth); ok {
+			s.MaxDepth = int(v)
+		}
+	}
+	if e, ok := sf.given("max_children"); ok {
+		if v, ok := p.integer(e.v, "spawn.max_children", 1, MaxSpawnChildren); ok {
+			s.MaxChildren = int(v)
+		}
+	}
+	return s
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

@@ -24,6 +24,12 @@ const (
 	MaxRetries     = 100
 	MaxBatch       = 256 // batch.max
 
+	// Bounds and defaults of spawn.max_depth and spawn.max_children.
+	DefaultSpawnDepth    = 8
+	MaxSpawnDepth        = 64
+	DefaultSpawnChildren = 256
+	MaxSpawnChildren     = 100_000
+
 	// MaxReplicas bounds verify.replicas; verify.max_replicas may go up to
 	// twice that.
 	MaxReplicas = 100
@@ -66,7 +72,21 @@ type Job struct {
 	// OnFailure is what a failed task of a job with stages does to the
 	// rest: OnFailureStop (the default) or OnFailureContinue.
 	OnFailure string
-	order     []int // StageOrder
+	// Spawn, when not nil, lets the tasks of a job without stages spawn
+	// children (sdk.Spawn): the job runs as a fork tree (docs/spec.md,
+	// "spawn"). Not part of the job's identity.
+	Spawn *Spawn
+	order []int // StageOrder
+}
+
+// Spawn bounds a fork tree (docs/spec.md, "spawn").
+type Spawn struct {
+	// MaxDepth is the deepest a task may be: the spec's tasks are at
+	// depth 0, their children at 1. A task at MaxDepth that spawns fails.
+	MaxDepth int
+	// MaxChildren bounds the children of one task, all its Waits
+	// together.
+	MaxChildren int
 }
 
 // Sandbox is what a job's tasks may do beyond the confinement every task

@@ -47,6 +47,9 @@ func dump(t *testing.T, j *Job) []byte {
 	if j.Sandbox != (Sandbox{}) {
 		fmt.Fprintf(&b, "sandbox: %+v\n", j.Sandbox)
 	}
+	if j.Spawn != nil {
+		fmt.Fprintf(&b, "spawn: %+v\n", *j.Spawn)
+	}
 	for _, in := range j.Inputs {
 		fmt.Fprintf(&b, "input %s: %s = %s\n", in.Pos, in.Name, in.Path)
 	}

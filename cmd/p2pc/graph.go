@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,25 +21,15 @@ func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots i
 	if c.UI != "" {
 		return withCode(exitBadInput, errors.New("--ui: the web view does not show a job with stages yet; p2pc status OUT shows its stages"))
 	}
-	sw, err := startSwarm(ctx, g, c, tr)
+	sw, stop, err := c.runSwarm(ctx, g, tr)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sw.stop()
-		tr.mark("swarm stopped")
-	}()
-	tr.mark("swarm started")
+	defer stop()
 	start := time.Now()
 	rep, runErr := job.RunGraph(ctx, js, job.GraphOptions{
-		Prepare: job.PrepareOptions{
-			OutDir:   c.Out,
-			CacheDir: filepath.Join(g.Data, "plugins"),
-			Force:    c.Force,
-			Version:  version,
-			Logger:   g.Logger,
-		},
-		Run: c.runOptions(g, sw, slots, taskUser, tr),
+		Prepare: c.prepareOptions(g),
+		Run:     c.runOptions(g, sw, slots, taskUser, tr),
 		Stage: func(name string, index, total, tasks int) (job.Events, func()) {
 			prog := newProgress(os.Stderr, fmt.Sprintf("%s/%s (stage %d of %d)", js.Name, name, index, total), !c.NoProgress)
 			return traceEvents(prog, tr), prog.Finish
@@ -50,9 +38,7 @@ func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots i
 	tr.mark("job run returned")
 	if rep != nil {
 		if c.JSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
+			if err := printJSON(rep); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}

@@ -61,6 +61,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	if c.Detach && len(js.Stages) > 0 {
 		return withCode(exitBadInput, errors.New("--detach does not carry a job with stages yet: run it without --detach"))
 	}
+	if c.Detach && js.Spawn != nil {
+		return withCode(exitBadInput, errors.New("--detach does not carry a job whose tasks spawn yet: run it without --detach"))
+	}
 	if c.Detach {
 		return c.detach(g, js)
 	}
@@ -86,13 +89,10 @@ func (c *RunCmd) Run(g *Globals) error {
 	if len(js.Stages) > 0 {
 		return c.runGraph(ctx, g, js, slots, taskUser, tr)
 	}
-	p, err := job.Prepare(ctx, js, job.PrepareOptions{
-		OutDir:   c.Out,
-		CacheDir: filepath.Join(g.Data, "plugins"),
-		Force:    c.Force,
-		Version:  version,
-		Logger:   g.Logger,
-	})
+	if js.Spawn != nil {
+		return c.runFork(ctx, g, js, slots, taskUser, tr)
+	}
+	p, err := job.Prepare(ctx, js, c.prepareOptions(g))
 	if err != nil {
 		return classifyJobErr(ctx.Err(), err)
 	}
@@ -107,15 +107,11 @@ func (c *RunCmd) Run(g *Globals) error {
 		// or for spot checks: its sandbox warms beside the swarm's start.
 		defer sandbox.Warm()()
 	}
-	sw, err := startSwarm(ctx, g, c, tr)
+	sw, stop, err := c.runSwarm(ctx, g, tr)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sw.stop()
-		tr.mark("swarm stopped")
-	}()
-	tr.mark("swarm started")
+	defer stop()
 	var live *job.Live
 	if c.UI != "" {
 		live = job.NewLive()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/job"
@@ -415,31 +414,7 @@ stages:
 		t.Fatal(err)
 	}
 	// Kill it once stage b has accepted a task, and before it is over.
-	bdb := filepath.Join(out, "stages", "b", jobdb.FileName)
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for done := 0; done == 0; {
-		if time.Now().After(deadline) {
-			run.Kill()
-			t.Fatalf("stage b accepted no task within 60s\n%s", run.Stderr())
-		}
-		select {
-		case <-run.Done():
-			t.Fatalf("the run ended before it was killed\n%s", run.Stderr())
-		case <-tick.C:
-		}
-		if db, err := jobdb.OpenReadOnly(context.Background(), bdb); err == nil {
-			if s, err := db.Status(context.Background(), time.Now(), time.Minute, 0); err == nil {
-				done = s.Done
-			}
-			db.Close()
-		}
-	}
-	run.Kill()
-	if _, err := run.Wait(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	killOnceDone(t, run, filepath.Join(out, "stages", "b"), "stage b")
 	before := map[string]report.Task{}
 	for _, task := range dbTaskList(t, filepath.Join(out, "stages", "b")) {
 		if task.State == report.TaskDone {

@@ -33,6 +33,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if ok, err := c.statusGraph(g); ok {
 		return err
 	}
+	if ok, err := c.statusFork(g); ok {
+		return err
+	}
 	db, err := jobdb.OpenReadOnly(ctx, filepath.Join(c.Out, jobdb.FileName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

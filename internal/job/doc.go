@@ -6,7 +6,10 @@
 // journals the job's state in OUT/job.db (package jobdb). RunGraph runs
 // a job with stages: each stage a job of its own in OUT/stages/<name>,
 // after the stages it needs, its tasks seeing their upstream outputs as
-// inputs (graph.go).
+// inputs (graph.go). RunFork runs a job whose tasks spawn tasks
+// (spec.Job.Spawn) in rounds, each a job of its own in OUT/rounds/<n>:
+// a task waiting for its children ends its call suspended and is run
+// again once they are done (fork.go, docs/design/fork.md).
 //
 // Invariants:
 //

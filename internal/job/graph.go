@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -104,25 +103,11 @@ type stageState struct {
 // report.json in the graph's output folder. The error wraps ErrTasksFailed
 // when tasks failed or were blocked, and is otherwise as Run's.
 func RunGraph(ctx context.Context, js *spec.Job, opts GraphOptions) (*GraphReport, error) {
-	out := js.Output
-	if opts.Prepare.OutDir != "" {
-		var err error
-		if out, err = filepath.Abs(opts.Prepare.OutDir); err != nil {
-			return nil, bad(fmt.Errorf("output folder: %w", err))
-		}
-	}
-	lock, _, err := lockOutDir(out)
+	out, lock, ending, err := lockJobsOut(js, opts.Prepare.OutDir, opts.Run.Ending, "a job without stages")
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	if _, err := os.Stat(filepath.Join(out, jobdb.FileName)); err == nil {
-		return nil, bad(fmt.Errorf("output folder %s holds a job without stages (%s): choose another output folder", out, jobdb.FileName))
-	}
-	ending := opts.Run.Ending
-	if ending == nil {
-		ending = func() {}
-	}
 	g := &GraphReport{Format: GraphFormat, Name: js.Name, State: report.StateComplete}
 	states := make([]*stageState, len(js.Stages))
 	var runErr error
@@ -368,40 +353,14 @@ func exportInline(ctx context.Context, db *jobdb.DB, dir string) error {
 }
 
 // writeGraphReport writes g to out/report.json through a temporary file.
-func writeGraphReport(out string, g *GraphReport) error {
-	data, err := json.MarshalIndent(g, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	tmp := filepath.Join(out, report.FileName+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(out, report.FileName)); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
-}
+func writeGraphReport(out string, g *GraphReport) error { return writeJSONFile(out, g) }
 
 // ReadGraphReport reads the report.json of a job with stages in out; ok
 // is false when out holds no such report (a flat job's, or none).
 func ReadGraphReport(out string) (g *GraphReport, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(out, report.FileName))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	var head struct {
-		Format string `json:"format"`
-	}
-	if json.Unmarshal(data, &head) != nil || head.Format != GraphFormat {
-		return nil, false, nil
-	}
 	g = &GraphReport{}
-	if err := json.Unmarshal(data, g); err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", filepath.Join(out, report.FileName), err)
+	if ok, err = readReportAs(out, GraphFormat, g); !ok || err != nil {
+		return nil, false, err
 	}
 	return g, true, nil
 }

@@ -22,7 +22,7 @@ import (
 const FileName = "job.db"
 
 // SchemaVersion is the newest schema this package reads and writes.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // schemaTarget is the version Open migrates to: SchemaVersion, lower only
 // in tests that make a database of an older schema.
@@ -154,6 +154,16 @@ var migrations = [][]string{
 	},
 	{ // 4 -> 5: the device a peer's slot bound for an attempt (a GPU).
 		`ALTER TABLE attempts ADD COLUMN device TEXT NOT NULL DEFAULT ''`,
+	},
+	{ // 5 -> 6: the place of each task in a fork tree (a round of a job
+		// whose tasks spawn, tree.go).
+		`CREATE TABLE tree (
+			task      TEXT PRIMARY KEY,
+			parent    TEXT NOT NULL DEFAULT '',
+			depth     INTEGER NOT NULL,
+			children  TEXT NOT NULL DEFAULT '',
+			suspended INTEGER NOT NULL DEFAULT 0
+		) WITHOUT ROWID`,
 	},
 }
 

@@ -21,6 +21,9 @@
 // the task to the node go through Host, an interface the author only
 // consumes, so later releases may add methods without breaking plugins.
 // One warm plugin process serves many calls, one after another or at once.
+// In a job whose spec has spawn:, a task may submit children with Spawn
+// and wait for their results with Wait; a waiting task is suspended and
+// run again from the start once they are done (fork.go).
 //
 // This package imports nothing else of p2pc, and plugins/sdk is a Go
 // module of its own: a plugin in another repository depends on the SDK,

@@ -27,17 +27,59 @@ import (
 // blocks) and checked against the digest the peer gives before the queue
 // sees it.
 
-// settle turns a peer's result into a lease result: outputs are fetched
-// (inline or as blocks), staged and checked against the peer's digest. It
-// returns the lease, nil if it is unknown.
+// settle turns a peer's result into a lease result (result) and settles
+// the lease with it. It returns the lease, nil if it is unknown.
 func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Lease {
+	l, out, ok := w.result(ctx, res)
+	if ok {
+		w.s.q.Finish(l, out)
+		phasetrace.Mark("c.settled", l.ID)
+	}
+	return l
+}
+
+// quick says whether res needs no fetch nor check of files (result does
+// no I/O for it): a failure, or a small task's output inline.
+func (w *remoteWorker) quick(res *peerpb.Result) bool {
+	return res.Outcome != report.OutcomeOK || inlineOnly(res.Outputs) && !w.s.r.verifier
+}
+
+// settleAll settles the quick results of a batch (quick), together: one
+// turn of the queue's lock and one batch of decisions for all of them
+// (sched.Queue.FinishAll), then their acknowledgements.
+func (w *remoteWorker) settleAll(ctx context.Context, rs []*peerpb.Result) {
+	ls := make([]*sched.Lease, len(rs))
+	var fl []*sched.Lease
+	var outs []sched.Result
+	for i, res := range rs {
+		l, out, ok := w.result(ctx, res)
+		ls[i] = l
+		if ok {
+			fl, outs = append(fl, l), append(outs, out)
+		}
+	}
+	w.s.q.FinishAll(fl, outs)
+	for i, res := range rs {
+		if ls[i] != nil {
+			phasetrace.Mark("c.settled", ls[i].ID)
+		}
+		w.settled(ls[i], res)
+	}
+}
+
+// result turns a peer's result into a lease result: outputs are fetched
+// (inline or as blocks), staged and checked against the peer's digest.
+// It returns the lease (nil if it is unknown) and whether the lease is
+// still to be settled with out (not when result settled it itself, as
+// a verifier's rejection).
+func (w *remoteWorker) result(ctx context.Context, res *peerpb.Result) (*sched.Lease, sched.Result, bool) {
 	w.mu.Lock()
 	l := w.leases[res.LeaseId]
 	delete(w.leases, res.LeaseId)
 	w.mu.Unlock()
 	if l == nil {
 		w.forged(res)
-		return nil
+		return nil, sched.Result{}, false
 	}
 	out := sched.Result{Outcome: res.Outcome, Start: time.Unix(0, res.StartedUnixNano).UTC(), End: time.Unix(0, res.EndedUnixNano).UTC(), Device: res.Device}
 	if res.EndedUnixNano == 0 {
@@ -81,7 +123,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 				os.RemoveAll(stage)
 				out.Outcome, out.Err = report.OutcomeRejected, err
 				w.s.q.Finish(l, out)
-				return l
+				return l, out, false
 			}
 		}
 		if err != nil {
@@ -100,9 +142,7 @@ func (w *remoteWorker) settle(ctx context.Context, res *peerpb.Result) *sched.Le
 			out.Stage, out.Digest, out.Files = stage, d, files
 		}
 	}
-	w.s.q.Finish(l, out)
-	phasetrace.Mark("c.settled", l.ID)
-	return l
+	return l, out, true
 }
 
 // forged charges the peer with a result for a lease it does not hold

@@ -176,19 +176,46 @@ func (w *remoteWorker) settleLoop(ctx context.Context, results <-chan *peerpb.Re
 		case <-ctx.Done():
 			return
 		case res := <-results:
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
+			// The results queued behind it (a peer's batch comes in one
+			// message) are taken too: the quick ones are settled together,
+			// the others each on a goroutine of its own.
+			var quick []*peerpb.Result
+			for res != nil {
+				if r := res; w.quick(r) {
+					quick = append(quick, r)
+				} else if !w.settleOne(ctx, &rwg, sem, func() { w.settled(w.settle(ctx, r), r) }) {
+					return
+				}
+				res = nil
+				if len(quick) < peerpb.MaxBatch {
+					select {
+					case res = <-results:
+					default:
+					}
+				}
+			}
+			if len(quick) > 0 && !w.settleOne(ctx, &rwg, sem, func() { w.settleAll(ctx, quick) }) {
 				return
 			}
-			rwg.Add(1)
-			go func() {
-				defer rwg.Done()
-				defer func() { <-sem }()
-				w.settled(w.settle(ctx, res), res)
-			}()
 		}
 	}
+}
+
+// settleOne runs settle on a goroutine once one of sem's places is free.
+// It returns false if ctx ended first.
+func (w *remoteWorker) settleOne(ctx context.Context, rwg *sync.WaitGroup, sem chan struct{}, settle func()) bool {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		defer func() { <-sem }()
+		settle()
+	}()
+	return true
 }
 
 // settled queues the acknowledgement of a result settled (l: its lease,

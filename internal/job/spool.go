@@ -19,9 +19,10 @@ import (
 // time: a full chunk is appended to the spool's file (an unlinked file in
 // the output folder, made when the first chunk fills), so the spool holds
 // at most about spoolChunk bytes of text in memory whatever the job's
-// size. For a job of more than spoolMaxTasks tasks it is off, and so it
-// is after a write to its file fails or past 4 GiB of text: report.json
-// is then read back from the database. All methods are called with the runner's lock
+// size (and 2 MiB more while each reads it back). For a job
+// of more than spoolMaxTasks tasks it is off, and so it is after a write
+// to its file fails or past 4 GiB of text: report.json is then read back
+// from the database. All methods are called with the runner's lock
 // (r.mu) held.
 type spool struct {
 	on  bool
@@ -34,6 +35,8 @@ type spool struct {
 	buf     []byte
 	// at is by task: where its text is (n 0: none).
 	at []spoolRef
+	// read counts the bytes each read back from the file (its cost).
+	read int64
 }
 
 // spoolRef is where a task's text is: off bytes into the whole text
@@ -152,18 +155,20 @@ func (s *spool) covers(rs *records) bool {
 // each yields every task's text in task order (report.EncodeRaw): a
 // cold one's from the spool, the others encoded from memory (a task in
 // memory as it is, a task never tried as the spec gives it). It needs
-// covers. The file is read a chunk at a time (a window that moves
-// forward as the tasks' texts are met, mostly in the order they were
-// written).
+// covers. The texts were spilled in the order their tasks were decided
+// (the batches in flight at once in any order): in task order, the file
+// is read through many short windows (spoolWindows of spoolWindow
+// bytes, the least recently used one moved on a miss) that together
+// cover the stretch of the file the tasks in flight went to.
 func (s *spool) each(rs *records) func(yield func(raw []byte) error) error {
 	return func(yield func(raw []byte) error) error {
-		var b, win []byte
-		var winOff int64
+		var b []byte
+		var c spoolCache
 		for i, k := range rs.kind {
 			var t *report.Task
 			switch k {
 			case recCold:
-				raw, err := s.text(s.at[i], &win, &winOff)
+				raw, err := s.text(s.at[i], &c)
 				if err != nil {
 					return err
 				}
@@ -188,30 +193,60 @@ func (s *spool) each(rs *records) func(yield func(raw []byte) error) error {
 	}
 }
 
-// text is the text at ref: from the chunk in memory, else from the
-// window *win (the file's bytes from *winOff on), read anew from the
-// file when it does not hold ref.
-func (s *spool) text(ref spoolRef, win *[]byte, winOff *int64) ([]byte, error) {
+// The windows each reads the file through: 2 MiB in all.
+const (
+	spoolWindows = 64
+	spoolWindow  = 32 << 10
+)
+
+// spoolCache is each's windows over the file: win[j] holds the file's
+// bytes from off[j] on (nil: none yet), used[j] says when it last served
+// a text.
+type spoolCache struct {
+	win  [spoolWindows][]byte
+	off  [spoolWindows]int64
+	used [spoolWindows]int
+	tick int
+}
+
+// text is the text at ref: from the chunk in memory, else from a window
+// of c that holds it, else read from the file into the least recently
+// used window, which is moved to the text.
+func (s *spool) text(ref spoolRef, c *spoolCache) ([]byte, error) {
 	off, n := int64(ref.off), int64(ref.n)
 	if off >= s.spilled {
 		o := off - s.spilled
 		return s.buf[o : o+n], nil
 	}
-	if off < *winOff || off+n > *winOff+int64(len(*win)) {
-		size := max(int64(spoolChunk), n)
-		if int64(cap(*win)) < size {
-			*win = make([]byte, size)
+	c.tick++
+	lru := 0
+	for j := range c.win {
+		if w := c.win[j]; w != nil && off >= c.off[j] && off+n <= c.off[j]+int64(len(w)) {
+			c.used[j] = c.tick
+			o := off - c.off[j]
+			return w[o : o+n], nil
 		}
-		w := (*win)[:size]
-		got, err := s.f.ReadAt(w, off)
-		if int64(got) < n {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("report spool: read %s: %w", s.f.Name(), err)
+		if c.win[lru] != nil && (c.win[j] == nil || c.used[j] < c.used[lru]) {
+			lru = j
 		}
-		*win, *winOff = w[:got], off
 	}
-	o := off - *winOff
-	return (*win)[o : o+n], nil
+	// The window starts half its size before the text: the tasks next
+	// to it were decided in any order, their texts on either side.
+	start := max(0, off-spoolWindow/2)
+	size := min(max(spoolWindow, off+n-start), s.spilled-start)
+	w := c.win[lru]
+	if int64(cap(w)) < size {
+		w = make([]byte, max(size, spoolWindow))
+	}
+	w = w[:size]
+	s.read += size
+	if _, err := s.f.ReadAt(w, start); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("report spool: read %s: %w", s.f.Name(), err)
+	}
+	c.win[lru], c.off[lru], c.used[lru] = w, start, c.tick
+	o := off - start
+	return w[o : o+n], nil
 }

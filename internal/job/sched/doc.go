@@ -4,7 +4,7 @@
 // Workers, local slots and remote peers, pull leases from a Queue, so
 // fast workers take more work and nobody is flooded. A lease is one
 // attempt of a task; tiny tasks are leased in batches. A worker reports
-// each Result through Finish. A lost peer's leases are requeued at once
+// each Result through Finish, or several at once through FinishAll. A lost peer's leases are requeued at once
 // and do not count against the task's retries.
 //
 // Invariants: a worker holds at most its slots' share of the work left

@@ -22,6 +22,21 @@ func (q *Queue) Finish(l *Lease, res Result) bool {
 	return q.unlock(l.Task) || accepted
 }
 
+// FinishAll settles leases ls[i] with results rs[i] as Finish does each
+// in turn, under one hold of the queue's lock: their decisions are
+// applied as one batch (one Applier call, one journal pass) rather than
+// one a result. A peer's batch of results takes this path.
+func (q *Queue) FinishAll(ls []*Lease, rs []Result) {
+	if len(ls) != len(rs) {
+		panic(fmt.Sprintf("sched: FinishAll of %d leases with %d results", len(ls), len(rs)))
+	}
+	q.mu.Lock()
+	for i, l := range ls {
+		q.finishLocked(l, rs[i])
+	}
+	q.unlock(-1)
+}
+
 func (q *Queue) finishLocked(l *Lease, res Result) bool {
 	kept := false
 	defer func() {

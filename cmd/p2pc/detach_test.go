@@ -45,12 +45,19 @@ func swarmJobs(t *testing.T, p *peer) []jobJSON {
 // waitJobState waits until member p lists job id in state want.
 func waitJobState(t *testing.T, p *peer, id, want string, d time.Duration) jobJSON {
 	t.Helper()
+	return waitJobWhere(t, p, id, want, d, func(j jobJSON) bool { return j.State == want })
+}
+
+// waitJobWhere waits until member p lists job id as ok wants (what says
+// what for).
+func waitJobWhere(t *testing.T, p *peer, id, what string, d time.Duration, ok func(jobJSON) bool) jobJSON {
+	t.Helper()
 	var got jobJSON
-	testwait.For(t, d, fmt.Sprintf("job %s %s as %s lists it", id[:12], want, p.name), func() bool {
+	testwait.For(t, d, fmt.Sprintf("job %s %s as %s lists it", id[:12], what, p.name), func() bool {
 		for _, j := range swarmJobs(t, p) {
 			if j.ID == id {
 				got = j
-				return j.State == want
+				return ok(j)
 			}
 		}
 		return false

@@ -50,6 +50,12 @@ func jobsService(g *Globals, n *node.Node, presence **node.Presence, static []st
 			}
 			return jobMembers((*presence).Members())
 		},
+		Gone: func(name, id string) bool {
+			if *presence == nil {
+				return false
+			}
+			return memberGone((*presence).Members(), name, id)
+		},
 		Dial:   dialPool(n.Conns()),
 		Logger: g.Logger,
 		Run: func(ctx context.Context, j swarmjobs.Job, progress func(done, failed, running, total int)) error {
@@ -106,11 +112,29 @@ func runOwned(ctx context.Context, g *Globals, n *node.Node, presence *node.Pres
 		WaitPeers: ownerWait,
 		TrustFile: filepath.Join(g.Data, "trust.json"),
 		Version:   version,
+		Epoch:     j.Epoch,
+		Replicate: j.Replicate,
+		Departed:  j.Departed,
 	})
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case errors.Is(err, job.ErrFenced):
+		return fmt.Errorf("%w: %w", swarmjobs.ErrFenced, err)
+	case err != nil && ctx.Err() != nil:
 		return errors.Join(err, ctx.Err())
 	}
 	return err
+}
+
+// memberGone reports whether the membership ms has no member alive or
+// suspect of node ID id (of that name when id is empty): gossip declared
+// it dead, or it never was.
+func memberGone(ms []discovery.Member, name, id string) bool {
+	for _, m := range ms {
+		if (m.ID == id || id == "" && m.Name == name) && m.State != discovery.StateDead {
+			return false
+		}
+	}
+	return true
 }
 
 // ownedEvents passes a job's counts to progress.

@@ -32,6 +32,11 @@ import (
 type durability struct {
 	passes    atomic.Uint64 // passes begun
 	committed atomic.Uint64 // the last pass committed (with all before it)
+	// replicas: results are durable only once the job's successors hold
+	// them too (RunOptions.Replicate); replicated is the last pass they
+	// do (replicate.go).
+	replicas   bool
+	replicated atomic.Uint64
 
 	mu    sync.Mutex
 	moved chan struct{} // closed (and replaced) when committed grows
@@ -44,6 +49,11 @@ func (d *durability) reached(p uint64) {
 		return
 	}
 	d.committed.Store(p)
+	d.wake()
+}
+
+// wake closes the channel watch returned.
+func (d *durability) wake() {
 	d.mu.Lock()
 	if d.moved != nil {
 		close(d.moved)
@@ -52,7 +62,27 @@ func (d *durability) reached(p uint64) {
 	d.mu.Unlock()
 }
 
-// watch returns a channel closed when the committed pass grows.
+// durableTo is the last pass durable: committed, and held by the job's
+// successors when it has some.
+func (d *durability) durableTo() uint64 {
+	c := d.committed.Load()
+	if d.replicas {
+		return min(c, d.replicated.Load())
+	}
+	return c
+}
+
+// replicatedTo notes that the successors hold pass p.
+func (d *durability) replicatedTo(p uint64) {
+	if p <= d.replicated.Load() {
+		return
+	}
+	d.replicated.Store(p)
+	d.wake()
+}
+
+// watch returns a channel closed when the committed (or replicated)
+// pass grows.
 func (d *durability) watch() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -98,7 +128,7 @@ func (w *remoteWorker) ackLoop(ctx context.Context) {
 	d := &w.s.r.durable
 	for {
 		moved := d.watch() // before the load: a pass committed after it closes moved
-		for _, m := range w.acks.ready(d.committed.Load()) {
+		for _, m := range w.acks.ready(d.durableTo()) {
 			select {
 			case w.outbox <- &peerpb.ToPeer{Msg: &peerpb.ToPeer_Acks{Acks: m}}:
 			case <-ctx.Done():
@@ -162,6 +192,9 @@ func (s *Session) jobOver(ctx context.Context, state string) {
 	r.mu.Unlock()
 	if err == nil {
 		err = r.db.Flush(ctx)
+	}
+	if err == nil {
+		err = r.waitReplicated(ctx)
 	}
 	if err != nil {
 		r.log.Debug("job over, journal not committed: no End to the peers", "err", err)

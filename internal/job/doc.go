@@ -22,6 +22,10 @@
 //     handed over when the rerun enrols them, and settled like live
 //     results. A resumed run leases no task until the last run's peers
 //     have handed over, or a bound has passed.
+//   - With RunOptions.Replicate (a job handed to the swarm), a result is
+//     acknowledged to its peer only once a snapshot of the job database
+//     that holds it is on the job's successors (replicate.go); a peer
+//     that has seen a later owner's epoch refuses the run (ErrFenced).
 //   - A write refused by this machine's own disk stops the run at once
 //     with an error wrapping ErrLocalDisk, charged to no peer.
 //   - Each peer runs the plugin built for its own platform (platforms.go);

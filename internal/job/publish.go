@@ -148,6 +148,7 @@ func (r *runner) helloBase() *peerpb.Hello {
 		Network:         r.p.Spec.Sandbox.Network,
 		Resources:       peerpb.ResourcesOf(r.p.Spec.Resources),
 		Acks:            true,
+		Epoch:           r.opts.Epoch,
 	}
 	h.PluginOs, h.PluginArch = pluginPlatform()
 	h.OwnInputs = uint32(len(r.ownFiles().files))

@@ -249,6 +249,9 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 			log.Warn("peer refused the job", "reason", m.Refuse.Reason)
 		}
 		s.q.Refused(peer.Name, m.Refuse.Reason)
+		if isStale(m.Refuse.Reason) {
+			s.r.fenced(m.Refuse.Reason)
+		}
 		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)

@@ -102,6 +102,18 @@ type RunOptions struct {
 	// Stage names the job as a stage of a job with stages
 	// ("<job>/<stage>", RunGraph): kept in its job database (StageKey).
 	Stage string
+	// Epoch is the epoch of the job's ownership (a job handed to the
+	// swarm; 0: not one), sent in Hello: peers that have seen a higher
+	// one refuse the run (ErrFenced).
+	Epoch uint64
+	// Replicate, if set, copies the job's journal to its successors: it is
+	// given a consistent snapshot of the job database (a temporary file)
+	// after commits, and a result is acknowledged to its peer only once a
+	// snapshot holding it was copied (replicate.go).
+	Replicate func(ctx context.Context, snapshot string) error
+	// Departed are node names known to be gone (an owner that died): a
+	// resumed run does not wait for their hand-over.
+	Departed []string
 	// Ending, if set, is called once the run no longer needs the swarm
 	// and its results are on disk: its tasks and reduce step are over,
 	// the peers were told, the job database is closed and report.json
@@ -145,6 +157,7 @@ func Run(ctx context.Context, p *Prepared, opts RunOptions) (*report.Report, err
 		opts.LeaseGrace = peerpb.LeaseGrace
 	}
 	r := &runner{p: p, opts: opts, log: opts.Logger.With("component", "job", "job", p.ID.String()[:12]), faulted: make(chan struct{})}
+	r.durable.replicas = opts.Replicate != nil
 	if why := localMisfit(p.Spec.Resources); why != "" && r.opts.Slots > 0 {
 		r.log.Warn("no task runs on this machine's own slots: "+why, "local_slots", r.opts.Slots)
 		r.opts.Slots = 0
@@ -356,6 +369,8 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	defer stopRun(nil)
 	r.stopRun = stopRun
 	stopJournal := r.startJournal(stopRun)
+	stopReplicas := r.startReplicas(jctx)
+	defer stopReplicas()
 	r.opts.Events.Started(job.Tasks.Len(), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)
@@ -393,6 +408,9 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	case ctx.Err() != nil:
 		r.finish(report.StateInterrupted, "interrupted")
 		return r.rep, errors.Join(ctx.Err(), r.end(stopJournal))
+	case errors.Is(context.Cause(jctx), ErrFenced):
+		r.finish(report.StateInterrupted, "fenced off by a later owner")
+		return r.rep, errors.Join(context.Cause(jctx), r.end(stopJournal))
 	case stall != "":
 		r.finish(report.StateFailed, stall)
 		if err := r.end(stopJournal); err != nil {

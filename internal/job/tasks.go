@@ -44,7 +44,7 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 	peers := &sessionList{}
 	if r.p.Previous != nil && r.opts.Remote != nil && r.opts.Remote.Swarm != nil {
 		// Before the first lease, the local slots' too.
-		last := lastSessions(ctx, r.db)
+		last := departed(lastSessions(ctx, r.db), r.opts.Departed)
 		peers.change(r, true, last...) // they may still come
 		gate = newHandoverGate(q, last, r.log, func(late []string) { peers.change(r, false, late...) })
 	}

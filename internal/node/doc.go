@@ -25,6 +25,9 @@
 //   - A job whose resources ask for a GPU runs on the GPU slots only (one
 //     per offered device, each with its own plugin pool bound to that
 //     device), every other job on the CPU slots only.
+//   - A job handed to the swarm is fenced by its owner's epoch
+//     (Hello.epoch): the node refuses a coordinator of a lower epoch than
+//     the highest it has seen for the job (fence.go).
 //   - Time frozen by --pause-when-busy does not count against a task's
 //     timeout.
 //
@@ -33,5 +36,5 @@
 //
 // docs/protocol.md gives the conversation; docs/design/node.md describes
 // sessions, fair sharing, the volunteer controls, hand-over and shutdown.
-// Lock order: session.mu, then keeper.mu; sched.mu, Node.mu, the swarm's and the presence's are leaves.
+// Lock order: session.mu, then keeper.mu; sched.mu, Node.mu, epochFence.mu, the swarm's and the presence's are leaves.
 package node

@@ -104,6 +104,8 @@ type Node struct {
 	sched *sched
 	// keep holds results for coordinators that went away (keep.go).
 	keep *keeper
+	// fence is the highest ownership epoch seen per job (fence.go).
+	fence epochFence
 	// life ends when the node stops serving: tasks of broken sessions,
 	// which no stream's context ends, stop then.
 	life    context.Context

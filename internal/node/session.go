@@ -185,6 +185,9 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if reason := n.misfit(hello); reason != "" {
 		return refuse(reason)
 	}
+	if reason := n.fence.admit(hello.JobId, hello.Epoch, coordID.String()); reason != "" {
+		return refuse(peerpb.RefuseStale + reason)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	sess := &session{

@@ -300,7 +300,14 @@ type Hello struct {
 	Resources *Resources `protobuf:"bytes,19,opt,name=resources,proto3" json:"resources,omitempty"`
 	// How many of the last inputs are seen only by the leases that name
 	// them (Lease.inputs); 0: every task sees every input.
-	OwnInputs     uint32 `protobuf:"varint,20,opt,name=own_inputs,json=ownInputs,proto3" json:"own_inputs,omitempty"`
+	OwnInputs uint32 `protobuf:"varint,20,opt,name=own_inputs,json=ownInputs,proto3" json:"own_inputs,omitempty"`
+	// The epoch of the job's ownership (a job handed to the swarm: its
+	// owner's, 1 for the first owner, one more at each takeover; 0 for a
+	// job that is not). A peer remembers the highest epoch it has seen per
+	// job: it refuses a Hello of a lower one, ends the sessions of a lower
+	// one when a higher one comes (their results are kept for hand-over),
+	// and sends no result to a session of a lower one (fencing).
+	Epoch         uint64 `protobuf:"varint,21,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +450,13 @@ func (x *Hello) GetResources() *Resources {
 func (x *Hello) GetOwnInputs() uint32 {
 	if x != nil {
 		return x.OwnInputs
+	}
+	return 0
+}
+
+func (x *Hello) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -2120,7 +2134,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\afile_id\x18\x02 \x01(\fR\x06fileId\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xb7\x04\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xcd\x04\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05proto\x18\x01 \x01(\rR\x05proto\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -2141,7 +2155,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x04acks\x18\x12 \x01(\bR\x04acks\x125\n" +
 	"\tresources\x18\x13 \x01(\v2\x17.p2pc.peer.v1.ResourcesR\tresources\x12\x1d\n" +
 	"\n" +
-	"own_inputs\x18\x14 \x01(\rR\townInputsJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11R\x06memoryR\x04cpusR\x02osR\x04arch\"\x9d\x01\n" +
+	"own_inputs\x18\x14 \x01(\rR\townInputs\x12\x14\n" +
+	"\x05epoch\x18\x15 \x01(\x04R\x05epochJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11R\x06memoryR\x04cpusR\x02osR\x04arch\"\x9d\x01\n" +
 	"\tResources\x12\x12\n" +
 	"\x04cpus\x18\x01 \x01(\x01R\x04cpus\x12\x16\n" +
 	"\x06memory\x18\x02 \x01(\x03R\x06memory\x12\x12\n" +

@@ -55,6 +55,12 @@ const RefusePrepare = "cannot prepare the job: "
 // ends).
 const RefuseBusyID = "node ID enrolled already: "
 
+// RefuseStale begins the reason of a peer that refuses a coordinator of
+// a job handed to the swarm because it has seen a later owner of the job
+// (Hello.epoch lower than the highest it has seen): the coordinator has
+// been fenced off, final.
+const RefuseStale = "stale owner: "
+
 // RefusalPasses reports whether a refusal with this reason may pass.
 func RefusalPasses(reason string) bool {
 	return strings.HasPrefix(reason, RefusePrepare) || strings.HasPrefix(reason, RefuseBusyID)

@@ -35,6 +35,12 @@ type Job struct {
 	Plugin string            // the plugin executable
 	Inputs map[string]string // input name -> file
 	Out    string            // output folder
+	// Epoch is the ownership's (Record.epoch); Replicate copies a
+	// snapshot of the job database (and the task outputs) to the job's
+	// successors; Departed names the owner this member took over from.
+	Epoch     uint64
+	Replicate func(ctx context.Context, snapshot string) error
+	Departed  []string
 }
 
 // Runner runs a job to its end, resuming what its output folder holds.
@@ -69,13 +75,19 @@ type Config struct {
 	Run Runner
 	// Members returns the other live members.
 	Members func() []Member
+	// Gone reports whether the membership has no trace of a member (not
+	// alive, not suspect: declared dead, or never seen), by node ID when
+	// id is not empty, else by name: a held job whose owner is gone is
+	// taken over by its first holder not gone (takeover.go). nil: nothing
+	// is taken over.
+	Gone func(name, id string) bool
 	// Dial returns a connection to a member's gRPC address.
 	Dial   func(addr string) (grpc.ClientConnInterface, error)
 	Logger *slog.Logger
 }
 
 // Service serves the Jobs protocol on a member and runs the jobs it owns.
-// Lock order: Service.mu is a leaf.
+// Lock order: Service.stateMu, then Service.mu.
 type Service struct {
 	pb.UnimplementedJobsServer
 	cfg Config
@@ -87,6 +99,12 @@ type Service struct {
 	mu   sync.Mutex
 	jobs map[string]*entry
 	keep keeping // copies and disk use (retain.go), under mu
+	// known: the members last seen alive, by name (their addresses while
+	// they are suspect).
+	known map[string]Member
+	// stateMu serialises moving a journal copy into a state folder and
+	// a takeover's turning that folder into the output folder.
+	stateMu sync.Mutex
 }
 
 // entry is a job this member owns or holds.
@@ -103,6 +121,12 @@ type entry struct {
 	// ended is closed when the coordinator returned.
 	ended chan struct{}
 	saved time.Time
+	// steppedDown: a later owner exists, the coordinator was stopped for
+	// it (takeover.go); departed: the owner this member took over from;
+	// sent: per holder, the task outputs it holds already.
+	steppedDown bool
+	departed    []string
+	sent        map[string]map[string]bool
 }
 
 var _ pb.JobsServer = (*Service)(nil)
@@ -153,8 +177,7 @@ func (s *Service) Start(ctx context.Context) error {
 		e := &entry{rec: rec, dir: dir, owned: rec.OwnerId == s.cfg.ID.String(), changed: make(chan struct{}), ended: make(chan struct{})}
 		s.jobs[rec.Id] = e
 		if e.owned && !Ended(rec.State) {
-			s.log.Info("resuming an owned job", "job", rec.Id[:12], "name", rec.Name)
-			s.startRun(e)
+			s.wg.Go(func() { s.resumeOwned(ctx, e) })
 		} else {
 			close(e.ended)
 		}
@@ -162,6 +185,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.measureAll()
 	s.wg.Go(func() { s.sweepLoop(ctx) })
 	s.wg.Go(func() { s.keepLoop(ctx) })
+	s.wg.Go(func() { s.takeoverLoop(ctx) })
 	return nil
 }
 
@@ -400,16 +424,34 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 		}
 		return stream.SendAndClose(&pb.Held{})
 	}
-	if e, r, ok := s.get(rec.Id); ok && e.owned {
-		// Two owners of one job (submitted twice through different
-		// memberships): this one keeps its own; takeover, which would
-		// settle it by epoch, is not built.
-		return status.Errorf(codes.FailedPrecondition, "hold: member %s owns job %s itself (epoch %d)", s.cfg.Name, rec.Id[:12], r.Epoch)
+	if e, r, ok := s.get(rec.Id); ok {
+		switch {
+		case rec.Epoch < r.Epoch:
+			// Fencing: a copy from an owner that was superseded.
+			return status.Errorf(codes.PermissionDenied, "hold: %s: job %s is owned at epoch %d by %s, the copy is of epoch %d", staleOwner, rec.Id[:12], r.Epoch, r.Owner, rec.Epoch)
+		case e.owned && rec.Epoch > r.Epoch:
+			s.stepDown(e, rec)
+		case e.owned && rec.Epoch > 1 && rec.OwnerId < r.OwnerId:
+			// Two owners of one epoch (each side of a partition took the
+			// job over): the lower node ID keeps it, as peers decide.
+			s.stepDown(e, rec)
+		case e.owned && rec.Epoch > 1:
+			return status.Errorf(codes.PermissionDenied, "hold: %s: job %s has two owners of epoch %d; %s, of the lower node ID, keeps it", staleOwner, rec.Id[:12], r.Epoch, s.cfg.Name)
+		case e.owned:
+			// Submitted twice through different memberships: this one
+			// keeps its own.
+			return status.Errorf(codes.FailedPrecondition, "hold: member %s owns job %s itself (epoch %d)", s.cfg.Name, rec.Id[:12], r.Epoch)
+		}
 	}
-	sub := "bundle"
-	if h.Kind == KindResults {
+	into, sub := intoDir, "bundle"
+	switch h.Kind {
+	case KindJob:
+	case KindResults:
 		sub = "out"
-	} else if h.Kind != KindJob {
+	case KindState:
+		into = func(recv func() (*pb.Bundle, error), dst string) error { return mergeInto(recv, dst, &s.stateMu) }
+		sub = stateDir
+	default:
 		return status.Errorf(codes.InvalidArgument, "hold: unknown kind %q", h.Kind)
 	}
 	release, err := s.reserve(rec.Id, h.Size)
@@ -421,7 +463,7 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return status.Errorf(codes.Internal, "hold: %v", err)
 	}
-	if err := intoDir(stream.Recv, filepath.Join(dir, sub)); err != nil {
+	if err := into(stream.Recv, filepath.Join(dir, sub)); err != nil {
 		return status.Errorf(codes.InvalidArgument, "hold: job %s: %v", rec.Id[:12], err)
 	}
 	s.mu.Lock()
@@ -552,6 +594,10 @@ func (s *Service) startRun(e *entry) {
 		defer cancel()
 		defer close(e.ended)
 		j, err := bundleJob(e.dir, e.rec.Id, e.rec.Name)
+		s.mu.Lock()
+		j.Epoch, j.Departed = e.rec.Epoch, e.departed
+		s.mu.Unlock()
+		j.Replicate = func(ctx context.Context, snap string) error { return s.syncState(ctx, e, snap) }
 		if err == nil {
 			err = s.cfg.Run(ctx, j, func(done, failed, running, total int) {
 				s.update(e, func(r *pb.Record) {
@@ -560,9 +606,15 @@ func (s *Service) startRun(e *entry) {
 			})
 		}
 		s.mu.Lock()
-		canceled := e.canceled
+		canceled, stepped := e.canceled, e.steppedDown
 		s.mu.Unlock()
-		if s.life.Err() != nil && !canceled {
+		switch {
+		case stepped:
+			return // a later owner runs it
+		case errors.Is(err, ErrFenced):
+			s.wg.Go(func() { s.stepDown(e, s.newerElsewhere(s.life, e.rec, 0)) })
+			return
+		case s.life.Err() != nil && !canceled:
 			// This member stops: the job resumes when it starts again.
 			return
 		}

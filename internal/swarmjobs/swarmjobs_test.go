@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,5 +192,56 @@ func TestSweepRetain(t *testing.T) {
 		if kept != want || (err == nil) != want {
 			t.Errorf("job %s: kept %v, folder there %v; want %v", c, kept, err == nil, want)
 		}
+	}
+}
+
+func TestFirstLive(t *testing.T) {
+	alive := func(names ...string) func(string) bool {
+		return func(h string) bool { return slices.Contains(names, h) }
+	}
+	for _, c := range []struct {
+		holders []string
+		alive   func(string) bool
+		want    string
+	}{
+		{[]string{"a", "b"}, alive("a", "b"), "a"},
+		{[]string{"a", "b"}, alive("b"), "b"},
+		{[]string{"a", "self"}, alive(), "self"},
+		{[]string{"a", "b"}, alive(), ""},
+	} {
+		if got := firstLive(c.holders, c.alive, "self"); got != c.want {
+			t.Errorf("firstLive(%v) = %q, want %q", c.holders, got, c.want)
+		}
+	}
+}
+
+// TestMergeState: a journal copy merges into the state folder: files
+// already there stay, a new job.db replaces the old one, and a copy that
+// fails its digest changes nothing.
+func TestMergeState(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), stateDir)
+	var mu sync.Mutex
+	first := append(fileMsgs("tasks/1/data", []byte("one"), nil), fileMsgs(journalFile, []byte("db1"), nil)...)
+	if err := mergeInto(stream(first...), dst, &mu); err != nil {
+		t.Fatal(err)
+	}
+	second := append(fileMsgs(journalFile, []byte("db2"), nil), fileMsgs("tasks/2/data", []byte("two"), nil)...)
+	if err := mergeInto(stream(second...), dst, &mu); err != nil {
+		t.Fatal(err)
+	}
+	bad := append(fileMsgs("tasks/3/data", []byte("three"), nil), fileMsgs(journalFile, []byte("db3"), make([]byte, 32))...)
+	if err := mergeInto(stream(bad...), dst, &mu); err == nil {
+		t.Fatal("a copy with a wrong digest was merged")
+	}
+	for rel, want := range map[string]string{"tasks/1/data": "one", "tasks/2/data": "two", journalFile: "db2"} {
+		if b, err := os.ReadFile(filepath.Join(dst, rel)); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", rel, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "tasks/3")); err == nil {
+		t.Error("a file of the refused copy was merged")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), ".state.tmp-*")); len(left) > 0 {
+		t.Errorf("temporary folders left: %v", left)
 	}
 }

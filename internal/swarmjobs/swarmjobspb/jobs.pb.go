@@ -42,9 +42,9 @@ type Record struct {
 	State   string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	Owner   string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`                    // owner's node name
 	OwnerId string `protobuf:"bytes,5,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"` // owner's node ID
-	// Epoch of the ownership: 1 for the first owner. A later owner (a
-	// takeover, not built yet) takes a higher epoch, and the higher epoch
-	// wins when records disagree.
+	// Epoch of the ownership: 1 for the first owner, one more at each
+	// takeover by a successor; the higher epoch wins when records
+	// disagree, and a member refuses copies of a lower one.
 	Epoch     uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Submitter string `protobuf:"bytes,7,opt,name=submitter,proto3" json:"submitter,omitempty"` // submitter's node ID
 	Done      int64  `protobuf:"varint,8,opt,name=done,proto3" json:"done,omitempty"`

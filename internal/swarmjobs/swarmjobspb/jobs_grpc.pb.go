@@ -48,8 +48,10 @@ type JobsClient interface {
 	// files). The owner answers once the bundle is on its disk and on the
 	// holders it chose (Placed), then runs the job.
 	Submit(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Bundle, Placed], error)
-	// Hold keeps a copy: the owner streams a job's bundle (kind "job") or
-	// its output folder (kind "results") with the job's record.
+	// Hold keeps a copy: the owner streams a job's bundle (kind "job"),
+	// its journal while it runs (kind "state": a snapshot of job.db and
+	// task outputs, merged into what the holder has) or its output folder
+	// (kind "results") with the job's record.
 	Hold(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Bundle, Held], error)
 	// List returns the records of the jobs this member owns or holds.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListReply, error)
@@ -179,8 +181,10 @@ type JobsServer interface {
 	// files). The owner answers once the bundle is on its disk and on the
 	// holders it chose (Placed), then runs the job.
 	Submit(grpc.ClientStreamingServer[Bundle, Placed]) error
-	// Hold keeps a copy: the owner streams a job's bundle (kind "job") or
-	// its output folder (kind "results") with the job's record.
+	// Hold keeps a copy: the owner streams a job's bundle (kind "job"),
+	// its journal while it runs (kind "state": a snapshot of job.db and
+	// task outputs, merged into what the holder has) or its output folder
+	// (kind "results") with the job's record.
 	Hold(grpc.ClientStreamingServer[Bundle, Held]) error
 	// List returns the records of the jobs this member owns or holds.
 	List(context.Context, *ListRequest) (*ListReply, error)

@@ -144,6 +144,9 @@ type ResolveFunc func(ctx context.Context, addr string) (Peer, error)
 type Resolver struct {
 	Addrs   []string
 	Resolve ResolveFunc
+	// Answered, if set, is called each time an address answers for the
+	// first time (from the goroutine that asked it).
+	Answered func()
 
 	mu    sync.Mutex
 	known map[string]Peer
@@ -208,12 +211,30 @@ func (r *Resolver) Lookup(ctx context.Context, addr string) (Peer, error) {
 		p.Addr = addr
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.known == nil {
 		r.known = map[string]Peer{}
 	}
+	_, again := r.known[addr]
 	r.known[addr] = p
+	r.mu.Unlock()
+	if !again && r.Answered != nil {
+		r.Answered()
+	}
 	return p, nil
+}
+
+// Known returns the peers of the addresses that have answered, in the
+// order of Addrs, without asking anyone.
+func (r *Resolver) Known() []Peer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Peer
+	for _, a := range r.Addrs {
+		if p, ok := r.known[a]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Forget drops the answer of the peer at addr (its gRPC address or its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/report"
 	"github.com/p2pc/p2pc/internal/sandbox"
 	"github.com/p2pc/p2pc/internal/webui"
@@ -47,6 +48,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	ctx, cancel := context.WithCancel(g.Ctx) // the web view's cancel button
 	defer cancel()
 	tr := newPhaseTrace(os.Stderr, c.TracePhases)
+	phasetrace.At("c.exec", 0, execStart)
 	defer tr.mark("run returns")
 	tr.mark("flags parsed")
 	if c.Spec == "" {

@@ -45,6 +45,11 @@ type peer struct {
 	srv  *grpc.Server
 	addr string
 
+	firstHello atomic.Int64 // unix nanoseconds of the first Hello, 0 until then
+	// silent, if set, holds every Info call until it is closed; gaveUp is
+	// when the first such call was given up by its caller (0: none).
+	silent     atomic.Pointer[chan struct{}]
+	gaveUp     atomic.Int64
 	firstLease atomic.Int64 // unix nanoseconds of the first lease, 0 until then
 	lastResult atomic.Int64 // unix nanoseconds of the last result sent
 	tasks      atomic.Int64 // results sent
@@ -109,8 +114,16 @@ type peerService struct {
 	p *peer
 }
 
-func (s *peerService) Info(context.Context, *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+func (s *peerService) Info(ctx context.Context, _ *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
 	p := s.p
+	if silent := p.silent.Load(); silent != nil {
+		select {
+		case <-*silent:
+		case <-ctx.Done():
+			p.gaveUp.CompareAndSwap(0, time.Now().UnixNano())
+			return nil, ctx.Err()
+		}
+	}
 	return &peerpb.InfoResponse{Proto: peerpb.ProtocolVersion, Name: p.name, Version: "swarmsim", Os: runtime.GOOS, Arch: runtime.GOARCH,
 		Slots: uint32(p.slots), FreeSlots: uint32(p.slots), GossipAddr: unjoinable, GrpcAddr: p.addr}, nil
 }
@@ -131,6 +144,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello == nil {
 		return fmt.Errorf("light peer %s: first message %T, want Hello", p.name, first.Msg)
 	}
+	p.firstHello.CompareAndSwap(0, time.Now().UnixNano())
 	ses := &simSession{p: p, stream: stream, canceled: map[uint64]bool{}, slots: make(chan struct{}, p.slots)}
 	if hello.Proto != peerpb.ProtocolVersion {
 		return ses.send(&peerpb.FromPeer{Msg: &peerpb.FromPeer_Refuse{Refuse: &peerpb.Refuse{Reason: fmt.Sprintf("protocol version %d is not spoken here", hello.Proto)}}})

@@ -29,6 +29,9 @@ type Config struct {
 	// Latency delays each write of a light peer (its TLS flights, its
 	// answers): a link's latency, on loopback.
 	Latency time.Duration
+	// Silent: the last Silent peers answer no Info call (they are not
+	// found) until every other peer got its Hello.
+	Silent int
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
 	// Args are more arguments for p2pc run (before the spec), such as
@@ -65,9 +68,15 @@ type Result struct {
 	SimCPU time.Duration
 	// Done counts the results the peers sent.
 	Done int64
+	// With Config.Silent: LastHello is when the last peer that was not
+	// silent got its Hello, SilentGaveUp when the coordinator first gave
+	// up asking a silent peer (0: it never did), from p2pc run's start.
+	LastHello, SilentGaveUp time.Duration
 	// Leases are the times from p2pc run's start to each peer's first
-	// lease, in order.
-	Leases []time.Duration
+	// lease, in order; Hellos to each peer's first Hello (the job's
+	// offer, once the coordinator published the job and resolved the
+	// peer).
+	Leases, Hellos []time.Duration
 	// Log is p2pc run's stderr, with Config.KeepLog.
 	Log string
 }
@@ -98,6 +107,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer sw.Close()
+	if cfg.Silent > 0 {
+		sw.silence(cfg.Silent)
+	}
 	selfCPU0, _ := harness.ProcCPU(os.Getpid())
 	args := []string{"run", "--no-mdns", "--local-slots", "0", "--listen", "127.0.0.1:0", "--no-progress",
 		"--join", strings.Join(sw.Addrs(), ","), "--out", filepath.Join(cfg.Dir, "out")}
@@ -126,6 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			done = true
 		case <-tick.C:
 		}
+		sw.speak()
 		pid := proc.Pid()
 		if m, err := procMemory(pid); err == nil {
 			hwm = max(hwm, m.hwm)
@@ -149,6 +162,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Enrol = last.Sub(start)
 	}
 	res.Leases = sw.firstLeases(start)
+	res.Hellos = sw.firstHellos(start)
+	if t := sw.lastHello(); !t.IsZero() {
+		res.LastHello = t.Sub(start)
+	}
+	if t := sw.gaveUp(); !t.IsZero() {
+		res.SilentGaveUp = t.Sub(start)
+	}
 	res.Done = sw.Tasks()
 	if cfg.KeepLog {
 		res.Log = proc.Stderr()

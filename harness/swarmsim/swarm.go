@@ -15,6 +15,7 @@ import (
 type Swarm struct {
 	peers []*peer
 	wg    sync.WaitGroup
+	quiet chan struct{} // the silent peers' (silence); nil: none
 }
 
 // StartSwarm starts n light peers of the swarm of secret s, each with
@@ -44,6 +45,67 @@ func StartSwarm(s trust.Secret, n, slots int, task, latency time.Duration, log *
 	return sw, nil
 }
 
+// silence makes the last n peers answer no Info call until speak; it is
+// called before the peers are asked anything.
+func (sw *Swarm) silence(n int) {
+	ch := make(chan struct{})
+	sw.quiet = ch
+	for _, p := range sw.peers[len(sw.peers)-min(n, len(sw.peers)):] {
+		p.silent.Store(&ch)
+	}
+}
+
+// speak ends the silence once every other peer got its Hello, and says
+// whether it has ended.
+func (sw *Swarm) speak() bool {
+	if sw.quiet == nil {
+		return true
+	}
+	select {
+	case <-sw.quiet:
+		return true
+	default:
+	}
+	for _, p := range sw.peers {
+		if p.silent.Load() == nil && p.firstHello.Load() == 0 {
+			return false
+		}
+	}
+	close(sw.quiet)
+	return true
+}
+
+// gaveUp is when the coordinator first gave up an Info call to a silent
+// peer (zero: never).
+func (sw *Swarm) gaveUp() time.Time {
+	var first time.Time
+	for _, p := range sw.peers {
+		if ns := p.gaveUp.Load(); ns != 0 && (first.IsZero() || time.Unix(0, ns).Before(first)) {
+			first = time.Unix(0, ns)
+		}
+	}
+	return first
+}
+
+// lastHello is when the last peer that was not silent got its first
+// Hello (zero if one got none).
+func (sw *Swarm) lastHello() time.Time {
+	var last time.Time
+	for _, p := range sw.peers {
+		if p.silent.Load() != nil {
+			continue
+		}
+		ns := p.firstHello.Load()
+		if ns == 0 {
+			return time.Time{}
+		}
+		if t := time.Unix(0, ns); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
 // Addrs are the peers' gRPC addresses (host:port), for p2pc run --join.
 func (sw *Swarm) Addrs() []string {
 	out := make([]string, len(sw.peers))
@@ -70,9 +132,21 @@ func (sw *Swarm) Leased() (n int, last time.Time) {
 // firstLeases are the times from start to each peer's first lease, in
 // order (the peers without one left out).
 func (sw *Swarm) firstLeases(start time.Time) []time.Duration {
+	return sw.since(start, func(p *peer) int64 { return p.firstLease.Load() })
+}
+
+// firstHellos are the times from start to each peer's first Hello (the
+// coordinator's job offer), in order.
+func (sw *Swarm) firstHellos(start time.Time) []time.Duration {
+	return sw.since(start, func(p *peer) int64 { return p.firstHello.Load() })
+}
+
+// since are the times from start to each peer's at (unix nanoseconds, 0:
+// none), in order.
+func (sw *Swarm) since(start time.Time, at func(*peer) int64) []time.Duration {
 	var out []time.Duration
 	for _, p := range sw.peers {
-		if ns := p.firstLease.Load(); ns != 0 {
+		if ns := at(p); ns != 0 {
 			out = append(out, time.Unix(0, ns).Sub(start))
 		}
 	}

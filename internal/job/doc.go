@@ -42,7 +42,9 @@
 //
 // Lock order: sched.Queue's, then runner.mu (its ReportLock), then
 // jobdb's. queueEnv runs under none of the queue's locks and takes
-// runner.mu; remoteWorker.mu and the other mutexes are leaves.
+// runner.mu; sessionList.send comes before the journal's queue, and
+// sessionList.mu is a leaf that the journal's writer takes;
+// remoteWorker.mu and the other mutexes are leaves.
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.

@@ -13,6 +13,7 @@ import (
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/job/sched"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -158,6 +159,7 @@ var ErrRefused = peerpb.ErrRefused
 // one worker (identities), under the name it first enrolled with.
 func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client peerpb.PeerClient) error {
 	peer := Peer{Name: name, Addr: addr}
+	phasetrace.Mark("c.enrol", 0)
 	published, err := s.helloFor(ctx, name, client)
 	if err != nil {
 		return err
@@ -254,6 +256,7 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 		}
 		return fmt.Errorf("enrol %s: %w", peer.Name, &peerpb.RefusedError{Reason: m.Refuse.Reason})
 	case *peerpb.FromPeer_Welcome:
+		phasetrace.Mark("c.welcome", 0)
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
 		s.peers.change(s.r, true, peer.Name)
 		if s.gate != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/p2pc/p2pc/internal/blocks"
 	"github.com/p2pc/p2pc/internal/peerpb"
+	"github.com/p2pc/p2pc/internal/phasetrace"
 	"github.com/p2pc/p2pc/internal/plain"
 	"github.com/p2pc/p2pc/internal/pluginhost"
 	"github.com/p2pc/p2pc/internal/trust"
@@ -153,6 +154,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "work: the first message must be Hello")
 	}
+	phasetrace.Mark("p.hello", 0)
 	// The coordinator is who its handshake proved; the name in Hello is
 	// only what it says.
 	coordID, err := trust.PeerIDFromContext(stream.Context())
@@ -215,6 +217,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if err != nil {
 		return refuse(peerpb.RefusePrepare + plain.Error(err).Error())
 	}
+	phasetrace.Mark("p.prepared", 0)
 	sess.pool.Warm() // a process ready before the first lease arrives
 	// What the job's lost sessions left here: the results they finished,
 	// handed over now, and the tasks they still run, announced in Welcome

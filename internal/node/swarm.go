@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/p2pc/p2pc/discovery"
@@ -85,6 +86,7 @@ func (sw *Swarm) Serve(ctx context.Context, jobID, goos, goarch string, enrol fu
 			e.endAll()
 			return
 		case <-changed:
+		case <-e.answered:
 		case <-tick.C:
 		}
 	}
@@ -98,9 +100,13 @@ type enroller struct {
 	goos, goarch string
 	enrol        func(ctx context.Context, name, id, addr string, client peerpb.PeerClient) error
 
-	wg     sync.WaitGroup        // the sessions
+	wg     sync.WaitGroup        // the sessions, and the asking of static peers
 	active map[string]*enrolment // by peer name; Serve's goroutine only
-	static *discovery.Resolver   // the --join peers; Serve's goroutine only
+	static *discovery.Resolver   // the --join peers
+	// asking: a goroutine asks the static peers that have not answered
+	// (askStatic); answered: one of them answered, a round is due.
+	asking   atomic.Bool
+	answered chan struct{}
 
 	mu       sync.Mutex // guards refused, failedAt and held, written as sessions end
 	refused  map[string]bool
@@ -137,7 +143,7 @@ func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.
 	if retry <= 0 {
 		retry = time.Second
 	}
-	return &enroller{
+	e := &enroller{
 		sw:       sw,
 		log:      log.With("component", "swarm", "job", short(jobID)),
 		retry:    retry,
@@ -145,17 +151,25 @@ func (sw *Swarm) newEnroller(jobID, goos, goarch string, enrol func(ctx context.
 		goarch:   goarch,
 		enrol:    enrol,
 		active:   map[string]*enrolment{},
-		static:   &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns)},
 		refused:  map[string]bool{},
 		failedAt: map[string]time.Time{},
 		held:     map[string]heldRefusal{},
+		answered: make(chan struct{}, 1),
 	}
+	e.static = &discovery.Resolver{Addrs: sw.Static, Resolve: ResolveStatic(sw.Conns), Answered: func() {
+		select {
+		case e.answered <- struct{}{}:
+		default:
+		}
+	}}
+	return e
 }
 
 // wanted returns the peers that can take the job, by name: the live
 // members that take work on the job's platform, and the static peers
-// (whose names are asked once). changed is closed at the membership's
-// next change (nil without a membership).
+// that have answered (each is asked its name until it answers once, in
+// the background: askStatic). changed is closed at the membership's next
+// change (nil without a membership).
 func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, changed <-chan struct{}) {
 	want = map[string]Candidate{}
 	if m := e.sw.Members; m != nil {
@@ -166,15 +180,8 @@ func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, chang
 			}
 		}
 	}
-	peers, err := e.static.Find(ctx) // the silent ones are asked again next round
-	why := ""
-	if err != nil && ctx.Err() == nil {
-		why = strings.ReplaceAll(err.Error(), "\n", "; ")
-	}
-	e.sw.mu.Lock()
-	e.sw.unreached = why
-	e.sw.mu.Unlock()
-	for _, p := range peers {
+	e.askStatic(ctx)
+	for _, p := range e.static.Known() {
 		if m := e.sw.Members; m != nil && m.Failed(p.Name) {
 			continue // declared failed: not wanted until it comes back
 		}
@@ -183,6 +190,32 @@ func (e *enroller) wanted(ctx context.Context) (want map[string]Candidate, chang
 		}
 	}
 	return want, changed
+}
+
+// askStatic asks the static peers that have not answered yet, in the
+// background, unless it is asking them already. Each answer starts a
+// round (Resolver.Answered), so a peer is enrolled as soon as it has
+// answered, not once every address has answered or timed out: a silent
+// address held back the whole swarm's enrolment by resolveTimeout, and a
+// thousand addresses by their handshakes. The silent ones are asked again
+// in a later round.
+func (e *enroller) askStatic(ctx context.Context) {
+	if len(e.static.Addrs) == 0 || !e.asking.CompareAndSwap(false, true) {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer e.asking.Store(false)
+		_, err := e.static.Find(ctx)
+		why := ""
+		if err != nil && ctx.Err() == nil {
+			why = strings.ReplaceAll(err.Error(), "\n", "; ")
+		}
+		e.sw.mu.Lock()
+		e.sw.unreached = why
+		e.sw.mu.Unlock()
+	}()
 }
 
 // takesJob: c is another node that takes work, speaks the protocol and

@@ -101,7 +101,8 @@ func run(ctx context.Context, sizes string, slots, tasks, taskMS, rounds int, ti
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "%d peers, round %d: first leases at p10 %v, p50 %v, p90 %v, last %v\n", n, r+1,
+			fmt.Fprintf(os.Stderr, "%d peers, round %d: first Hellos at p10 %v, p50 %v, p90 %v, last %v; first leases at p10 %v, p50 %v, p90 %v, last %v\n", n, r+1,
+				pct(res.Hellos, 10), pct(res.Hellos, 50), pct(res.Hellos, 90), pct(res.Hellos, 100),
 				pct(res.Leases, 10), pct(res.Leases, 50), pct(res.Leases, 90), pct(res.Leases, 100))
 			ideal := "-"
 			if res.Ideal > 0 {

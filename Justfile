@@ -30,11 +30,11 @@ test *flags:
 test-race:
     go run ./harness/testall -race
 
-# Check formatting, vet and staticcheck of both modules, and of the test build (tag p2pcfault; the release pinned at the top, as in .ci/run).
+# Check formatting, vet and staticcheck of both modules, and of the packages the test build's tag changes (p2pcfault, .ci/faultpkgs; the release pinned at the top, as in .ci/run).
 lint:
     test -z "$(gofmt -l $(git ls-files '*.go'))" || { gofmt -l $(git ls-files '*.go'); exit 1; }
     for m in {{modules}}; do (cd $m && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} ./...); done
-    go vet -tags p2pcfault ./... && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} -tags p2pcfault ./...
+    pkgs=$(.ci/faultpkgs) && go vet -tags p2pcfault $pkgs && go run honnef.co/go/tools/cmd/staticcheck@{{staticcheck}} -tags p2pcfault $pkgs
 
 # Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:

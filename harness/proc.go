@@ -43,6 +43,11 @@ const FaultTag = "p2pcfault"
 // Build compiles ./cmd/p2pc of the repository at root into out, with the
 // fault-injection switches (FaultTag) the tests use. With race the binary
 // has the race detector on.
+//
+// The binary comes from the Go build cache when the sources, the go
+// command and the flags are the same as an earlier build's, whichever
+// test binary or process made it (see build), so that every package's
+// tests may call Build without paying for a link each.
 func Build(ctx context.Context, root, out string, race bool) error {
 	return build(ctx, root, out, race, "-tags", FaultTag)
 }
@@ -53,16 +58,39 @@ func BuildRelease(ctx context.Context, root, out string) error {
 	return build(ctx, root, out, false)
 }
 
+// build links through `go run -exec cp`: since Go 1.24 the go command
+// caches the executables that go run links, keyed by the content of
+// everything that goes into them, where `go build -o` links afresh every
+// time. go run links without the symbol table and DWARF (-s -w), which
+// nothing of p2pc reads: tracebacks and profiles use the runtime's own
+// tables.
 func build(ctx context.Context, root, out string, race bool, flags ...string) error {
-	args := append([]string{"build", "-o", out}, flags...)
+	args := append([]string{"run"}, flags...)
 	if race {
 		args = append(args, "-race")
 	}
-	args = append(args, "./cmd/p2pc")
+	// go run runs `cp BINARY tmp` instead of the binary; the rename
+	// puts it at out whole.
+	f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("build p2pc: %w", err)
+	}
+	tmp := f.Name()
+	f.Close()
+	args = append(args, "-exec", "cp", "./cmd/p2pc", tmp)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("build p2pc: %w\n%s", err, b)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("build p2pc: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("build p2pc: %w", err)
 	}
 	return nil
 }

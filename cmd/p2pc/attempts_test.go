@@ -12,6 +12,7 @@ import (
 // try and a replica, and its `ran on:` names the replicas that agreed
 // with the accepted results, not only the peers that produced them.
 func TestAttemptsNamed(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "ra", 2, 1, "--no-mdns"), startPeerOnHost(t, dir, "rb", 3, 1, "--no-mdns")}
 	failing := writeSpec(t, dir, "f.yaml", `

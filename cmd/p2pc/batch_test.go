@@ -39,6 +39,7 @@ const batchLog = "running a batch"
 // their votes, it is excluded, and every accepted digest is the honest
 // one, as without batches.
 func TestBatchVerifiedOneLiar(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 3 {
@@ -91,6 +92,7 @@ verify: {replicas: 2, quorum: 2, max_replicas: 5}
 // elsewhere, no task fails or is charged a retry, each is done once (a
 // backup copy near the end may win over a lease: canceled, uncharged).
 func TestBatchPeerKilled(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	victim := startPeer(t, dir, "victim", 4, "--log-level", "debug")
 	peers := []*peer{victim, startPeer(t, dir, "p1", 4), startPeer(t, dir, "p2", 4)}
@@ -133,6 +135,7 @@ tasks:
 // its middle: exactly that task fails, after its retries, each attempt
 // its own; every other task is done with one attempt.
 func TestBigBatchOneFailure(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "p", 1, "--log-level", "debug")
 	spec := writeSpec(t, dir, "big.yaml", `
@@ -185,6 +188,7 @@ tasks:
 // alone, and when no result comes within the probe window (5 ms) every
 // slot gets its task, without waiting for the first result.
 func TestProbeColdGoesWide(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "cold", 6)
 	spec := writeSpec(t, dir, "long.yaml", `

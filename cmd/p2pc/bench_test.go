@@ -9,6 +9,7 @@ import (
 // repository's results/, takes only full runs and no other folder; both
 // refusals come before anything is built or measured, root or not.
 func TestBenchPublish(t *testing.T) {
+	parallel(t)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -52,6 +52,7 @@ tasks:
 // TestExportToStdout: --to - is stdout for --format jsonl, and refused
 // for --format files (which writes a folder), with nothing written.
 func TestExportToStdout(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := inlineJob(t, dir, 4)
 	cwd := t.TempDir()
@@ -73,6 +74,7 @@ func TestExportToStdout(t *testing.T) {
 // file is not there at all, each exported file that is there is whole,
 // and no temporary file is left.
 func TestExportDiskFull(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs") // before the job
 	}
@@ -157,6 +159,7 @@ func mountTmpfs(t *testing.T, dir, size string) {
 // TestReportSaysWhatItDid: p2pc report says where it wrote the report,
 // with the job's state and counts.
 func TestReportSaysWhatItDid(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := inlineJob(t, dir, 3)
 	r := p2pc(t, "report", out)
@@ -173,6 +176,7 @@ func TestReportSaysWhatItDid(t *testing.T) {
 // TestLogsWithoutTask: p2pc logs OUT without a task says what to give
 // and lists the job's task IDs, failed ones first.
 func TestLogsWithoutTask(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := inlineJob(t, dir, 13)
 	r := p2pc(t, "logs", out)
@@ -189,6 +193,7 @@ func TestLogsWithoutTask(t *testing.T) {
 // TestStatusExitCode: p2pc status exits 0 for a complete job and 3 for
 // a failed one (TestStatus: 5 for one running or interrupted).
 func TestStatusExitCode(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := inlineJob(t, dir, 2)
 	if r := p2pc(t, "status", out); r.code != exitTaskFailed || !strings.Contains(r.stdout, " failed") {

@@ -90,6 +90,7 @@ func notOwner(t *testing.T, ps []*peer, owner string) *peer {
 // the swarm runs it; another member lists it complete; fetch writes an
 // output folder whose image is the local run's, byte for byte.
 func TestDetachCompletesInSwarm(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 3 {
@@ -164,6 +165,7 @@ tasks:
 // TestAttachFollowsToEnd: attach shows the job's progress until it ends,
 // then writes its output folder.
 func TestAttachFollowsToEnd(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "a0", 2, 1), startPeerOnHost(t, dir, "a1", 3, 1)}
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(slowEcho, "slow", 300, 12))
@@ -189,6 +191,7 @@ func TestAttachFollowsToEnd(t *testing.T) {
 // TestCancelBySubmitterOnly: another node identity may not cancel a job;
 // its submitter may. A job still running cannot be fetched.
 func TestCancelBySubmitterOnly(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "c0", 2, 1), startPeerOnHost(t, dir, "c1", 3, 1)}
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(slowEcho, "long", 1000, 200))
@@ -229,6 +232,7 @@ func TestCancelBySubmitterOnly(t *testing.T) {
 // TestJobPrefixErrors: an unknown and an ambiguous job prefix are one-line
 // errors with exit code 6; a member started with --no-own owns no job.
 func TestJobPrefixErrors(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "x0", 2, 1), startPeerOnHost(t, dir, "x1", 3, 1, "--no-own"), startPeerOnHost(t, dir, "x2", 4, 1)}
 	join := []string{"--no-mdns", "--join", peers[1].addr}
@@ -274,6 +278,7 @@ func TestJobPrefixErrors(t *testing.T) {
 // the job when it starts again, and the job completes with every task
 // accepted once.
 func TestOwnerRestartResumes(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	hosts := map[string]int{"r0": 2, "r1": 3, "r2": 4}
 	var peers []*peer

@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	setParallel()
 	if !harness.InPrivateNetns() {
 		// Outside a private network namespace no p2pc process the tests
 		// start may use mDNS (its multicast would leave through the
@@ -123,6 +127,7 @@ reduce: true
 `
 
 func TestMandelbrotSameImageHoweverSplit(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; plugins/mandelbrot's tests check the bands and TestSwarmStaticPeers the swarm's image in -short")
 	}
@@ -159,6 +164,7 @@ func TestMandelbrotSameImageHoweverSplit(t *testing.T) {
 }
 
 func TestRunJSONAndResume(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "echo.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -207,6 +213,7 @@ tasks:
 // database (report.json and task folders only) is resumed too: its done
 // tasks are reused, and the new job database holds their records.
 func TestResumeFromReportOnly(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "echo.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -241,6 +248,7 @@ tasks:
 }
 
 func TestBadInput(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	notDir := filepath.Join(dir, "file")
 	os.WriteFile(notDir, []byte("x"), 0o644)
@@ -286,6 +294,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestOutputFolderOfAnotherJob(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	a := writeSpec(t, dir, "a.yaml", "plugin: {{repo}}/plugins/echo\ntasks: [{id: a, params: {v: 1}}]\n")
@@ -308,6 +317,7 @@ func TestOutputFolderOfAnotherJob(t *testing.T) {
 }
 
 func TestFailingTasks(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "f.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -360,6 +370,7 @@ tasks:
 }
 
 func TestInterruptAndResume(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	n := 40
 	if testing.Short() {
@@ -421,6 +432,7 @@ tasks:
 }
 
 func TestValidate(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	good := writeSpec(t, dir, "good.yaml", "plugin: {{repo}}/plugins/echo\ntasks:\n  - range: {param: i, from: 1, to: 10}\n")
 	bad := writeSpec(t, dir, "bad.yaml", "plugin: {{repo}}/plugins/echo\ntasks:\n  - range: {param: i, from: 1, to: 10, step: 0}\n")

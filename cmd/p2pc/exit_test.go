@@ -104,6 +104,7 @@ func tail(s string) string {
 // itself to an earlier run: the answer is remembered by its digest, and
 // the report names the plugin as before.
 func TestRemembersPluginInfo(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "m1", 2)}
 	spec := writeSpec(t, dir, "echo.yaml", `

@@ -16,6 +16,7 @@ import (
 // wrong type tells them apart without starting anything: the test build
 // parses the flag and rejects its value, the release does not know it.
 func TestFaultFlagsOnlyInTestBuilds(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	release := filepath.Join(t.TempDir(), "p2pc")

@@ -220,6 +220,7 @@ func flipBytes(t *testing.T, root string) int {
 // A peer whose stored blocks (input and plugin) and exported plugin rot
 // between two jobs fetches them again and runs the second job.
 func TestCorruptBlocksOnAPeerAreFetchedAgain(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "rot", 2)
 	in := make([]byte, 3<<20) // more than one block

@@ -53,6 +53,7 @@ func bestLength(t *testing.T, out string) int {
 // checkpoint on another peer, the job completes, its answer is about as
 // good as an undisturbed run's, and the report shows the move.
 func TestGAIslandSurvivesKill(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; a resume after SIGKILL is covered in -short by TestCheckpointResumeAfterKill")
 	}

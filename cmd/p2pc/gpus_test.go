@@ -66,6 +66,7 @@ tasks:
 // node and (with Landlock) not the other's, and report.json names the
 // device of each attempt.
 func TestGPUsWithoutAGPU(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	root, env := fakeGPUs(t, dir)
 	p, addr, _ := startJoin(t, dir, "gpupeer", env, "--gpus", "all", "--ui", "127.0.0.1:0")
@@ -171,6 +172,7 @@ func TestGPUJobWithoutGPUPeer(t *testing.T) {
 
 // TestGPUsFlag: --gpus asks for more GPUs than the machine has: bad input.
 func TestGPUsFlag(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	_, env := fakeGPUs(t, dir)
 	r := p2pcEnv(t, env, "--data", filepath.Join(dir, "d"), "join", "--listen", "127.0.0.1:0", "--no-mdns", "--gpus", "3")

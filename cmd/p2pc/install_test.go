@@ -69,6 +69,7 @@ func TestJoinDefaultPort(t *testing.T) {
 // target other than this machine's: p2pc must build for Windows (no
 // Linux-only file may be needed by a package the binary imports).
 func TestReleaseCrossBuild(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("-short: cross-compiling the standard library takes a while on a cold cache")
 	}
@@ -107,6 +108,7 @@ func TestReleaseCrossBuild(t *testing.T) {
 // TestSystemdUnit: the command line of docs/p2pc-join.service is one the
 // binary accepts (kong parses every flag before --help prints).
 func TestSystemdUnit(t *testing.T) {
+	parallel(t)
 	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "p2pc-join.service"))
 	if err != nil {
 		t.Fatal(err)

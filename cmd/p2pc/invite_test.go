@@ -56,6 +56,7 @@ func waitListed(t *testing.T, env []string, data, addr, name string) time.Time {
 // by another member once the list reached it, and by the run of a member
 // whose kept list was older.
 func TestInviteOnlySwarm(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	// No swarm token from the environment: the invitation carries it.
 	env := []string{"P2PC_SWARM=", "XDG_CONFIG_HOME=" + filepath.Join(dir, "cfg")}

@@ -20,6 +20,7 @@ import (
 // TestReportFromDatabase: `p2pc report OUT` writes the same report.json
 // as the run wrote when it ended, from the job database alone.
 func TestReportFromDatabase(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "r.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -60,6 +61,7 @@ tasks:
 // is damaged and leaves it as it was; `p2pc report --salvage` prints what
 // is readable; --force sets the database aside and starts afresh.
 func TestDamagedDatabase(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "d.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -161,6 +163,7 @@ func doneTasks(out string) int {
 // writes them as files where the folders were, or as JSON lines; a task
 // with output files keeps its folder.
 func TestInlineOutputsExport(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "x.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -215,6 +218,7 @@ tasks:
 // reasons; it exits 5 while the job is running or interrupted, 3 once it
 // failed.
 func TestStatus(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "s.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -275,6 +279,7 @@ tasks:
 // the same command resumes and runs none of the tasks that reached the
 // database again.
 func TestDiskFull(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	mountTmpfs(t, out, "3m")
@@ -317,6 +322,7 @@ func lastLines(s string, n int) string {
 // (large) end up exactly as a local run's: the same digests and files in
 // the report, and byte-identical files after p2pc export.
 func TestSwarmInlineExport(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "p1", 2)
 	spec := writeSpec(t, dir, "e.yaml", `

@@ -16,6 +16,7 @@ import (
 // at once (exit 2, naming the entry) by join, run and peers alike, as a
 // bad port is; a name that does not resolve is said within seconds.
 func TestJoinAddressesChecked(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 1))
 	for _, bad := range []struct{ entry, want string }{
@@ -54,6 +55,7 @@ func TestJoinAddressesChecked(t *testing.T) {
 // failed, says that the work was left undone and how much, not that
 // tasks failed; exit code 3 (README: no peer could take the work left).
 func TestWaitPeersSaysStalled(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "e.yaml", fmt.Sprintf(echoSpec, 3))
 	r := p2pc(t, "run", spec, "--out", filepath.Join(dir, "out"), "--no-mdns", "--local-slots", "0", "--join", "127.0.0.1:1", "--wait-peers", "2s", "--no-progress")

@@ -73,6 +73,7 @@ func requireMountNS(t *testing.T) {
 }
 
 func TestLocalDiskFaultStopsTheRun(t *testing.T) {
+	parallel(t)
 	requireMountNS(t)
 	dir := t.TempDir()
 	p := startPeer(t, dir, "ok", 2)
@@ -183,6 +184,7 @@ exec "$P2PC" --data "$ROOT/data" join --listen 127.0.0.1:0 --name full --slots 2
 // A peer whose disk is full refuses the job; the refusal may pass, so the
 // job asks it again, and once space is freed the job runs on it.
 func TestPeerDiskFullRefusalPasses(t *testing.T) {
+	parallel(t)
 	requireMountNS(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "mnt")

@@ -29,6 +29,7 @@ import (
 // says failed (never "ok") and why, naming the digests and who voted for
 // each; report.json has the same reason in the task's error.
 func TestNoQuorumSaysWhy(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "qa", 1), startPeer(t, dir, "qb", 1)}
 	// Every run prints another number: the replicas never agree. Both
@@ -76,6 +77,7 @@ tasks:
 // panic shows its message and where it happened, not a whole stack per
 // task, which report.json and `p2pc logs` keep.
 func TestFailuresKeepTheirReason(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "nf.yaml", `
 name: notfound
@@ -195,6 +197,7 @@ func TestSilentWaitsSpeak(t *testing.T) {
 // prints plain lines, never carriage returns; on a real terminal it draws
 // the bar.
 func TestProgressCounts(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "mix.yaml", `
 name: mix
@@ -290,6 +293,7 @@ func runOnPty(t *testing.T, cols int, term string, args ...string) (string, int)
 // the submitter is its hostname with and without a swarm; Ctrl-C on a
 // swarm run is no peer's fault and logs no warning.
 func TestSmallerMessages(t *testing.T) {
+	parallel(t)
 	if r := p2pc(t, "validate"); r.code != exitBadInput || !strings.Contains(r.stderr, "Give one or more job specs") {
 		t.Errorf("validate without a spec: exit %d\n%s", r.code, r.stderr)
 	}

@@ -20,6 +20,7 @@ import (
 // a running one exits 2 at once, naming the first (pid, host, start), and
 // the first completes correctly.
 func TestConcurrentRunsOneOutput(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "slow.yaml", `
 plugin: {{repo}}/plugins/echo
@@ -85,6 +86,7 @@ tasks:
 // TestLockedOutputUnchanged: a run refused because another process holds
 // the output folder changes nothing in it.
 func TestLockedOutputUnchanged(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "a.yaml", "plugin: {{repo}}/plugins/echo\ntasks: [{id: a, params: {v: 1}}]\n")
 	out := filepath.Join(dir, "out")

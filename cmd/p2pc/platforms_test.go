@@ -25,6 +25,9 @@ import (
 // is found inside the sandbox's namespaces too).
 
 var arm64 struct {
+	// one is held by the test that uses the arm64 peer: qemu's emulation
+	// takes a core, so two such tests at once only slow each other down.
+	one      sync.Mutex
 	once     sync.Once
 	bin      string
 	skip     string // why there is no arm64 peer here
@@ -41,6 +44,8 @@ func arm64P2pc(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("cross-builds p2pc for linux/arm64 and runs a peer under qemu (a minute or more)")
 	}
+	arm64.one.Lock()
+	t.Cleanup(arm64.one.Unlock)
 	arm64.once.Do(func() {
 		if err := binfmtAarch64(); err != nil {
 			arm64.skip = err.Error()
@@ -49,7 +54,9 @@ func arm64P2pc(t *testing.T) string {
 		arm64.bin = filepath.Join(filepath.Dir(p2pcBin), "p2pc-linux-arm64")
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", arm64.bin, "./cmd/p2pc")
+		// -trimpath, as pluginbuild's cross builds: they share the
+		// compiled standard library and SDK dependencies for arm64.
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", arm64.bin, "./cmd/p2pc")
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -144,6 +151,7 @@ func checkBothRan(t *testing.T, rep *report.Report, peers []*peer) map[string]in
 // cross-builds the plugin for arm64, both peers run tasks, and the image
 // and the job ID are a local run's.
 func TestMixedPlatformsMandelbrot(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := mixedSwarm(t, dir)
 	spec := filepath.Join(repoRoot, "examples", "mandelbrot.yaml")
@@ -214,6 +222,7 @@ batch: off
 // mixed swarm: both peers run tasks, each its own platform's command
 // (the amd64 one slowed, one task a call, so the emulated peer gets some).
 func TestMixedPlatformsExec(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := mixedSwarm(t, dir)
 	spec := writeSpec(t, dir, "e.yaml", execPerPlatform)
@@ -291,6 +300,7 @@ func freeAddr(t *testing.T, host int) string {
 // arm64. The arm64 peer gets no task and the report says why; the amd64
 // peer runs every task.
 func TestMixedPlatformsCrossBuildFails(t *testing.T) {
+	parallel(t)
 	bin := arm64P2pc(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "armless")
@@ -306,6 +316,7 @@ func TestMixedPlatformsCrossBuildFails(t *testing.T) {
 // on its own platform only; the arm64 peer gets no task, and the report
 // says why.
 func TestMixedPlatformsOneExecutable(t *testing.T) {
+	parallel(t)
 	bin := arm64P2pc(t)
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "mandelbrot")
@@ -372,6 +383,7 @@ func TestMixedPlatformsResourcesArch(t *testing.T) {
 // without this machine's platform, or handed to the swarm, is bad input at
 // its line and column.
 func TestPluginMapBadInput(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	other := "plan9/arm"
 	for _, c := range []struct {
@@ -405,6 +417,7 @@ func TestPluginMapBadInput(t *testing.T) {
 // TestMixedPlatformsPluginMap: prebuilt executables, one per platform:
 // each peer runs its own, and the image is a local run's.
 func TestMixedPlatformsPluginMap(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := mixedSwarm(t, dir)
 	for _, arch := range []string{"amd64", "arm64"} {

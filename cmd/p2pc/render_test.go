@@ -15,6 +15,7 @@ import (
 // shipped) every band is accepted on two matching votes, and the exec
 // reduce command stitches the bands into one image.
 func TestExecNormalizeReduce(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "r1", 2, 2), startPeerOnHost(t, dir, "r2", 3, 2)}
 	example := filepath.Join(repoRoot, "examples", "render.yaml")

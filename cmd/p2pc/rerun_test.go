@@ -110,6 +110,7 @@ func reusedOf(t *testing.T, rep, before *report.Report) []string {
 // says how many), and lets removed tasks go (report and folder); a job of
 // another name is refused without --force.
 func TestEditedSpecRerunsWhatChanged(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	run := func(step string, tasks []sweepTask, name string, extra ...string) result {
@@ -185,6 +186,7 @@ func TestEditedSpecRerunsWhatChanged(t *testing.T) {
 // TestEditedPluginRerunsAll: a change of the plugin's source (a Go
 // package folder) changes every task's key: all run again.
 func TestEditedPluginRerunsAll(t *testing.T) {
+	parallel(t)
 	// The plugin's copy lies inside this module, so that it builds with
 	// the module's dependencies and nothing from the network.
 	if err := os.MkdirAll(filepath.Join(repoRoot, "cmd", "p2pc", "testdata"), 0o755); err != nil {
@@ -250,6 +252,7 @@ func TestEditedPluginRerunsAll(t *testing.T) {
 // into its folder: the tasks done and unchanged are reused, the edited
 // ones (done or not) run, and every output is the edited job's.
 func TestEditAfterKill(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	var v1 []sweepTask
@@ -320,6 +323,7 @@ func asSchema3(t *testing.T, out string) {
 // and an edited job reuses none of its keyless tasks: they run again,
 // never mistaken for the edited ones.
 func TestKeylessFolderRerun(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	v1 := []sweepTask{{"a", 1}, {"b", 2}, {"c", 3}}
 	v2 := []sweepTask{{"a", 1}, {"b", 20}, {"c", 3}}

@@ -22,6 +22,7 @@ var confinedRe = regexp.MustCompile(`tasks confined: (.*) allow-network=`)
 // `p2pc peers` (table and JSON) shows the same for that peer, carried in
 // its gossiped metadata. A peer run as root runs tasks as another user.
 func TestPeersShowConfinement(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	pr := startPeer(t, dir, "c1", 1)
 	waitStderr(t, pr.proc, confinedRe)
@@ -64,6 +65,7 @@ func TestPeersShowConfinement(t *testing.T) {
 // input. (That the attack works without confinement is shown by
 // TestHostileRewriteOtherJobInput in internal/pluginhost.)
 func TestJobCannotTouchAnotherJobsInput(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	shared := startPeer(t, dir, "shared", 2)
 	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("honest\n"), 0o644); err != nil {
@@ -158,6 +160,7 @@ tasks:
 // are the submitter's (this process's uid and gid), without a set-user-ID
 // bit, and a hard link the step made to one of them is placed as a copy.
 func TestReduceArtifactsAreTheSubmitters(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: tasks run as another user only then")
 	}
@@ -206,6 +209,7 @@ tasks:
 // (mode 0600, in a folder of mode 0700) says so once, naming the file,
 // and its local tasks (run as the task user) still read it.
 func TestRootOnlyInputNamed(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Skip("only a root submitter runs local tasks as another user")
 	}

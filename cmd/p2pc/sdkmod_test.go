@@ -116,6 +116,7 @@ retries: 0
 // output with one call, and DecodeStrict turns a misspelt key into the
 // task's error.
 func TestOutOfTreePlugin(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "primes")
 	if err := os.Mkdir(src, 0o755); err != nil {

@@ -42,6 +42,7 @@ func procHolds(pid int, s string) string {
 // the token in their command line (which every user can read) or
 // environment, while a job runs on the peer.
 func TestSecretNotInProcessTable(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	token, err := harness.NewSwarmToken()
 	if err != nil {

@@ -60,6 +60,7 @@ func ranOf(g *job.GraphReport) string {
 // summed by a task that reads them under needs/square/<id>/sq.txt. A rerun
 // runs no task.
 func TestStagesSquares(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	spec := filepath.Join(repoRoot, "examples", "squares.yaml")
@@ -111,6 +112,7 @@ func TestStagesSquares(t *testing.T) {
 // The same example on two peers (the submitter runs no task): the
 // upstream outputs travel to the peers as blocks.
 func TestStagesSquaresOnPeers(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "a", 2, 2), startPeerOnHost(t, dir, "b", 3, 2)}
 	out := filepath.Join(dir, "out")
@@ -203,6 +205,7 @@ func checkPipe(t *testing.T, out string, n int) {
 // An each pipeline and a group reduce tree, locally: every downstream task
 // sees exactly the upstream outputs it needs (the commands check how many).
 func TestStagesEachAndGroup(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	spec := writeSpec(t, dir, "pipe.yaml", pipeSpec("pipe", 8, "true"))
@@ -220,6 +223,7 @@ func TestStagesEachAndGroup(t *testing.T) {
 // on_failure: continue everything else runs; with the default (stop) no
 // later stage starts.
 func TestStagesFailureBlocks(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	body := pipeSpec("fails", 6, `test $P2PC_PARAM_I != 3 || { echo boom >&2; exit 1; }`)
 	for _, c := range []struct {
@@ -292,6 +296,7 @@ func TestStagesFailureBlocks(t *testing.T) {
 // Editing one task of the first stage reruns exactly what needs it; an
 // edit that leaves its output as it was reruns nothing downstream.
 func TestStagesRerunClosure(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	body := pipeSpec("closure", 6, "true")
@@ -332,6 +337,7 @@ func TestStagesRerunClosure(t *testing.T) {
 // A graph that is not one is refused before anything runs, with the
 // place of each problem.
 func TestStagesValidation(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "bad.yaml", `name: bad
 stages:
@@ -389,6 +395,7 @@ stages:
 // command again: no task that was accepted runs again, and the outputs are
 // those of a run never killed.
 func TestStagesSubmitterKilled(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "k.yaml", `name: killed
 params: {shell: true, stdout: false}
@@ -468,6 +475,7 @@ func dbTaskList(t *testing.T, out string) []report.Task {
 // examples/pipeline.yaml (render, thumbnails, stitch) gives the image of
 // its single-stage equivalent, examples/render.yaml, byte for byte.
 func TestStagesPipelineExample(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	pipe, single := filepath.Join(dir, "pipe"), filepath.Join(dir, "single")
 	if r := p2pc(t, "run", filepath.Join(repoRoot, "examples", "pipeline.yaml"), "--out", pipe, "--no-mdns", "--local-slots", "2"); r.code != 0 {
@@ -489,6 +497,7 @@ func TestStagesPipelineExample(t *testing.T) {
 // A job with stages refuses a folder that holds a job without stages,
 // and leaves it as it was.
 func TestStagesRefuseFlatFolder(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	flat := writeSpec(t, dir, "flat.yaml", sweepSpec("flat", "0", []sweepTask{{"a", 1}}))
@@ -514,6 +523,7 @@ func TestStagesRefuseFlatFolder(t *testing.T) {
 // Upstream outputs kept inline in a stage's job database (echo's data)
 // reach the tasks downstream as files all the same, locally and on a peer.
 func TestStagesInlineOutputs(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "inline.yaml", `name: inline
 stages:

@@ -237,6 +237,7 @@ func killAfter(rnd *rand.Rand, ref time.Duration, kills int) time.Duration {
 // then: its tasks take 20 ms); then a peer waited at most 1.5 s for them,
 // which a busy machine outlasted.
 func TestSubmitterKilledMidTask(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow (about 10s)")
 	}

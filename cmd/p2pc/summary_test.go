@@ -10,6 +10,7 @@ import (
 // TestSummaryWarns: the summary a run prints at its end gives the
 // report's warnings, here the verification it could not do alone.
 func TestSummaryWarns(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "w.yaml", fmt.Sprintf(echoSpec, 3)+"verify: {replicas: 2}\n")
 	out := filepath.Join(dir, "out")

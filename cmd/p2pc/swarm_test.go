@@ -125,6 +125,7 @@ func TestSwarmStaticPeers(t *testing.T) {
 }
 
 func TestSwarmSurvivesKills(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; peers killed mid-job: TestCheckpointResumeAfterKill covers SIGKILL in -short")
 	}
@@ -199,6 +200,7 @@ func restart(t *testing.T, dir string, p *peer) *peer {
 }
 
 func TestTwoSubmitters(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; TestSwarmStaticPeers covers the swarm in -short")
 	}

@@ -12,6 +12,7 @@ import (
 // scheme) and a run reaches it through a --join with the scheme. A scheme
 // that no transport serves is refused at once, naming it.
 func TestAddressScheme(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	p := startPeerAt(t, dir, "s1", "tcp://127.0.0.1:0", 2)
 	if strings.Contains(p.addr, "://") {

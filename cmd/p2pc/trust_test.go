@@ -179,6 +179,7 @@ tasks:
 // nothing, and a job of the swarm runs on the members only, named by their
 // proven IDs.
 func TestStrangerGetsNothing(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	other, err := harness.NewSwarmToken()
 	if err != nil {
@@ -295,6 +296,7 @@ func (r *relay) bytes() []byte {
 // peer during a job (leases with params, results with inline outputs)
 // holds no plaintext of them.
 func TestWireIsEncrypted(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	_, maddr, _ := startJoin(t, dir, "w1", nil)
 	raddr, cap := startRelay(t, maddr)

@@ -15,6 +15,7 @@ import (
 // for are each refused at the plugin value's place; a good plugin is
 // named with its version.
 func TestValidatePlugin(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken")
 	if err := os.Mkdir(broken, 0o755); err != nil {
@@ -52,6 +53,7 @@ func TestValidatePlugin(t *testing.T) {
 // [$P2PC_PARAM_SCENE.png]); a param that would take an output out of
 // the work folder fails its task, saying so.
 func TestExecOutputNamesExpand(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "x.yaml", `
 plugin: {{repo}}/plugins/exec

@@ -35,6 +35,7 @@ func probeOutput(t *testing.T, out, id string) probeOut {
 // peers: every value 1..N is produced exactly once (no lost update, none
 // applied twice), whatever the interleaving.
 func TestGlobalsLinearizable(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "g1", 2), startPeer(t, dir, "g2", 2), startPeer(t, dir, "g3", 2)}
 	const tasks, each = 12, 250
@@ -72,6 +73,7 @@ tasks:
 // A ring of tasks on several peers, fewer slots than tasks: every message
 // reaches its recipient, also one that was not running when it was sent.
 func TestMessagesAcrossPeers(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "m1", 1), startPeer(t, dir, "m2", 1), startPeer(t, dir, "m3", 2)}
 	const ring = 7
@@ -100,6 +102,7 @@ tasks:
 // another peer after its peer is SIGKILLed; partial results reach the
 // report.
 func TestCheckpointResumeAfterKill(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "c1", 1), startPeer(t, dir, "c2", 1)}
 	spec := writeSpec(t, dir, "c.yaml", `
@@ -140,6 +143,7 @@ tasks:
 // since; the coordinator replays their recorded results instead of
 // applying them again. Every value 1..N is produced exactly once.
 func TestGlobalsExactlyOnceAcrossKill(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; TestGlobalsLinearizable and TestCheckpointResumeAfterKill cover globals and kills in -short")
 	}
@@ -225,6 +229,7 @@ func runningPeer(t *testing.T, run *harness.Proc, out string, peers []*peer, n i
 // Every value 1..N is produced exactly once over both runs (without the
 // kept state the rerun would count from 0 again).
 func TestSharedStateSurvivesSubmitterKill(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	const tasks, each = 6, 40
 	spec := writeSpec(t, dir, "s.yaml", fmt.Sprintf(`

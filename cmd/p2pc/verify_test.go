@@ -49,6 +49,7 @@ verify: {%s}
 `
 
 func TestVerifyOneLiar(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 4 {
@@ -99,6 +100,7 @@ func TestVerifyOneLiar(t *testing.T) {
 }
 
 func TestVerifyColludingLiars(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("slow; TestVerifyOneLiar covers voting in -short")
 	}
@@ -155,6 +157,7 @@ func TestVerifyColludingLiars(t *testing.T) {
 // win every vote (replicas 3, quorum 2); spot checks on the submitter's
 // own slot catch them, and every output ends up right.
 func TestSpotCheckCatchesColludingMajority(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeerOnHost(t, dir, "h0", 2, 1)}
 	for i := range 2 {
@@ -288,6 +291,7 @@ func TestOneNodeOneVote(t *testing.T) {
 // leases it never held. Each is a malformed result: logged once, a
 // strike, and exclusion at --strikes; the honest peer finishes the job.
 func TestForgedResultsCount(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{
 		startPeer(t, dir, "honest", 1),
@@ -335,6 +339,7 @@ tasks:
 // listing did not encode names). Such a name is refused now, on the peer
 // that ran the task, with a clear error, and the job fails.
 func TestOutputNameCollision(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "p", 2)}
 	run := func(spec, out string) result {
@@ -378,6 +383,7 @@ tasks:
 // outputs that match them are done, as they were; one that matches no
 // version runs again.
 func TestResumeLegacyDigests(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	spec := writeSpec(t, dir, "two.yaml", twoFiles)
 	out := filepath.Join(dir, "out")

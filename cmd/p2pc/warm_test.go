@@ -17,6 +17,7 @@ const pluginStarted = "plugin started"
 // confined processes on the peers new to the job's work were up to 30x
 // slower than the others.
 func TestRerunStartsNoPlugin(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	peers := []*peer{startPeer(t, dir, "w1", 4, "--log-level", "debug"), startPeer(t, dir, "w2", 4, "--log-level", "debug")}
 	spec := writeSpec(t, dir, "one.yaml", "plugin: {{repo}}/plugins/echo\ntasks:\n  - range: {param: n, from: 0, to: 0}\n")

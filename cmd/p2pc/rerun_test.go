@@ -311,7 +311,7 @@ func asSchema3(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN key`, `ALTER TABLE tasks DROP COLUMN reused`, `ALTER TABLE attempts DROP COLUMN device`, `DELETE FROM schema_version WHERE version > 3`} {
+	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN key`, `ALTER TABLE tasks DROP COLUMN reused`, `ALTER TABLE attempts DROP COLUMN device`, `DROP TABLE tree`, `DELETE FROM schema_version WHERE version > 3`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

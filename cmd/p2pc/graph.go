@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/p2pc/p2pc/spec"
 )
 
-// runGraph is `p2pc run` of a job with stages: stage after stage, each a
+// runGraph is `p2pc run` of a job with stages: its stages at once, each a
 // job of its own in OUT/stages/<name>, with one report.json for the
 // graph (package job's graph.go).
 func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots int, taskUser *sandbox.User, tr *phaseTrace) error {
@@ -31,14 +32,22 @@ func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots i
 		Prepare: c.prepareOptions(g),
 		Run:     c.runOptions(g, sw, slots, taskUser, tr),
 		Stage: func(name string, index, total, tasks int) (job.Events, func()) {
-			prog := newProgress(os.Stderr, fmt.Sprintf("%s/%s (stage %d of %d)", js.Name, name, index, total), !c.NoProgress)
+			// The stages run at once: plain lines, one stage a line, not
+			// bars that would draw over each other.
+			prog := newProgress(os.Stderr, fmt.Sprintf("%s/%s (stage %d of %d)", js.Name, name, index, total), false)
 			return traceEvents(prog, tr), prog.Finish
 		},
 	})
 	tr.mark("job run returned")
 	if rep != nil {
 		if c.JSON {
-			if err := printJSON(rep); err != nil {
+			// The report file lists every task; rep only those that did
+			// not finish.
+			out := js.Output
+			if c.Out != "" {
+				out = c.Out
+			}
+			if err := copyFile(os.Stdout, filepath.Join(out, "report.json")); err != nil {
 				return withCode(exitInternal, fmt.Errorf("print report: %w", err))
 			}
 		}
@@ -78,4 +87,15 @@ func printGraphSummary(w io.Writer, g *job.GraphReport, took time.Duration) {
 			shown++
 		}
 	}
+}
+
+// copyFile copies the file at path to w.
+func copyFile(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/p2pc/p2pc/harness"
 	"github.com/p2pc/p2pc/internal/job"
@@ -220,29 +223,35 @@ func TestStagesEachAndGroup(t *testing.T) {
 }
 
 // A failed upstream task blocks what needs it, with its reason: with
-// on_failure: continue everything else runs; with the default (stop) no
-// later stage starts.
+// on_failure: continue everything else runs; with the default (stop)
+// no task is released once a task failed (square/0000 fails before any
+// is accepted: nothing downstream runs).
 func TestStagesFailureBlocks(t *testing.T) {
 	parallel(t)
 	dir := t.TempDir()
-	body := pipeSpec("fails", 6, `test $P2PC_PARAM_I != 3 || { echo boom >&2; exit 1; }`)
 	for _, c := range []struct {
 		policy    string
+		fail      int // the square that fails (1-based)
 		ran       string
 		blockedBy map[string]string // task -> part of its reason
 	}{
-		{"continue", "square 6, double 5, pairs 2, total 0", map[string]string{
+		{"continue", 3, "square 6, double 5, pairs 2, total 0", map[string]string{
 			"double/0002": "upstream task square/0002 failed",
 			"pairs/0001":  "upstream task square/0002 failed",
 			"total/sum":   "upstream task square/0002 failed",
 		}},
-		{"stop", "square 6, double 0, pairs 0, total 0", map[string]string{
-			"double/0002": "upstream task square/0002 failed",
-			"double/0000": "stage square had failed tasks",
-			"total/sum":   "stage square had failed tasks",
+		{"stop", 1, "square 6, double 0, pairs 0, total 0", map[string]string{
+			"double/0000": "upstream task square/0000 failed",
+			"double/0001": "stage square had failed tasks",
+			"pairs/0002":  "stage square had failed tasks",
+			"total/sum":   "upstream task square/0000 failed",
 		}},
 	} {
 		t.Run(c.policy, func(t *testing.T) {
+			// The other squares take a while: none is accepted before the
+			// failure is known.
+			body := pipeSpec("fails", 6, fmt.Sprintf(`test $P2PC_PARAM_I != %d || { echo boom >&2; exit 1; }; sleep 0.2`, c.fail))
+			failed := fmt.Sprintf("square/%04d", c.fail-1)
 			out := filepath.Join(dir, c.policy)
 			spec := writeSpec(t, dir, c.policy+".yaml", "on_failure: "+c.policy+"\n"+body)
 			r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "2")
@@ -257,8 +266,8 @@ func TestStagesFailureBlocks(t *testing.T) {
 			for _, task := range g.Tasks {
 				states[task.Stage+"/"+task.ID] = task
 			}
-			if task := states["square/0002"]; task.State != report.TaskFailed {
-				t.Errorf("square/0002: %+v", task)
+			if task := states[failed]; task.State != report.TaskFailed {
+				t.Errorf("%s: %+v", failed, task)
 			}
 			for id, why := range c.blockedBy {
 				if task := states[id]; task.State != job.BlockedState || !strings.Contains(task.Error, why) {
@@ -422,38 +431,49 @@ stages:
 	}
 	// Kill it once stage b has accepted a task, and before it is over.
 	killOnceDone(t, run, filepath.Join(out, "stages", "b"), "stage b")
-	before := map[string]report.Task{}
-	for _, task := range dbTaskList(t, filepath.Join(out, "stages", "b")) {
-		if task.State == report.TaskDone {
-			before[task.ID] = task
+	// What each stage's job database holds as done is accepted: no such
+	// task runs again. (Stage a's tasks stream into b's: some of a may
+	// have been running, or done and not yet committed, at the kill.)
+	before := map[string]map[string]report.Task{}
+	for _, st := range []string{"a", "b"} {
+		before[st] = map[string]report.Task{}
+		for _, task := range dbTaskList(t, filepath.Join(out, "stages", st)) {
+			if task.State == report.TaskDone {
+				before[st][task.ID] = task
+			}
 		}
 	}
-	if len(before) == 0 || len(before) == 4 {
-		t.Fatalf("killed with %d of 4 tasks of stage b done", len(before))
+	if n := len(before["b"]); n == 0 || n == 4 {
+		t.Fatalf("killed with %d of 4 tasks of stage b done", n)
 	}
 	r := p2pc(t, args[2:]...)
 	if r.code != 0 {
 		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
 	}
 	g := readGraph(t, out)
-	if a, b := stageOf(t, g, "a"), stageOf(t, g, "b"); a.Ran != 0 || b.Ran != 4-len(before) || b.Reused != len(before) {
-		t.Errorf("rerun after the kill ran %s (b reused %d); %d of b were done", ranOf(g), b.Reused, len(before))
+	for _, st := range []string{"a", "b"} {
+		if s, n := stageOf(t, g, st), len(before[st]); s.Ran != 4-n || s.Reused != n {
+			t.Errorf("rerun after the kill ran %s; stage %s reused %d, and %d of it were done", ranOf(g), st, s.Reused, n)
+		}
 	}
 	if got := fileIn(t, out, "stages/c/tasks/sum/c.txt"); got != fmt.Sprint(1+2+3+4+40) {
 		t.Errorf("c = %s", got)
 	}
-	for _, task := range readReport(t, filepath.Join(out, "stages", "b")).Tasks {
-		ok := 0
-		for _, a := range task.Attempts {
-			if a.Outcome == report.OutcomeOK {
-				ok++
+	for _, st := range []string{"a", "b"} {
+		for _, task := range readReport(t, filepath.Join(out, "stages", st)).Tasks {
+			ok := 0
+			for _, a := range task.Attempts {
+				if a.Outcome == report.OutcomeOK {
+					ok++
+				}
 			}
-		}
-		if ok != 1 {
-			t.Errorf("task b/%s: %d successful attempts", task.ID, ok)
-		}
-		if prev, was := before[task.ID]; was && prev.Digest != task.Digest {
-			t.Errorf("task b/%s: output changed by the rerun", task.ID)
+			if prev, was := before[st][task.ID]; was {
+				if task.Digest != prev.Digest || len(task.Attempts) != len(prev.Attempts) {
+					t.Errorf("task %s/%s: done before the kill, changed by the rerun: %d attempts, were %d", st, task.ID, len(task.Attempts), len(prev.Attempts))
+				}
+			} else if ok != 1 {
+				t.Errorf("task %s/%s: %d successful attempts", st, task.ID, ok)
+			}
 		}
 	}
 }
@@ -552,7 +572,7 @@ stages:
 	// A written-out inline output cut short (a crash while it was
 	// written) is written again by the next run.
 	out := filepath.Join(dir, "out-2") // the local run
-	data := filepath.Join(out, ".p2pc", "inline", "e", "tasks", "0001", "data")
+	data := filepath.Join(out, ".p2pc", "inline", "e", "0001.data")
 	want, err := os.ReadFile(data)
 	if err != nil {
 		t.Fatal(err)
@@ -566,4 +586,84 @@ stages:
 	if got, _ := os.ReadFile(data); string(got) != string(want) {
 		t.Errorf("inline output after the rerun: %q, want %q", got, want)
 	}
+}
+
+// An `each` edge streams: task n downstream starts as soon as task n
+// upstream is accepted (its record committed to its stage's job
+// database), not when the whole upstream stage is over. Square 0000
+// sleeps; the doubles of the others start (their first attempt, from
+// the stage's report) within 100 ms (median) of their square's row being
+// written (its job.db time), and square 0000 waits (20 s at most) until
+// their outputs are in place: a graph that did not stream would not have
+// them before it ends.
+func TestStagesEachStreams(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	wait := fmt.Sprintf("test $P2PC_PARAM_I != 1 || for k in $(seq 200); do test $(ls %s 2>/dev/null | wc -l) -ge 5 && break; sleep 0.1; done", filepath.Join(out, "stages", "double", "tasks"))
+	spec := writeSpec(t, dir, "s.yaml", pipeSpec("streams", 6, wait))
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "4", "--no-progress")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	checkPipe(t, out, 6)
+	accepted := acceptedAt(t, filepath.Join(out, "stages", "square"))
+	squares := readReport(t, filepath.Join(out, "stages", "square")).Tasks
+	doubles := readReport(t, filepath.Join(out, "stages", "double")).Tasks
+	slowEnd := squares[0].Attempts[len(squares[0].Attempts)-1].End
+	var gaps []time.Duration
+	for n := 1; n < 6; n++ {
+		down := doubles[n]
+		if len(down.Attempts) == 0 {
+			t.Fatalf("double %s did not run", down.ID)
+		}
+		start := down.Attempts[0].Start
+		if !start.Before(slowEnd) {
+			t.Errorf("double %s started at %s, after the slow square's end at %s: the stage waited for the whole upstream stage", down.ID, start.Format(time.StampMilli), slowEnd.Format(time.StampMilli))
+		}
+		gaps = append(gaps, start.Sub(accepted[squares[n].ID]))
+	}
+	slices.Sort(gaps)
+	t.Logf("from a square's acceptance to its double's start: %v (load %s; the machine is shared)", gaps, loadAvg())
+	if med := gaps[len(gaps)/2]; med > 100*time.Millisecond {
+		t.Errorf("median from a square's acceptance to its double's start %s, want at most 100ms: %v", med, gaps)
+	}
+}
+
+// acceptedAt is when each done task's row was last written in the job
+// database of out (its commit: the task is accepted for good then).
+func acceptedAt(t *testing.T, out string) map[string]time.Time {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(out, jobdb.FileName)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT id, updated FROM tasks WHERE state = 'done'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	at := map[string]time.Time{}
+	for rows.Next() {
+		var id, updated string
+		if err := rows.Scan(&id, &updated); err != nil {
+			t.Fatal(err)
+		}
+		if at[id], err = time.Parse(jobdb.TimeFormat, updated); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// loadAvg is the machine's load (/proc/loadavg), for the log.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }

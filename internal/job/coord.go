@@ -23,8 +23,13 @@ var errDrained = sched.ErrDrained
 // is refused for the rest of the job.
 var errExcluded = fmt.Errorf("%w: %w", ErrRefused, sched.ErrExcluded)
 
-// newQueue makes the job's lease queue over the pending tasks.
-func newQueue(r *runner, pending []int) *sched.Queue {
+// newQueue makes the job's lease queue over the pending tasks, held
+// back until released if held (a streamed stage: stream.go).
+func newQueue(r *runner, pending []int, held bool) *sched.Queue {
+	var hold []int
+	if held {
+		pending, hold = nil, pending
+	}
 	return sched.New(sched.Config{
 		JobID:      r.p.ID.String(),
 		Verify:     r.p.Spec.Verify,
@@ -32,6 +37,7 @@ func newQueue(r *runner, pending []int) *sched.Queue {
 		BatchMax:   r.p.Spec.Batch,
 		Probe:      probeWindow(r.p.Spec.Batch),
 		Pending:    pending,
+		Held:       hold,
 		Alone:      r.opts.Remote == nil || r.opts.Remote.Swarm == nil,
 		Verifier:   r.verifier,
 		MinPeers:   r.opts.MinPeers,
@@ -81,11 +87,14 @@ func (e queueEnv) Apply(ds []sched.Decision) []error {
 	for i, d := range ds {
 		switch d := d.(type) {
 		case sched.Accept:
-			if err := e.r.place(d.Task, d.TaskID, d.Output); err != nil {
+			placed, err := e.r.place(d.Task, d.TaskID, d.Output)
+			if err != nil {
 				if errs == nil {
 					errs = make([]error, len(ds))
 				}
 				errs[i] = err
+			} else if e.r.opts.link != nil {
+				e.r.linkPlaced(d.Task, d.TaskID, placed)
 			}
 		case sched.Discard:
 			os.RemoveAll(d.Stage)
@@ -106,6 +115,15 @@ func (e queueEnv) Apply(ds []sched.Decision) []error {
 			}
 		}
 		e.r.mu.Unlock()
+	}
+	if e.r.opts.link != nil {
+		// Once marked for the journal: the graph hears of a task once
+		// the pass that holds its record is committed (stream.go).
+		for _, d := range ds {
+			if d, ok := d.(sched.Done); ok {
+				e.r.linkDone(d)
+			}
+		}
 	}
 	return errs
 }

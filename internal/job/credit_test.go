@@ -19,7 +19,7 @@ func TestPullsNeverHoldUpResults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, _ := testRunner(t, 1)
-	q := newQueue(r, []int{0})
+	q := newQueue(r, []int{0}, false)
 	defer q.Close()
 	l, err := q.Next(ctx, "p1@X")
 	if err != nil {

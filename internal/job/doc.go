@@ -4,9 +4,11 @@
 // swarm's peers, verifies outputs, retries failed attempts, places each
 // task's output in the output folder, runs the optional reduce step, and
 // journals the job's state in OUT/job.db (package jobdb). RunGraph runs
-// a job with stages: each stage a job of its own in OUT/stages/<name>,
-// after the stages it needs, its tasks seeing their upstream outputs as
-// inputs (graph.go). RunFork runs a job whose tasks spawn tasks
+// a job with stages: every stage at once, each a job of its own in
+// OUT/stages/<name>, its tasks seeing their upstream outputs as inputs;
+// a task of an `each` or `group` edge is released as soon as the
+// upstream tasks it needs are accepted (graph.go, graphrun.go,
+// stream.go). RunFork runs a job whose tasks spawn tasks
 // (spec.Job.Spawn) in rounds, each a job of its own in OUT/rounds/<n>:
 // a task waiting for its children ends its call suspended and is run
 // again once they are done (fork.go, docs/design/fork.md).
@@ -40,11 +42,12 @@
 // the database's writer. Live gives a watcher, such as the web view,
 // read-only access to a running job.
 //
-// Lock order: sched.Queue's, then runner.mu (its ReportLock), then
-// jobdb's. queueEnv runs under none of the queue's locks and takes
-// runner.mu; sessionList.send comes before the journal's queue, and
-// sessionList.mu is a leaf that the journal's writer takes;
-// remoteWorker.mu and the other mutexes are leaves.
+// Lock order: graphRun.mu (a job with stages), then sched.Queue's, then
+// runner.mu (its ReportLock), then jobdb's. A stage's run calls its graph
+// (stageLink) under none of its locks. queueEnv runs under none of the
+// queue's locks and takes runner.mu; sessionList.send comes before the
+// journal's queue, and sessionList.mu is a leaf that the journal's writer
+// takes; remoteWorker.mu and the other mutexes are leaves.
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.

@@ -186,6 +186,9 @@ func (r *runner) journalFresh(fail context.CancelCauseFunc) {
 			if r.recs.kind[i] != recFresh {
 				continue
 			}
+			if _, ok := r.deferred[i]; ok {
+				continue // an earlier run's done row, checked at release
+			}
 			if err := r.db.PutTask(i, r.recs.fresh(i)); err != nil {
 				r.mu.Unlock()
 				fail(err)

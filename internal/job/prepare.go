@@ -57,8 +57,11 @@ type Prepared struct {
 	// keyBase is what every task's key shares (TaskKey).
 	keyBase KeyBase
 	// taskInputs, if set, are the inputs of task i of its own, besides
-	// Inputs (PrepareOptions.TaskInputs).
+	// Inputs (PrepareOptions.TaskInputs, or stream's).
 	taskInputs func(i int) []Input
+	// stream, for a streamed stage, holds each task's own inputs, set as
+	// the task is released (stream.go).
+	stream *streamInputs
 
 	// lock holds OutDir for this run (OUT/.p2pc-lock) until Release.
 	lock *dirlock.Lock
@@ -132,6 +135,9 @@ type PrepareOptions struct {
 	// keys of the tasks that see them.
 	Inputs     []Input
 	TaskInputs func(i int) []Input
+	// streamed, for a stage with `each` or `group` needs (graph.go),
+	// names them: the tasks' own inputs are set as each is released.
+	streamed []string
 }
 
 // Prepare resolves the plugin (building it if it is a Go package), hashes
@@ -192,7 +198,12 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	p.Inputs = append(p.Inputs, opts.Inputs...)
 	p.ID = JobID(job, pluginID(plug, p.Builds), p.Inputs)
 	p.keyBase = NewKeyBase(pluginID(plug, p.Builds), p.Inputs, job.Sandbox)
-	if opts.TaskInputs != nil {
+	switch {
+	case opts.streamed != nil:
+		p.stream = &streamInputs{ins: make([][]Input, job.Tasks.Len())}
+		p.taskInputs = p.stream.get
+		p.ID = streamedID(p.ID, opts.streamed)
+	case opts.TaskInputs != nil:
 		p.taskInputs = opts.TaskInputs
 		p.ID = p.withTaskInputs(p.ID)
 	}
@@ -287,6 +298,9 @@ type DoneTask struct {
 	// NoKey: its row holds no key (a p2pc that kept none wrote it): the
 	// run that reuses it writes it.
 	NoKey bool
+	// Key is its row's key, checked when the task is released (a
+	// streamed stage's: stream.go).
+	Key [32]byte
 }
 
 // previous is what an earlier run left in the output folder.
@@ -353,7 +367,7 @@ func readPrevious(ctx context.Context, out, jobID string) (*previous, error) {
 			return nil
 		}
 		if d, err := digest.Parse(row.Digest); err == nil {
-			prev.done = append(prev.done, DoneTask{Idx: row.Idx, Digest: d, NoKey: row.Key == [32]byte{}})
+			prev.done = append(prev.done, DoneTask{Idx: row.Idx, Digest: d, NoKey: row.Key == [32]byte{}, Key: row.Key})
 		}
 		return nil
 	}); err != nil {

@@ -55,12 +55,14 @@ func (p *Prepared) rebase(ctx context.Context, prev *previous, version string, l
 			}
 			delete(byID, id)
 			d, err := digest.Parse(row.Digest)
-			if err != nil || row.Key != p.TaskKey(i) {
+			// A streamed stage's keys are checked as its tasks are
+			// released (stream.go): their own inputs are not known yet.
+			if err != nil || p.stream == nil && row.Key != p.TaskKey(i) {
 				continue
 			}
 			keep[row.Idx] = i
 			keptIDs[id] = true
-			done = append(done, DoneTask{Idx: i, Digest: d})
+			done = append(done, DoneTask{Idx: i, Digest: d, Key: row.Key})
 		}
 	}
 	trash := filepath.Join(out, ".p2pc", "trash")

@@ -455,7 +455,7 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 		size := 0
 		add := func(l *sched.Lease) {
 			batch = append(batch, l)
-			msgs = append(msgs, w.leaseMsg(l))
+			msgs = append(msgs, w.leaseMsg(ctx, l))
 			size += len(msgs[len(msgs)-1].Params)
 		}
 		room := func() bool { return len(msgs) < peerpb.MaxBatch && size < peerpb.MaxBatchBytes }
@@ -538,10 +538,10 @@ func (w *remoteWorker) awaitEnd(ctx context.Context) {
 	}
 }
 
-func (w *remoteWorker) leaseMsg(l *sched.Lease) *peerpb.Lease {
+func (w *remoteWorker) leaseMsg(ctx context.Context, l *sched.Lease) *peerpb.Lease {
 	return &peerpb.Lease{
 		LeaseId: l.ID, TaskId: l.TaskID, Attempt: uint32(l.Attempt), Params: w.s.r.params(l),
-		DigestOnly: l.DigestOnly, Inputs: w.s.r.ownInputIndexes(l.Task),
+		DigestOnly: l.DigestOnly, Inputs: w.s.r.ownInputIndexes(l.Task), Files: w.s.r.leaseFiles(ctx, l.Task),
 	}
 }
 

@@ -114,6 +114,14 @@ type RunOptions struct {
 	// Departed are node names known to be gone (an owner that died): a
 	// resumed run does not wait for their hand-over.
 	Departed []string
+	// link ties the run of a stage to its graph (stream.go), and
+	// readOnly are folders its local tasks read besides the job's (the
+	// graph's output folder, where the upstream outputs are).
+	link     stageLink
+	readOnly []string
+	// slots, if set, are this machine's slots that the stages of a graph
+	// share: a local worker holds one while it runs a batch.
+	slots chan struct{}
 	// Ending, if set, is called once the run no longer needs the swarm
 	// and its results are on disk: its tasks and reduce step are over,
 	// the peers were told, the job database is closed and report.json
@@ -204,6 +212,16 @@ type runner struct {
 	// own: the inputs tasks see of their own, as the hello names them
 	// (graph.go).
 	own ownFiles
+	// deferred: of a streamed stage, the tasks an earlier run finished,
+	// reused or not at their release (stream.go); under mu.
+	deferred map[int]DoneTask
+	// linkOut: the outputs placed whose Done is yet to come (stream.go).
+	linkMu   sync.Mutex
+	linkOut  map[int]stageOutput
+	linkWait []linkNote
+	linkKick chan struct{}
+	// leaseRefs: the inputs leases carry to peers (stream.go).
+	leaseRefs fileRefs
 
 	// fault is the first write that failed for a reason of this machine's
 	// own disk; faulted is closed then, and the run stops (ErrLocalDisk).
@@ -252,7 +270,7 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 
 	// Tasks read the inputs and the output folder (a reduce step reads
 	// the tasks' outputs there) and write only their work folders.
-	readOnly := []string{r.p.OutDir}
+	readOnly := append([]string{r.p.OutDir}, r.opts.readOnly...)
 	for _, in := range r.p.Inputs {
 		readOnly = append(readOnly, in.Path)
 	}
@@ -353,7 +371,12 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 		r.db.Close()
 		return nil, err
 	}
-	reused := r.reuse(ctx)
+	var reused int
+	if r.p.stream != nil {
+		r.deferReuse()
+	} else {
+		reused = r.reuse(ctx)
+	}
 	if err := r.restoreVC(ctx); err != nil {
 		r.db.Close()
 		return nil, bad(fmt.Errorf("read the shared state of the earlier run: %w", err))
@@ -371,6 +394,10 @@ func (r *runner) run(ctx context.Context) (*report.Report, error) {
 	stopJournal := r.startJournal(stopRun)
 	stopReplicas := r.startReplicas(jctx)
 	defer stopReplicas()
+	if r.opts.link != nil {
+		stopLink := r.startLink()
+		defer stopLink() // after the journal's end: it holds them all
+	}
 	r.opts.Events.Started(job.Tasks.Len(), reused)
 
 	failed, stall := r.runTasks(jctx, workRoot)

@@ -109,7 +109,7 @@ func testRunner(t *testing.T, n int) (r *runner, out string) {
 func TestJournalHoldsRunning(t *testing.T) {
 	ctx := context.Background()
 	r, _ := testRunner(t, 3)
-	q := newQueue(r, []int{0, 1, 2})
+	q := newQueue(r, []int{0, 1, 2}, false)
 	defer q.Close()
 	var ls []*sched.Lease
 	for range 3 {
@@ -216,7 +216,7 @@ func TestSettleRefusesControlCharacterNames(t *testing.T) {
 // holding its lease l (the queue is closed at the test's end).
 func leasedWorker(t *testing.T, r *runner) (*remoteWorker, *sched.Lease) {
 	t.Helper()
-	q := newQueue(r, []int{0})
+	q := newQueue(r, []int{0}, false)
 	t.Cleanup(q.Close)
 	l, err := q.Next(context.Background(), "p1@X")
 	if err != nil {
@@ -230,7 +230,7 @@ func leasedWorker(t *testing.T, r *runner) (*remoteWorker, *sched.Lease) {
 func TestForgedResultStrikes(t *testing.T) {
 	ctx := context.Background()
 	r, _ := testRunner(t, 1)
-	q := newQueue(r, []int{0})
+	q := newQueue(r, []int{0}, false)
 	defer q.Close()
 	w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{}}
 	for i := range sched.DefaultStrikes {

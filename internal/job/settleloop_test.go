@@ -25,7 +25,7 @@ func TestSettleLoopBatch(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
-	q := newQueue(r, all)
+	q := newQueue(r, all, false)
 	t.Cleanup(q.Close)
 	w := &remoteWorker{s: &Session{r: r, q: q, workRoot: r.workRoot}, peer: Peer{Name: "p1@X"}, leases: map[uint64]*sched.Lease{}}
 	w.acks.on = true

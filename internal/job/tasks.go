@@ -34,10 +34,18 @@ func (r *runner) runTasks(ctx context.Context, workRoot string) (failed int, sta
 		}
 	}
 	r.mu.Unlock()
+	link := r.opts.link
 	if len(pending) == 0 {
+		if link != nil {
+			link.started(nil, r.reusedOutputs(ctx))
+		}
 		return 0, ""
 	}
-	q := newQueue(r, pending)
+	q := newQueue(r, pending, r.p.stream != nil)
+	if link != nil {
+		// A streamed stage's tasks are all held: the graph releases them.
+		link.started(&stageControl{r: r, q: q}, r.reusedOutputs(ctx))
+	}
 	r.opts.Live.attachQueue(q)
 	defer r.opts.Live.attachQueue(nil)
 	var gate *handoverGate
@@ -235,7 +243,20 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 			}
 			q.Batched(batch)
 		}
+		if r.opts.slots != nil {
+			// The stages of a graph share this machine's slots: the batch
+			// waits for one (the leases stay its; the run's end revokes
+			// them).
+			select {
+			case r.opts.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
 		r.runLocal(ctx, sw, workRoot, batch, q.Finish)
+		if r.opts.slots != nil {
+			<-r.opts.slots
+		}
 	}
 }
 
@@ -372,13 +393,14 @@ const maxInlineOutput = 1 << 20
 // database; anything else is renamed to OUT/tasks/<id>, replacing what
 // an earlier run (or an earlier placing of this run) left there. The
 // folder is thus either complete or absent. The queue's applier calls it
-// (an Accept), one decision at a time, without the queue's lock.
-func (r *runner) place(task int, id string, out sched.Output) error {
+// (an Accept), one decision at a time, without the queue's lock. It
+// returns the output as placed: inline (with its data) or a folder.
+func (r *runner) place(task int, id string, out sched.Output) (sched.Output, error) {
 	final := filepath.Join(r.p.OutDir, "tasks", id)
 	if !out.Inline {
 		data, ok, err := inlineStage(out.Stage, out.Files)
 		if err != nil {
-			return fmt.Errorf("store output of task %s: %w", id, err)
+			return out, fmt.Errorf("store output of task %s: %w", id, err)
 		}
 		if ok {
 			os.RemoveAll(out.Stage)
@@ -394,7 +416,7 @@ func (r *runner) place(task int, id string, out sched.Output) error {
 		}
 		if err != nil {
 			os.RemoveAll(stage)
-			return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
+			return out, r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 		}
 		out = sched.Output{Stage: stage, Files: out.Files}
 	}
@@ -407,30 +429,30 @@ func (r *runner) place(task int, id string, out sched.Output) error {
 		}
 		if err != nil {
 			r.dbFailed(err)
-			return fmt.Errorf("store output of task %s: %w", id, err)
+			return out, fmt.Errorf("store output of task %s: %w", id, err)
 		}
 		if r.mayHaveFolder(task) {
 			if err := os.RemoveAll(final); err != nil { // an earlier run's files
-				return fmt.Errorf("replace output of task %s: %w", id, err)
+				return out, fmt.Errorf("replace output of task %s: %w", id, err)
 			}
 		}
-		return nil
+		return out, nil
 	}
 	if err := r.db.DeleteOutput(task); err != nil {
 		r.dbFailed(err)
-		return fmt.Errorf("store output of task %s: %w", id, err)
+		return out, fmt.Errorf("store output of task %s: %w", id, err)
 	}
 	r.folders.placed[task] = true
 	if os.Rename(out.Stage, final) == nil {
-		return nil // the usual case: nothing there yet
+		return out, nil // the usual case: nothing there yet
 	}
 	if err := os.RemoveAll(final); err != nil {
-		return r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
+		return out, r.outputFault(fmt.Errorf("replace output of task %s: %w", id, err))
 	}
 	if err := os.Rename(out.Stage, final); err != nil {
-		return r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
+		return out, r.outputFault(fmt.Errorf("store output of task %s: %w", id, err))
 	}
-	return nil
+	return out, nil
 }
 
 // dbFailed stops the run when the job database failed (its errors are

@@ -20,11 +20,12 @@ const (
 	qDeleteOutput = "DELETE FROM outputs WHERE task = ?"
 	qTask         = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated, key, reused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qTaskUpdate updates a row this writer wrote: an upsert, so that a
-	// batch's updates go many rows to a statement (batch.insert); id,
-	// params and key, set when the row was written, stay.
+	// batch's updates go many rows to a statement (batch.insert); id and
+	// params, set when the row was written, stay. The key is written
+	// again: a streamed stage's task has its key once it is released.
 	qTaskUpdate = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated, key, reused) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
 		` ON CONFLICT(idx) DO UPDATE SET state = excluded.state, peer = excluded.peer, peer_id = excluded.peer_id, digest = excluded.digest, files = excluded.files,` +
-		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated, reused = excluded.reused`
+		` error = excluded.error, verdict = excluded.verdict, checkpoints = excluded.checkpoints, updated = excluded.updated, key = excluded.key, reused = excluded.reused`
 	// qTaskV3 and qTaskUpdateV3: schema 3 and older lack key and reused.
 	qTaskV3       = `INSERT OR REPLACE INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qTaskUpdateV3 = `INSERT INTO tasks(idx, id, params, state, peer, peer_id, digest, files, error, verdict, checkpoints, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/p2pc/p2pc/internal/blocks"
@@ -38,14 +39,8 @@ func (s *session) prepare(ctx context.Context) error {
 	} else {
 		s.pool = n.pool(s.job, digest, pluginPath, h.Network, h.Resources.GetMemory(), -1)
 	}
-	if s.pool.Check() != nil {
-		if err := s.fetchFile(ctx, h.Plugin, pluginPath, 0o755); err != nil {
-			return fmt.Errorf("plugin: %w", err)
-		}
-		if err := s.pool.Check(); err != nil {
-			os.Remove(pluginPath)
-			return fmt.Errorf("plugin binary does not match its digest: %w", err)
-		}
+	if err := s.fetchPlugin(ctx, pluginPath); err != nil {
+		return err
 	}
 
 	// A copy made for an earlier session of this job is used again only
@@ -127,4 +122,29 @@ func (s *session) cleanup() {
 	if s.job != nil {
 		s.n.closeJob(s.job)
 	}
+}
+
+// pluginFetches serializes the fetching of one plugin by the sessions of
+// several jobs at once (the stages of a graph share their plugin): a
+// second export would replace the file under the first session's
+// processes, and the file access the task user was granted on it.
+var pluginFetches sync.Map // path -> *sync.Mutex
+
+// fetchPlugin fetches the session's plugin to path unless a good copy
+// is there.
+func (s *session) fetchPlugin(ctx context.Context, path string) error {
+	mu, _ := pluginFetches.LoadOrStore(path, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if s.pool.Check() == nil {
+		return nil
+	}
+	if err := s.fetchFile(ctx, s.hello.Plugin, path, 0o755); err != nil {
+		return fmt.Errorf("plugin: %w", err)
+	}
+	if err := s.pool.Check(); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("plugin binary does not match its digest: %w", err)
+	}
+	return nil
 }

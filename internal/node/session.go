@@ -98,7 +98,10 @@ type session struct {
 	gpuPools []*pluginhost.Pool
 	inputs   []sdk.File
 	own      []*ownInput // inputs a task sees when its lease names them (owninputs.go)
-	timeout  time.Duration
+	// leaseFiles: the inputs leases carried (Lease.files), by name
+	// (owninputs.go).
+	leaseFiles leaseFiles
+	timeout    time.Duration
 
 	outbox  chan *peerpb.FromPeer
 	credits atomic.Int64

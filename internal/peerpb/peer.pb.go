@@ -574,7 +574,12 @@ type Lease struct {
 	Batch uint32 `protobuf:"varint,6,opt,name=batch,proto3" json:"batch,omitempty"`
 	// Inputs of this task of its own (optional): indexes into the last
 	// Hello.own_inputs of Hello.inputs, 0 being the first of them.
-	Inputs        []uint32 `protobuf:"varint,7,rep,packed,name=inputs,proto3" json:"inputs,omitempty"`
+	Inputs []uint32 `protobuf:"varint,7,rep,packed,name=inputs,proto3" json:"inputs,omitempty"`
+	// Inputs of this task of its own that the hello does not name
+	// (optional): a streamed stage's upstream outputs, known only as the
+	// task is released. Fetched before the lease runs, kept for the
+	// session under their names like Hello.inputs.
+	Files         []*FileRef `protobuf:"bytes,8,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +659,13 @@ func (x *Lease) GetBatch() uint32 {
 func (x *Lease) GetInputs() []uint32 {
 	if x != nil {
 		return x.Inputs
+	}
+	return nil
+}
+
+func (x *Lease) GetFiles() []*FileRef {
+	if x != nil {
+		return x.Files
 	}
 	return nil
 }
@@ -2164,7 +2176,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x02os\x18\x04 \x01(\tR\x02os\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\x12\x12\n" +
 	"\x04gpus\x18\x06 \x01(\rR\x04gpus\x12\x18\n" +
-	"\adevices\x18\a \x03(\tR\adevices\"\xbc\x01\n" +
+	"\adevices\x18\a \x03(\tR\adevices\"\xe9\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
@@ -2173,7 +2185,8 @@ const file_peer_proto_rawDesc = "" +
 	"\vdigest_only\x18\x05 \x01(\bR\n" +
 	"digestOnly\x12\x14\n" +
 	"\x05batch\x18\x06 \x01(\rR\x05batch\x12\x16\n" +
-	"\x06inputs\x18\a \x03(\rR\x06inputs\"#\n" +
+	"\x06inputs\x18\a \x03(\rR\x06inputs\x12+\n" +
+	"\x05files\x18\b \x03(\v2\x15.p2pc.peer.v1.FileRefR\x05files\"#\n" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"5\n" +
 	"\x06Leases\x12+\n" +
@@ -2312,37 +2325,38 @@ var file_peer_proto_depIdxs = []int32{
 	2,  // 0: p2pc.peer.v1.Hello.plugin:type_name -> p2pc.peer.v1.FileRef
 	2,  // 1: p2pc.peer.v1.Hello.inputs:type_name -> p2pc.peer.v1.FileRef
 	4,  // 2: p2pc.peer.v1.Hello.resources:type_name -> p2pc.peer.v1.Resources
-	5,  // 3: p2pc.peer.v1.Leases.leases:type_name -> p2pc.peer.v1.Lease
-	3,  // 4: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
-	5,  // 5: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
-	6,  // 6: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
-	12, // 7: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
-	7,  // 8: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
-	8,  // 9: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
-	9,  // 10: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
-	14, // 11: p2pc.peer.v1.Welcome.running:type_name -> p2pc.peer.v1.Orphan
-	17, // 12: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
-	13, // 13: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
-	15, // 14: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
-	16, // 15: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
-	18, // 16: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
-	19, // 17: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
-	20, // 18: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
-	11, // 19: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
-	22, // 20: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
-	24, // 21: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
-	18, // 22: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
-	18, // 23: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
-	23, // 24: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
-	0,  // 25: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
-	10, // 26: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
-	1,  // 27: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
-	21, // 28: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
-	27, // [27:29] is the sub-list for method output_type
-	25, // [25:27] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	2,  // 3: p2pc.peer.v1.Lease.files:type_name -> p2pc.peer.v1.FileRef
+	5,  // 4: p2pc.peer.v1.Leases.leases:type_name -> p2pc.peer.v1.Lease
+	3,  // 5: p2pc.peer.v1.ToPeer.hello:type_name -> p2pc.peer.v1.Hello
+	5,  // 6: p2pc.peer.v1.ToPeer.lease:type_name -> p2pc.peer.v1.Lease
+	6,  // 7: p2pc.peer.v1.ToPeer.cancel:type_name -> p2pc.peer.v1.Cancel
+	12, // 8: p2pc.peer.v1.ToPeer.reply:type_name -> p2pc.peer.v1.HostReply
+	7,  // 9: p2pc.peer.v1.ToPeer.leases:type_name -> p2pc.peer.v1.Leases
+	8,  // 10: p2pc.peer.v1.ToPeer.acks:type_name -> p2pc.peer.v1.Acks
+	9,  // 11: p2pc.peer.v1.ToPeer.end:type_name -> p2pc.peer.v1.End
+	14, // 12: p2pc.peer.v1.Welcome.running:type_name -> p2pc.peer.v1.Orphan
+	17, // 13: p2pc.peer.v1.Result.outputs:type_name -> p2pc.peer.v1.Output
+	13, // 14: p2pc.peer.v1.FromPeer.welcome:type_name -> p2pc.peer.v1.Welcome
+	15, // 15: p2pc.peer.v1.FromPeer.refuse:type_name -> p2pc.peer.v1.Refuse
+	16, // 16: p2pc.peer.v1.FromPeer.pull:type_name -> p2pc.peer.v1.Pull
+	18, // 17: p2pc.peer.v1.FromPeer.result:type_name -> p2pc.peer.v1.Result
+	19, // 18: p2pc.peer.v1.FromPeer.progress:type_name -> p2pc.peer.v1.Progress
+	20, // 19: p2pc.peer.v1.FromPeer.partial:type_name -> p2pc.peer.v1.Partial
+	11, // 20: p2pc.peer.v1.FromPeer.call:type_name -> p2pc.peer.v1.HostCall
+	22, // 21: p2pc.peer.v1.FromPeer.results:type_name -> p2pc.peer.v1.Results
+	24, // 22: p2pc.peer.v1.FromPeer.handovers:type_name -> p2pc.peer.v1.Handovers
+	18, // 23: p2pc.peer.v1.Results.results:type_name -> p2pc.peer.v1.Result
+	18, // 24: p2pc.peer.v1.Handover.result:type_name -> p2pc.peer.v1.Result
+	23, // 25: p2pc.peer.v1.Handovers.handovers:type_name -> p2pc.peer.v1.Handover
+	0,  // 26: p2pc.peer.v1.Peer.Info:input_type -> p2pc.peer.v1.InfoRequest
+	10, // 27: p2pc.peer.v1.Peer.Work:input_type -> p2pc.peer.v1.ToPeer
+	1,  // 28: p2pc.peer.v1.Peer.Info:output_type -> p2pc.peer.v1.InfoResponse
+	21, // 29: p2pc.peer.v1.Peer.Work:output_type -> p2pc.peer.v1.FromPeer
+	28, // [28:30] is the sub-list for method output_type
+	26, // [26:28] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }

@@ -47,8 +47,8 @@ func (q *Queue) adoptLocked(peer, taskID string, start time.Time) *Lease {
 		return nil
 	}
 	ts := &q.tasks[t]
-	if ts.quorum == 0 || ts.settled || ts.placing || ts.check || q.involvedLocked(peer, t) {
-		return nil // not in this run, decided, or peer's vote is in
+	if ts.quorum == 0 || ts.settled || ts.placing || ts.check || ts.held || q.involvedLocked(peer, t) {
+		return nil // not in this run, decided, held back, or peer's vote is in
 	}
 	digestOnly := false
 	switch {

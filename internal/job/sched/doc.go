@@ -13,7 +13,10 @@
 // blame, to the peer, and a peer with too many strikes is excluded from
 // the job. With verification, replicas run on distinct
 // peers and a digest is accepted only with a quorum of agreeing votes.
-// Stalled says when work is left that nothing runs, and why.
+// Stalled says when work is left that nothing runs, and why. Held tasks
+// (Config.Held; add.go: Release, Drop) count as work left but are leased
+// only once released: a queue whose work left is all held waits and is
+// not stalled.
 //
 // Decide, then apply: the queue decides; it changes nothing outside
 // itself but the tasks' records in the report (under ReportLock). What

@@ -62,6 +62,7 @@ type Queue struct {
 	peers     peerState
 	backup    backupState
 	remaining int
+	held      int // tasks held back (add.go), counted in remaining
 	failed    int
 	nextID    uint64
 	closed    bool
@@ -163,6 +164,7 @@ func New(cfg Config) *Queue {
 	for _, t := range cfg.Pending {
 		q.tasks[t] = taskState{need: int32(v.Replicas), quorum: int32(v.Quorum), queued: true}
 	}
+	q.holdLocked(cfg.Held, int32(v.Replicas), int32(v.Quorum))
 	if v.Trust == spec.TrustAdaptive {
 		q.loadTrust()
 	}

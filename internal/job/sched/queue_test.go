@@ -157,7 +157,8 @@ type fixture struct {
 	leases map[string]*Lease
 }
 
-// newFixture makes a queue over n tasks t0..t(n-1), all pending.
+// newFixture makes a queue over n tasks t0..t(n-1), all pending but
+// those in cfg.Held.
 func newFixture(t testing.TB, n int, cfg Config) *fixture {
 	t.Helper()
 	f := &fixture{
@@ -168,7 +169,9 @@ func newFixture(t testing.TB, n int, cfg Config) *fixture {
 	}
 	for i := range f.rep.Tasks {
 		f.rep.Tasks[i] = report.Task{ID: fmt.Sprintf("t%d", i), State: report.TaskPending}
-		cfg.Pending = append(cfg.Pending, i)
+		if !slices.Contains(cfg.Held, i) {
+			cfg.Pending = append(cfg.Pending, i)
+		}
 	}
 	cfg.JobID = "job-" + t.Name()
 	cfg.Report, cfg.ReportLock, cfg.Apply, cfg.Clock = f.rep, &sync.Mutex{}, f.env, f.clock

@@ -32,7 +32,7 @@ func (q *Queue) SessionFailed(peer string, err error) {
 func (q *Queue) Stalled(after time.Duration) (why string, stalled bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.drainedLocked() || len(q.running) > 0 || q.now().Sub(q.moved) < after {
+	if q.drainedLocked() || len(q.running) > 0 || q.remaining == q.held || q.now().Sub(q.moved) < after {
 		return "", false
 	}
 	return q.stallReasonLocked(), true

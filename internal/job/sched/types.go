@@ -96,6 +96,9 @@ type Config struct {
 	Retries int
 	// Pending are the indexes (into Report.Tasks) of the tasks to run.
 	Pending []int
+	// Held are tasks to run once released (add.go: Release, Drop); a
+	// task in Pending too is pending.
+	Held []int
 	// Alone: there are no peers to run replicas on, so results are taken
 	// as they are (replicas 1) and the report says so.
 	Alone bool
@@ -265,6 +268,7 @@ type taskState struct {
 	disputed bool
 	settled  bool
 	queued   bool // in Queue.pending (pending.go)
+	held     bool // counted, not leased until Release (add.go)
 	fetching bool // an accepted output is being fetched
 	// placing: an Accept of the task is being applied; until it is, the
 	// task takes no vote and no lease, as if decided.

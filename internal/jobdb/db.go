@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -314,6 +315,12 @@ func openReadOnly(ctx context.Context, path string, immutable bool) (*DB, error)
 	db := &DB{path: path, sql: sdb}
 	v, _, err := db.version(ctx)
 	switch {
+	case hotJournal(err):
+		// A job database is in WAL mode from its first commit on, so a
+		// hot rollback journal means a writer killed in that first
+		// commit (the switch to WAL): nothing was committed, and only
+		// a writer (the next run) can roll the journal back.
+		err = fmt.Errorf("job database %s: its first commit was cut short (%s-journal is left; the next run of the job rolls it back): %w", path, filepath.Base(path), fs.ErrNotExist)
 	case err != nil:
 	case v > SchemaVersion:
 		err = db.newer(ctx, v)
@@ -326,6 +333,13 @@ func openReadOnly(ctx context.Context, path string, immutable bool) (*DB, error)
 	}
 	db.noteSchema(v)
 	return db, nil
+}
+
+// hotJournal says whether err is SQLite's refusal to read a database
+// whose hot rollback journal a read-only connection cannot roll back.
+func hotJournal(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_READONLY_ROLLBACK
 }
 
 // sqliteMagic starts every SQLite database file.

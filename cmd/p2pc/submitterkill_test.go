@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +70,16 @@ tasks:
 	settled := map[string]string{}
 	backups := map[string]bool{}
 	ended := false
+	// runLogs: each run's log; runStarts: the peers' log offsets at each
+	// run's start (twiceWhy tells from them what went wrong).
+	var runLogs []string
+	var runStarts [][]int
 	before := make([]int, len(peers)) // the peers' logs before the last run
 	for k := range kills {
 		for i, p := range peers {
 			before[i] = len(p.proc.Stderr())
 		}
+		runStarts = append(runStarts, slices.Clone(before))
 		run, err := harness.Start(p2pcBin, args(out), harness.Options{Name: fmt.Sprintf("run%d", k)})
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +93,7 @@ tasks:
 				t.Fatalf("the job ended after %d of %d kills (seed %d): it is too short to be killed enough\n%s", k, kills, seed, run.Stderr())
 			}
 			t.Logf("the job ended after %d of %d kills (seed %d)", k, kills, seed)
+			runLogs = append(runLogs, run.Stderr())
 			noteBackups(backups, run.Stderr())
 			ended = true
 		case <-time.After(killAfter(rnd, refTook, kills)):
@@ -98,6 +105,7 @@ tasks:
 		if _, err := run.Wait(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
+		runLogs = append(runLogs, run.Stderr())
 		noteBackups(backups, run.Stderr())
 		checkSettled(t, out, settled, fmt.Sprintf("after kill %d (seed %d)", k+1, seed))
 	}
@@ -106,7 +114,9 @@ tasks:
 		for i, p := range peers {
 			before[i] = len(p.proc.Stderr())
 		}
+		runStarts = append(runStarts, slices.Clone(before))
 		r := p2pc(t, args(out)[2:]...)
+		runLogs = append(runLogs, r.stderr)
 		if r.code != 0 {
 			t.Fatalf("the run after %d kills: exit %d\n%s", kills, r.code, r.stderr)
 		}
@@ -148,7 +158,7 @@ tasks:
 	for id, n := range ran {
 		if n > 1 && !backups[id] { // a backup copy runs twice on purpose
 			twice++
-			t.Errorf("task %s ran to completion %d times on the peers", id, n)
+			t.Errorf("task %s ran to completion %d times on the peers:\n%s", id, n, twiceWhy(id, peers, runStarts, runLogs))
 		}
 	}
 	if len(ran) != tasks || offered == 0 {
@@ -187,6 +197,58 @@ func checkJobOver(t *testing.T, peers []*peer, offset []int, what string) {
 		}
 	}
 }
+
+// twiceWhy tells why task id ran to completion more than once: on which
+// peer and during which run (its log from starts[k]) each completion was
+// logged, what the hand-over gate of each run from the first of them on
+// waited for, and who enrolled with how many results to hand over, in
+// the order they enrolled. A peer that held a result of the task but was
+// not on the list a later run read (a gate of too few peers, or none)
+// lets that run lease the task to a peer that enrolled first.
+func twiceWhy(id string, peers []*peer, starts [][]int, logs []string) string {
+	var b strings.Builder
+	first := len(logs)
+	for i, p := range peers {
+		log := p.proc.Stderr()
+		for k := range starts {
+			end := len(log)
+			if k+1 < len(starts) {
+				end = starts[k+1][i]
+			}
+			for _, m := range ranRe.FindAllStringSubmatch(log[starts[k][i]:end], -1) {
+				if m[1] == id {
+					fmt.Fprintf(&b, "  ran on %s during run %d\n", p.name, k)
+					first = min(first, k)
+				}
+			}
+		}
+	}
+	for k := first + 1; k < len(logs); k++ {
+		gate := "no hand-over gate (no session list in job.db)"
+		if m := gateRe.FindStringSubmatch(logs[k]); m != nil {
+			gate = "its gate waited for " + m[1]
+		}
+		var enrolled []string
+		for _, m := range enrolledRe.FindAllStringSubmatch(logs[k], -1) {
+			enrolled = append(enrolled, m[1]+" ("+m[2]+" to hand over)")
+		}
+		fmt.Fprintf(&b, "  run %d: %s; enrolled %s\n", k, gate, strings.Join(enrolled, ", "))
+		for _, line := range strings.Split(logs[k], "\n") {
+			if strings.Contains(line, "did not hand over in time") {
+				fmt.Fprintf(&b, "  run %d: %s\n", k, line)
+			}
+		}
+	}
+	return b.String()
+}
+
+var (
+	// gateRe matches a resumed run's log line of its hand-over gate, with
+	// the peers it waits for (at debug level).
+	gateRe = regexp.MustCompile(`msg="resumed run: the last run's peers" .*list=(\S+)`)
+	// enrolledRe matches a run's log line of a peer it enrolled.
+	enrolledRe = regexp.MustCompile(`msg="peer enrolled" .*peer=(\S+) .*handovers=(\d+)`)
+)
 
 // ranRe matches a peer's log line of a task it ran to completion.
 var ranRe = regexp.MustCompile(`msg="task ran" .*task=(\S+) .*outcome=ok`)

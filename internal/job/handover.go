@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -21,7 +22,8 @@ import (
 // acknowledged them): a task such a peer finished must not be leased to
 // anyone before the peer has handed it over. The job database lists the
 // peers of the last coordinator's sessions (jobdb.SessionsKey, kept as
-// peers enrol); a resumed run holds every lease back until each of them
+// peers enrol, each committed before its first lease: sessionList.durable);
+// a resumed run holds every lease back until each of them
 // has enrolled and handed over what it holds (Welcome.handovers says how
 // much), refused, or failed to connect, and no longer: a swarm whose
 // peers all come back leases as soon as the last hand-over is in. A peer
@@ -75,6 +77,7 @@ func newHandoverGate(q *sched.Queue, expected []string, log *slog.Logger, gone f
 	}
 	g.release = q.Hold()
 	log.Info("resumed run: leases wait for the last run's peers to hand over", "peers", len(expected), "enrol_within", handoverBound)
+	log.Debug("resumed run: the last run's peers", "list", strings.Join(expected, ","))
 	g.timer = time.AfterFunc(handoverBound, g.expire)
 	return g
 }
@@ -192,6 +195,9 @@ type sessionList struct {
 	peers    map[string]bool
 	queued   bool // a write is queued that has not taken the list yet
 	marshals int  // how many times a write took the list
+	// version counts the changes; durableAt is the last version known
+	// to be in job.db (durable).
+	version, durableAt uint64
 }
 
 // lastSessions reads the peers of the last coordinator's sessions.
@@ -208,8 +214,9 @@ func lastSessions(ctx context.Context, db *jobdb.DB) []string {
 }
 
 // change adds (or removes) peers and, if the list changed, makes sure a
-// write of it is queued in the journal.
-func (s *sessionList) change(r *runner, add bool, peers ...string) {
+// write of it is queued in the journal. It returns the list's version
+// after the change, for durable.
+func (s *sessionList) change(r *runner, add bool, peers ...string) uint64 {
 	s.send.Lock()
 	defer s.send.Unlock()
 	s.mu.Lock()
@@ -227,11 +234,15 @@ func (s *sessionList) change(r *runner, add bool, peers ...string) {
 			}
 		}
 	}
+	if changed {
+		s.version++
+	}
+	v := s.version
 	queue := changed && !s.queued
 	s.queued = s.queued || queue
 	s.mu.Unlock()
 	if !queue {
-		return
+		return v
 	}
 	if err := r.db.PutJobValueFunc(jobdb.SessionsKey, s.take); err != nil {
 		s.mu.Lock()
@@ -239,6 +250,32 @@ func (s *sessionList) change(r *runner, add bool, peers ...string) {
 		s.mu.Unlock()
 		r.log.Debug("journal the peers' sessions", "err", err)
 	}
+	return v
+}
+
+// durable waits until the list of version v (change's result) is in
+// job.db. A peer gets no lease before the list naming it is durable: a
+// rerun waits for the hand-over of every peer that may hold a result of
+// the job (newHandoverGate) only if that peer is on the list it reads,
+// and a coordinator killed between the peer's first lease and the list's
+// commit left a list without it. The write holding v was queued before
+// this call (by this change or by an earlier one whose write takes the
+// list only as its batch commits), so a Flush that returns covers it;
+// enrolments that a commit already covered do not flush again.
+func (s *sessionList) durable(ctx context.Context, r *runner, v uint64) error {
+	s.mu.Lock()
+	done := s.durableAt >= v
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := r.db.Flush(ctx); err != nil {
+		return fmt.Errorf("journal the peers' sessions: %w", err)
+	}
+	s.mu.Lock()
+	s.durableAt = max(s.durableAt, v)
+	s.mu.Unlock()
+	return nil
 }
 
 // take is the list as the journal writes it, sorted, in JSON; the next

@@ -258,7 +258,9 @@ func (s *Session) Enrol(ctx context.Context, name, claimed, addr string, client 
 	case *peerpb.FromPeer_Welcome:
 		phasetrace.Mark("c.welcome", 0)
 		log.Info("peer enrolled", "slots", m.Welcome.Slots, "handovers", m.Welcome.Handovers)
-		s.peers.change(s.r, true, peer.Name)
+		if err := s.peers.durable(ctx, s.r, s.peers.change(s.r, true, peer.Name)); err != nil {
+			return failed(err)
+		}
 		if s.gate != nil {
 			gate, held, name := s.gate, release, peer.Name
 			release = func() { held(); gate.done(name) }

@@ -19,23 +19,8 @@ import (
 func TestSessionListOneWritePerBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := t.TempDir()
-	r := &runner{log: slog.New(slog.DiscardHandler)}
-	var err error
-	if r.db, err = jobdb.Open(ctx, filepath.Join(out, jobdb.FileName), jobdb.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer r.db.Close()
 	// Hold the writer in a batch until every peer has enrolled.
-	release, busy := make(chan struct{}), make(chan struct{})
-	if err := r.db.PutJobValueFunc("hold", func() string { close(busy); <-release; return "" }); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-busy:
-	case <-ctx.Done():
-		t.Fatal("the writer never committed the first batch")
-	}
+	r, release := heldJournal(ctx, t)
 	s := &sessionList{}
 	var want []string
 	for i := range 1000 {
@@ -72,6 +57,28 @@ func TestSessionListOneWritePerBatch(t *testing.T) {
 	}
 }
 
+// heldJournal is a runner whose job database's writer is held in a batch
+// until release is closed.
+func heldJournal(ctx context.Context, t *testing.T) (r *runner, release chan struct{}) {
+	t.Helper()
+	r = &runner{log: slog.New(slog.DiscardHandler)}
+	var err error
+	if r.db, err = jobdb.Open(ctx, filepath.Join(t.TempDir(), jobdb.FileName), jobdb.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.db.Close() })
+	release, busy := make(chan struct{}), make(chan struct{})
+	if err := r.db.PutJobValueFunc("hold", func() string { close(busy); <-release; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-busy:
+	case <-ctx.Done():
+		t.Fatal("the writer never committed the first batch")
+	}
+	return r, release
+}
+
 func mustValue(t *testing.T, db *jobdb.DB, key string) string {
 	t.Helper()
 	v, err := db.JobValue(context.Background(), key)
@@ -79,4 +86,40 @@ func mustValue(t *testing.T, db *jobdb.DB, key string) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestSessionListDurable: durable returns only once the list of the
+// version it is given is in job.db (a peer gets no lease before a rerun
+// can read that it may hold results), and a later call that a commit
+// already covered does not wait for the journal.
+func TestSessionListDurable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, release := heldJournal(ctx, t)
+	s := &sessionList{}
+	v := s.change(r, true, "a@x")
+	durable := make(chan error, 1)
+	go func() { durable <- s.durable(ctx, r, v) }()
+	select {
+	case err := <-durable:
+		t.Fatalf("durable returned (%v) while the journal held the list back", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-durable; err != nil {
+		t.Fatal(err)
+	}
+	if got := mustValue(t, r.db, jobdb.SessionsKey); got != `["a@x"]` {
+		t.Fatalf("durable returned with %q in job.db, want [\"a@x\"]", got)
+	}
+	// Covered: no flush (a closed database would fail one).
+	if err := r.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.durable(ctx, r, v); err != nil {
+		t.Fatalf("durable of a committed version: %v", err)
+	}
+	if err := s.durable(ctx, r, s.change(r, true, "b@x")); err == nil {
+		t.Fatal("durable with a closed journal: no error")
+	}
 }

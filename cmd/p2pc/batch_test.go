@@ -135,7 +135,8 @@ tasks:
 // its middle: exactly that task fails, after its retries, each attempt
 // its own; every other task is done with one attempt.
 func TestBigBatchOneFailure(t *testing.T) {
-	parallel(t)
+	// Serial: beside other tests its timing (batch sizes, the liar's
+	// votes before the honest peers end the job) missed its bounds in CI.
 	dir := t.TempDir()
 	p := startPeer(t, dir, "p", 1, "--log-level", "debug")
 	spec := writeSpec(t, dir, "big.yaml", `

@@ -49,7 +49,8 @@ verify: {%s}
 `
 
 func TestVerifyOneLiar(t *testing.T) {
-	parallel(t)
+	// Serial: beside other tests its timing (batch sizes, the liar's
+	// votes before the honest peers end the job) missed its bounds in CI.
 	dir := t.TempDir()
 	var peers []*peer
 	for i := range 4 {

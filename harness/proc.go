@@ -229,8 +229,14 @@ func (p *Proc) CheckLogs() error {
 	out := p.Stderr() + p.Stdout()
 	for _, bad := range []string{"panic:", "WARNING: DATA RACE", "fatal error:"} {
 		if i := strings.Index(out, bad); i >= 0 {
+			// From two lines before: the runtime says why before its
+			// "fatal error:" line (a thread it could not start, say).
+			start := i
+			for n := 0; n < 3 && start > 0; n++ {
+				start = strings.LastIndexByte(out[:start-1], '\n') + 1
+			}
 			end := min(len(out), i+2000)
-			return fmt.Errorf("%s: %s found in its output:\n%s", p.Name, bad, out[i:end])
+			return fmt.Errorf("%s: %s found in its output:\n%s", p.Name, bad, out[start:end])
 		}
 	}
 	return nil

@@ -6,8 +6,9 @@
 //
 // It runs `go test -json [flags] ./...` in each module and prints what a
 // plain `go test ./...` prints: a line per package, and the output of
-// failing tests only (a test's log is held until it ends). Its last line
-// is the count of top-level tests over both modules, alone on its line:
+// failing tests only (a test's log is held until it ends), then the
+// skipped tests, each with the last line it logged (its reason). Its last
+// line is the count of top-level tests over both modules, alone on its line:
 //
 //	N passed, N failed, N skipped
 //
@@ -145,6 +146,7 @@ type tally struct {
 	w                       io.Writer
 	passed, failed, skipped int
 	failures                []string
+	skips                   []string // "pkg Test: why", why its last output line
 	pkgs                    map[string]*pkgState
 }
 
@@ -242,6 +244,7 @@ func (t *tally) handleTest(e event) {
 			t.passed++
 		case "skip":
 			t.skipped++
+			t.skips = append(t.skips, e.Package+" "+top+": "+skipWhy(out))
 		case "fail":
 			p.failed++
 			t.failed++
@@ -251,6 +254,17 @@ func (t *tally) handleTest(e event) {
 			}
 		}
 	}
+}
+
+// skipWhy is the reason a skipped test gave: its last output line that
+// is not go test's own framing, trimmed ("" if none).
+func skipWhy(out []string) string {
+	for i := len(out) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(out[i]); l != "" && !strings.HasPrefix(l, "--- SKIP") {
+			return l
+		}
+	}
+	return ""
 }
 
 // end forgets a test that has ended.
@@ -320,6 +334,12 @@ func (t *tally) flush() {
 // summary prints the failures and the count line, and returns the exit
 // status.
 func (t *tally) summary() int {
+	if len(t.skips) > 0 {
+		fmt.Fprintln(t.w, "\nskipped:")
+		for _, s := range t.skips {
+			fmt.Fprintln(t.w, "  "+s)
+		}
+	}
 	if len(t.failures) > 0 {
 		fmt.Fprintln(t.w, "\nfailed:")
 		for _, f := range t.failures {

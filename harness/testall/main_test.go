@@ -118,12 +118,18 @@ func TestSDK(t *testing.T) {}
 	}
 	for _, want := range []string{"loud-fail-log", "boom-fail", "about-to-exit", "testmain-panic", "undefinedName",
 		"== go test ./... in plugins/sdk", "ok  \texample.com/sdk", "example.com/r/broken: build failed",
-		"example.com/r/exits TestExit (did not end)", "example.com/r/dies: its test binary failed"} {
+		"example.com/r/exits TestExit (did not end)", "example.com/r/dies: its test binary failed",
+		"skipped:\n  example.com/r/ok TestSkip: ok_test.go:4: skipped-here\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
 	}
-	for _, unwanted := range []string{"quiet-pass-log", "=== RUN", "skipped-here"} {
+	// A skip's reason shows once, in the list of skipped tests above the
+	// count, not among the test output.
+	if n := strings.Count(out, "skipped-here"); n != 1 {
+		t.Errorf("the skip's reason shows %d times, want once (in the list)\n%s", n, out)
+	}
+	for _, unwanted := range []string{"quiet-pass-log", "=== RUN"} {
 		if strings.Contains(out, unwanted) {
 			t.Errorf("output has %q, which plain go test does not print\n%s", unwanted, out)
 		}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/p2pc/p2pc/internal/sandbox"
 )
 
 // labBin builds p2pc once for the lab tests.
@@ -106,6 +109,17 @@ func TestLab(t *testing.T) {
 			for _, p := range lab.Peers() {
 				if tc.mode == Bridge && !strings.HasPrefix(p.Addr, "10.213.") {
 					t.Errorf("peer %s listens on %s, want the lab subnet", p.Name, p.Addr)
+				}
+				// A peer in its namespace sees the cgroups this process
+				// sees: its plugins get what they get on a real machine.
+				if cg := sandbox.Cgroups(); cg.Version != 0 {
+					m, err := p.Proc.WaitStderr(ctx, regexp.MustCompile(`tasks confined: .*? cgroup=(\S+)`))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := fmt.Sprintf("v%d(", cg.Version); !strings.HasPrefix(m[1], want) {
+						t.Errorf("peer %s: cgroup=%s, want %s...) as this process gets\n%s", p.Name, m[1], want, p.Proc.Stderr())
+					}
 				}
 			}
 			spec := echoSpec(t, dir, 16)

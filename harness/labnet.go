@@ -84,10 +84,11 @@ func runCmd(ctx context.Context, name string, args ...string) error {
 // netOps builds and removes a lab's network: it remembers every
 // namespace it made so that remove undoes exactly that.
 type netOps struct {
-	ip  string
-	tc  string
-	mu  sync.Mutex
-	nss []string // created, in order
+	ip      string
+	tc      string
+	nsenter string
+	mu      sync.Mutex
+	nss     []string // created, in order
 }
 
 func newNetOps() (*netOps, error) {
@@ -104,7 +105,11 @@ func newNetOps() (*netOps, error) {
 			}
 		}
 	}
-	return &netOps{ip: ip, tc: tc}, nil
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return nil, fmt.Errorf("a lab needs nsenter (Debian package util-linux): %w", err)
+	}
+	return &netOps{ip: ip, tc: tc, nsenter: nsenter}, nil
 }
 
 func (o *netOps) run(ctx context.Context, args ...string) error {
@@ -208,8 +213,15 @@ func deleteNetns(ip, ns string) error {
 }
 
 // netnsCommandArgs prefixes args so that they run inside namespace ns.
+//
+// nsenter, not `ip netns exec`: that one also gives the command a mount
+// namespace with /sys mounted again for the network namespace, which
+// hides the cgroup hierarchies mounted under /sys/fs/cgroup, so that
+// peers fell back to rlimits instead of cgroups for their plugins (and
+// a fork bomb test elsewhere on the machine, raising the task user's
+// process count, left them unable to start threads).
 func (o *netOps) netnsCommandArgs(ns string, args ...string) []string {
-	return append([]string{o.ip, "netns", "exec", ns}, args...)
+	return append([]string{o.nsenter, "--net=" + filepath.Join("/run/netns", ns), "--"}, args...)
 }
 
 // labNameRe matches the names of lab objects: LabPrefix, the owner's PID,

@@ -242,7 +242,8 @@ tasks:
 // TestForkBombWithoutCgroups: a peer that makes no cgroups (here:
 // P2PC_NO_CGROUPS=1) says which limits its tasks get instead, on its
 // start line and in p2pc peers, and a task's fork bomb stops at its
-// process cap (RLIMIT_NPROC) instead of running 200 processes.
+// process cap (RLIMIT_NPROC: sandbox.DefaultPids more than the task user
+// ran) instead of running them all.
 func TestForkBombWithoutCgroups(t *testing.T) {
 	dir := t.TempDir()
 	p, addr, _ := startJoin(t, dir, "nocg", []string{sandbox.NoCgroupsEnv + "=1"})
@@ -257,7 +258,7 @@ func TestForkBombWithoutCgroups(t *testing.T) {
 	spec := writeSpec(t, dir, "bomb.yaml", `
 plugin: {{repo}}/plugins/exec
 params:
-  command: ['n=0; while [ $n -lt 200 ]; do sleep 5 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo "started $n" >&2; done']
+  command: ['n=0; while [ $n -lt 800 ]; do sleep 5 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo "started $n" >&2; done']
   shell: true
 retries: 0
 tasks:

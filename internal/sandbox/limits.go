@@ -19,8 +19,16 @@ const (
 	// when the job names no resources.memory.
 	DefaultMemory = 2 << 30
 	// DefaultPids caps the processes and threads of one plugin process
-	// and everything it starts (a Go plugin uses about ten threads).
-	DefaultPids = 64
+	// and everything it starts: a bound on fork bombs, far above what
+	// work needs. A Go plugin uses about ten threads, but its runtime
+	// starts more while its threads wait in system calls, most on a
+	// starved machine (plugins run at idle priority), and dies ("fatal
+	// error: newosproc") when it cannot; a renderer or encoder starts a
+	// thread per core. Where rlimits stand in for cgroups the cap is
+	// relative to what the task user runs machine-wide (Rlimits): at 64,
+	// a fork bomb test's 200 processes of the same user left other
+	// plugins of it unable to start a thread.
+	DefaultPids = 512
 	// DefaultFileSize is the largest file a task may write, and what its
 	// work folder may hold, where nothing else says (the submitter's own
 	// slots; Rlimits without a Limits.FileSize).

@@ -20,6 +20,7 @@ import (
 // controller's hierarchy (mounted at /sys/fs/cgroup/CTRL), or skips.
 func joinTree(t *testing.T, p *harness.Proc, ctrl string) string {
 	t.Helper()
+	waitStderr(t, p, confinedRe) // printed after the address a test waits for
 	if !strings.Contains(p.Stderr(), "cgroup=v1(") {
 		t.Skipf("no cgroup v1 tree for tasks here:\n%s", p.Stderr())
 	}

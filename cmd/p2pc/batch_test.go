@@ -209,17 +209,23 @@ tasks:
 	}
 	rep := readReport(t, out)
 	var starts []time.Time
+	firstEnd := time.Time{}
 	for _, task := range rep.Tasks {
 		if len(task.Attempts) != 1 || task.State != report.TaskDone {
 			t.Fatalf("task %s: %s, attempts %+v", task.ID, task.State, task.Attempts)
 		}
 		starts = append(starts, task.Attempts[0].Start)
+		if end := task.Attempts[0].End; firstEnd.IsZero() || end.Before(firstEnd) {
+			firstEnd = end
+		}
 	}
 	slices.SortFunc(starts, time.Time.Compare)
 	if held := starts[1].Sub(starts[0]); held < sched.ProbeWindow {
 		t.Errorf("the second lease went out %s after the first: no probe", held)
 	}
-	if wide := starts[len(starts)-1].Sub(starts[0]); wide >= 300*time.Millisecond {
-		t.Errorf("the last lease went out %s after the first: it waited for a result of a 400 ms task", wide)
+	// Every lease out before the first result: a bound in time (300 ms
+	// after the first) failed on a machine at load 140.
+	if last := starts[len(starts)-1]; !last.Before(firstEnd) {
+		t.Errorf("the last lease went out %s after the first result: it waited for a result of a 400 ms task", last.Sub(firstEnd))
 	}
 }

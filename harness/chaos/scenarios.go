@@ -30,6 +30,7 @@ func Scenarios() []Scenario {
 		colluders,
 		churn,
 		submitterKill,
+		submitterGone,
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -214,7 +212,7 @@ func (j *Job) RunTasks(ctx context.Context, task sdk.Task, reqs []*sdk.Request) 
 		}
 		h := j.host(req.TaskID)
 		wg.Go(func() {
-			out, err := runWithHost(ctx, task, &req, h)
+			out, err := runOn(ctx, task, &req, h)
 			outs[i] = out
 			if err != nil {
 				once.Do(func() {
@@ -226,36 +224,6 @@ func (j *Job) RunTasks(ctx context.Context, task sdk.Task, reqs []*sdk.Request) 
 	}
 	wg.Wait()
 	return outs, firstErr
-}
-
-// runWithHost is RunRequest with a given host.
-func runWithHost(ctx context.Context, t sdk.Task, req *sdk.Request, h *jobHost) (*Outcome, error) {
-	root, err := os.MkdirTemp("", "sdktest-")
-	if err != nil {
-		return nil, fmt.Errorf("sdktest: make temp dir: %w", err)
-	}
-	r := *req
-	if r.WorkDir == "" {
-		r.WorkDir = filepath.Join(root, "work")
-		if err := os.Mkdir(r.WorkDir, 0o700); err != nil {
-			os.RemoveAll(root)
-			return nil, fmt.Errorf("sdktest: make work dir: %w", err)
-		}
-	}
-	out := &Outcome{WorkDir: r.WorkDir, params: r.Params, root: root}
-	res, err := call(func() (*sdk.Result, error) { return t.Run(ctx, &r, h) })
-	h.fill(out)
-	if err == nil {
-		err = out.collect(res)
-	}
-	if err != nil {
-		if req.WorkDir == "" {
-			out.WorkDir = ""
-		}
-		out.Cleanup()
-		return out, err
-	}
-	return out, nil
 }
 
 // jobHost is the Host of one incarnation of a task of a Job. The embedded

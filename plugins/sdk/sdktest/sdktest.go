@@ -86,6 +86,18 @@ func Run(ctx context.Context, t sdk.Task, params any, inputs ...sdk.File) (*Outc
 // temporary one is made (and removed on failure); a given WorkDir is
 // used as is and never removed.
 func RunRequest(ctx context.Context, t sdk.Task, req *sdk.Request) (*Outcome, error) {
+	return runOn(ctx, t, req, &recorder{})
+}
+
+// outcomeHost is a Host that records what a task told it into an
+// Outcome (recorder, and jobHost which embeds one).
+type outcomeHost interface {
+	sdk.Host
+	fill(*Outcome)
+}
+
+// runOn is RunRequest with host h.
+func runOn(ctx context.Context, t sdk.Task, req *sdk.Request, h outcomeHost) (*Outcome, error) {
 	root, err := os.MkdirTemp("", "sdktest-")
 	if err != nil {
 		return nil, fmt.Errorf("sdktest: make temp dir: %w", err)
@@ -99,7 +111,6 @@ func RunRequest(ctx context.Context, t sdk.Task, req *sdk.Request) (*Outcome, er
 		}
 	}
 	out := &Outcome{WorkDir: r.WorkDir, params: r.Params, root: root}
-	h := &recorder{}
 	res, err := call(func() (*sdk.Result, error) { return t.Run(ctx, &r, h) })
 	h.fill(out)
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/harness"
+	"github.com/p2pc/p2pc/harness/bench"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -81,16 +82,8 @@ func sharesOf(rep *report.Report) map[string]int {
 // (ok, not superseded) attempt.
 func checkOnce(t *testing.T, rep *report.Report) {
 	t.Helper()
-	for _, task := range rep.Tasks {
-		ok := 0
-		for _, a := range task.Attempts {
-			if a.Outcome == report.OutcomeOK {
-				ok++
-			}
-		}
-		if task.State != report.TaskDone || ok != 1 {
-			t.Errorf("task %s: state %s, %d ok attempts: %+v", task.ID, task.State, ok, task.Attempts)
-		}
+	for _, e := range bench.NotAcceptedOnce(rep) {
+		t.Error(e)
 	}
 }
 

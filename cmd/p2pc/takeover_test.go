@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pc/p2pc/harness/bench"
 	"github.com/p2pc/p2pc/internal/report"
 )
 
@@ -29,20 +30,10 @@ func waitDone(t *testing.T, p *peer, id string, n int64, d time.Duration) jobJSO
 	return waitJobWhere(t, p, id, fmt.Sprintf("with %d tasks done", n), d, func(j jobJSON) bool { return j.Done >= n })
 }
 
-// firstLeaseAfter is the start of the earliest attempt in rep that began
-// after at and was leased by the job's coordinator then (not handed over:
-// a peer starts a lease it holds ahead before it learns that its
-// coordinator died).
+// firstLeaseAfter is the first lease under the new owner, as p2pc bench
+// --suite takeover measures it (bench.FirstLeaseAfter).
 func firstLeaseAfter(rep *report.Report, at time.Time) time.Time {
-	var first time.Time
-	for _, task := range rep.Tasks {
-		for _, a := range task.Attempts {
-			if !a.HandedOver && a.Start.After(at) && (first.IsZero() || a.Start.Before(first)) {
-				first = a.Start
-			}
-		}
-	}
-	return first
+	return bench.FirstLeaseAfter(rep, at)
 }
 
 // sameOutputs fails unless every task of got has the digest it has in
@@ -125,41 +116,25 @@ func TestTakeoverOwnerKilled(t *testing.T) {
 // again: a task run twice, unless its first run was on a member dead,
 // which did not hand its result to anyone (the report accepted another
 // peer's), or a coordinator started a backup copy of it (a straggler).
+// p2pc bench --suite takeover counts with the same bench.RanAgain.
 func ranTwice(t *testing.T, peers []*peer, rep *report.Report, dead ...*peer) {
 	t.Helper()
-	accepted := map[string]string{}
-	for _, task := range rep.Tasks {
-		accepted[task.ID] = task.Peer
-	}
-	runs, backups := map[string][]string{}, map[string]bool{}
+	logs := map[string]string{}
 	for _, p := range peers {
-		log := p.proc.Stderr()
-		for _, m := range ranRe.FindAllStringSubmatch(log, -1) {
-			runs[m[1]] = append(runs[m[1]], p.name)
-		}
-		for _, m := range backupRe.FindAllStringSubmatch(log, -1) {
-			backups[m[1]] = true
-		}
+		logs[p.name] = p.proc.Stderr()
 	}
-	again, lost := 0, 0
-	for task, on := range runs {
-		n := len(on)
-		for _, p := range on {
-			for _, d := range dead {
-				if p == d.name && accepted[task] != d.name {
-					n-- // its result died with it
-					lost++
-				}
-			}
-		}
-		if n > 1 && !backups[task] {
-			again++
-			if again <= 5 {
-				t.Errorf("task %s ran to its end on %v (accepted from %s)", task, on, accepted[task])
-			}
-		}
+	var names []string
+	for _, d := range dead {
+		names = append(names, d.name)
 	}
-	t.Logf("peers ran %d tasks to their end; %d ran again, %d results died with the dead, %d tasks had a backup copy", len(runs), again, lost, len(backups))
+	r := bench.RanAgain(logs, rep, names...)
+	for _, e := range r.Examples {
+		t.Error(e)
+	}
+	if r.Again > len(r.Examples) {
+		t.Errorf("... %d tasks ran again in all", r.Again)
+	}
+	t.Logf("peers ran %d tasks to their end; %d ran again, %d results died with the dead, %d tasks had a backup copy", r.Ran, r.Again, r.Lost, r.Backups)
 }
 
 // TestTakeoverDoubleKill: the owner and its first successor die within a

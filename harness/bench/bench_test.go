@@ -118,7 +118,7 @@ func TestRepoConfig(t *testing.T) {
 		}
 	}
 	for _, quick := range []bool{false, true} {
-		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}, "chaos": &chaosConfig{}} {
+		for name, into := range map[string]any{"mandelbrot": &mandelbrotConfig{}, "tracker": &trackerConfig{}, "latency": &latencyConfig{}, "transfer": &transferConfig{}, "chaos": &chaosConfig{}, "takeover": &takeoverConfig{}} {
 			if err := c.Decode(name, quick, into); err != nil {
 				t.Errorf("%s quick=%v: %v", name, quick, err)
 			}
@@ -195,16 +195,16 @@ func TestSVG(t *testing.T) {
 	}
 }
 
-// quickBench runs `p2pc bench --quick --suite SUITE --setups 2` as root,
-// within timeout, and returns its output folder and what it printed. It
-// skips the test where no lab can be made.
-func quickBench(t *testing.T, suite string, timeout time.Duration) (out string, printed []byte) {
+// quickBench runs `p2pc bench --quick --suite SUITE --setups 2 [EXTRA]`
+// as root, within timeout, and returns its output folder and what it
+// printed. It skips the test where no lab can be made.
+func quickBench(t *testing.T, suite string, timeout time.Duration, extra ...string) (out string, printed []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	root, bin := benchBinary(t, ctx)
 	out = t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--suite", suite, "--setups", "2", "--out", out)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--quick", "--suite", suite, "--setups", "2", "--out", out}, extra...)...)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {

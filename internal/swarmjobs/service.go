@@ -105,6 +105,8 @@ type Service struct {
 	// stateMu serialises moving a journal copy into a state folder and
 	// a takeover's turning that folder into the output folder.
 	stateMu sync.Mutex
+	// copies counts the copies sent, per job (sent.go).
+	copies sentCounter
 }
 
 // entry is a job this member owns or holds.
@@ -397,7 +399,7 @@ func (s *Service) hold(ctx context.Context, m Member, rec *pb.Record, kind strin
 	if err != nil {
 		return err
 	}
-	if err := sendBundle(st.Send, &pb.Header{Kind: kind, Record: rec, Size: filesSize(files)}, files); err != nil && !errors.Is(err, io.EOF) {
+	if err := sendBundle(s.copies.counting(rec.Id, kind, st.Send), &pb.Header{Kind: kind, Record: rec, Size: filesSize(files)}, files); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	_, err = st.CloseAndRecv()
@@ -634,6 +636,7 @@ func (s *Service) startRun(e *entry) {
 		if exists(j.Out) {
 			s.copyOutput(e, r, j.Out)
 		}
+		s.logSent(r)
 	})
 }
 
@@ -673,5 +676,6 @@ func (s *Service) sweep(now time.Time) {
 		s.log.Info("job let go (--retain)", "job", e.rec.Id[:12], "name", e.rec.Name)
 		os.RemoveAll(e.dir)
 		s.measure(e.rec.Id)
+		s.copies.take(e.rec.Id)
 	}
 }

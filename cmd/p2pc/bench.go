@@ -20,7 +20,7 @@ import (
 // real p2pc processes in network namespaces under CPU quotas.
 type BenchCmd struct {
 	Setups  []int    `help:"Heterogeneous setups to run, by name (see the config file)." default:"2,3,4" sep:"," placeholder:"N"`
-	Suite   []string `help:"Suites to run (mandelbrot, ga, tracker, latency, transfer, scale, chaos, takeover), or all (every suite but chaos and takeover, which run only when named)." default:"all" sep:"," placeholder:"NAME"`
+	Suite   []string `help:"Suites to run (mandelbrot, ga, tracker, latency, transfer, scale, chaos, takeover, replicate), or all (every suite but chaos, takeover and replicate, which run only when named)." default:"all" sep:"," placeholder:"NAME"`
 	Runs    int      `help:"How many times the chaos suite runs each scenario, and how many owners the takeover suite kills (default: the config's, 10; 1 with --quick)." placeholder:"N"`
 	Quick   bool     `help:"Tiny problem sizes, one round: a smoke check of every suite in under 3 minutes (figures mean nothing)."`
 	Out     string   `help:"Results folder (default: a new folder under the system's temporary folder, printed)." type:"path" placeholder:"DIR"`

@@ -86,10 +86,11 @@ func runOwned(ctx context.Context, g *Globals, n *node.Node, presence *node.Pres
 		js.Inputs[i].Path = p
 	}
 	p, err := job.Prepare(ctx, js, job.PrepareOptions{
-		OutDir:   j.Out,
-		CacheDir: filepath.Join(g.Data, "plugins"),
-		Version:  version,
-		Logger:   g.Logger,
+		OutDir:    j.Out,
+		CacheDir:  filepath.Join(g.Data, "plugins"),
+		PluginKey: j.PluginKey,
+		Version:   version,
+		Logger:    g.Logger,
 	})
 	if err != nil {
 		return err
@@ -126,11 +127,12 @@ func runOwned(ctx context.Context, g *Globals, n *node.Node, presence *node.Pres
 }
 
 // memberGone reports whether the membership ms has no member alive or
-// suspect of node ID id (of that name when id is empty): gossip declared
-// it dead, or it never was.
+// suspect of that name (and node ID id, when not empty): gossip declared
+// it dead, or it never was. The name counts: a plain run's node shares
+// its node ID with the next run, or a `p2pc join`, of the same machine.
 func memberGone(ms []discovery.Member, name, id string) bool {
 	for _, m := range ms {
-		if (m.ID == id || id == "" && m.Name == name) && m.State != discovery.StateDead {
+		if m.Name == name && (id == "" || m.ID == id) && m.State != discovery.StateDead {
 			return false
 		}
 	}

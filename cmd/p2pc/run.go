@@ -22,23 +22,26 @@ import (
 
 // RunCmd is `p2pc run`.
 type RunCmd struct {
-	Spec       string        `arg:"" optional:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
-	Out        string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
-	LocalSlots int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
-	Join       []string      `help:"Peers to use (host or host:port; port 7070 when none is given), besides those found with mDNS." sep:"," placeholder:"ADDR"`
-	NoMDNS     bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
-	MinPeers   int           `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
-	WaitPeers  time.Duration `name:"wait-peers" help:"How long to wait for a peer while none can take the work left (none found, or each refused or excluded) before failing with exit code 3 (default ${default}); 0: wait for ever." default:"1m" placeholder:"DURATION"`
-	StallAfter time.Duration `name:"stall-after" help:"How long work may be left with nothing running before the run says why (and again every DURATION while it waits for peers; default ${default})." default:"30s" placeholder:"DURATION"`
-	Strikes    int           `help:"Faults (malformed results; lost attempts in a row) that exclude a peer from the job." default:"3" placeholder:"N"`
-	MaxLost    int           `name:"max-lost" help:"Lost attempts (peer gone, lease expired, malformed result) after which a task fails." default:"5" placeholder:"N"`
-	Listen     string        `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
-	JSON       bool          `help:"Print report.json on stdout when the job ends."`
-	Force      bool          `help:"Write into an output folder that holds a job of another name (keeping the tasks whose keys match, letting the rest go) or other files. An edited job of the same name needs no --force."`
-	NoProgress bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
-	TaskUser   string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
-	Detach     bool          `help:"Hand the job to the swarm: a member of it ('p2pc join') owns it and runs it; print the job ID and its owner and exit once the job is held by two members or more ('p2pc jobs', 'attach', 'fetch', 'cancel')."`
-	UI         string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
+	Spec        string        `arg:"" optional:"" help:"Job spec (YAML)." type:"path" placeholder:"JOB.yaml"`
+	Out         string        `help:"Output folder (default: the spec's 'output')." type:"path" placeholder:"DIR"`
+	LocalSlots  int           `name:"local-slots" aliases:"slots" help:"Tasks run at once on this machine (default: number of CPUs; 0: only peers run tasks)." default:"-1" placeholder:"N"`
+	Join        []string      `help:"Peers to use (host or host:port; port 7070 when none is given), besides those found with mDNS." sep:"," placeholder:"ADDR"`
+	NoMDNS      bool          `name:"no-mdns" env:"P2PC_NO_MDNS" help:"Do not look for peers with mDNS."`
+	MinPeers    int           `help:"Hand out no task before this many peers have enrolled (for verified jobs and benchmarks)." placeholder:"N"`
+	WaitPeers   time.Duration `name:"wait-peers" help:"How long to wait for a peer while none can take the work left (none found, or each refused or excluded) before failing with exit code 3 (default ${default}); 0: wait for ever." default:"1m" placeholder:"DURATION"`
+	StallAfter  time.Duration `name:"stall-after" help:"How long work may be left with nothing running before the run says why (and again every DURATION while it waits for peers; default ${default})." default:"30s" placeholder:"DURATION"`
+	Strikes     int           `help:"Faults (malformed results; lost attempts in a row) that exclude a peer from the job." default:"3" placeholder:"N"`
+	MaxLost     int           `name:"max-lost" help:"Lost attempts (peer gone, lease expired, malformed result) after which a task fails." default:"5" placeholder:"N"`
+	Listen      string        `help:"gRPC listen address of this submitter's node (peers fetch the plugin and inputs from it)." default:"0.0.0.0:0" placeholder:"ADDR"`
+	JSON        bool          `help:"Print report.json on stdout when the job ends."`
+	Force       bool          `help:"Write into an output folder that holds a job of another name (keeping the tasks whose keys match, letting the rest go) or other files. An edited job of the same name needs no --force."`
+	NoProgress  bool          `help:"Do not show a progress bar (plain progress lines still go to stderr)."`
+	TaskUser    string        `name:"task-user" env:"P2PC_TASK_USER" help:"When run as root: the account local tasks run as (default: p2pc-task if it exists, else nobody; never root). Not root: tasks run as you." placeholder:"USER"`
+	Detach      bool          `help:"Hand the job to the swarm: a member of it ('p2pc join') owns it and runs it; print the job ID and its owner and exit once the job is held by two members or more ('p2pc jobs', 'attach', 'fetch', 'cancel')."`
+	NoReplicate bool          `name:"no-replicate" env:"P2PC_NO_REPLICATE" help:"With peers present, do not copy the job's journal to two members as it runs (by default they finish the job if this process dies, and the same command run again attaches to it)."`
+	// ReplicateAfter: the journal is copied once the job has run this long.
+	ReplicateAfter time.Duration `name:"replicate-after" hidden:"" default:"1s" help:"Copy the job's journal to members once it has run this long (a shorter job is as quick to run again)."`
+	UI             string        `name:"ui" help:"Serve the live web view of the job on ADDR (bare --ui: 127.0.0.1:7480). Off loopback it needs the token in the URL printed." placeholder:"ADDR"`
 	// TracePhases prints when each phase of the command ends.
 	TracePhases bool `name:"trace-phases" hidden:"" help:"Print on stderr when each phase of the run ends, from exec to exit."`
 }
@@ -114,6 +117,21 @@ func (c *RunCmd) Run(g *Globals) error {
 		return err
 	}
 	defer stop()
+	var self *selfRun
+	if c.replicates(sw, js) {
+		f := c.earlierInSwarm(ctx, sw, p)
+		attach, fetch, epoch := fromSwarm(f)
+		if attach || fetch {
+			return c.rejoin(ctx, sw, p, f, attach)
+		}
+		if f != nil {
+			fmt.Fprintf(os.Stderr, "job %s (%s) ended in the swarm as %s without an output folder to fetch: running it here (epoch %d)\n", f.Record.Id[:12], js.Name, f.Record.State, epoch)
+		}
+		if self, err = newSelfRun(g, sw, p, epoch, c.ReplicateAfter); err != nil {
+			return err
+		}
+		defer self.close()
+	}
 	var live *job.Live
 	if c.UI != "" {
 		live = job.NewLive()
@@ -132,8 +150,25 @@ func (c *RunCmd) Run(g *Globals) error {
 	start := time.Now()
 	ropts := c.runOptions(g, sw, slots, taskUser, tr)
 	ropts.Events, ropts.Live = traceEvents(prog, tr), live
+	if self != nil {
+		self.options(&ropts)
+	}
 	rep, runErr := job.Run(ctx, p, ropts)
 	prog.Finish()
+	if self != nil {
+		self.end(runErr)
+		if errors.Is(runErr, job.ErrFenced) && ctx.Err() == nil {
+			// A member took the job over (this process was cut off for a
+			// while): follow it there.
+			if f := inSwarm(ctx, sw, p.ID.String()); f != nil {
+				attach, fetch, _ := fromSwarm(f)
+				if attach || fetch {
+					return c.rejoin(ctx, sw, p, f, attach)
+				}
+			}
+		}
+		sw.leave()
+	}
 	tr.mark("job run returned")
 	if rep != nil {
 		// The run's report holds the job's fields; its tasks are in the

@@ -47,7 +47,9 @@ tasks:
 `, tasks))
 	args := func(out string) []string {
 		// At debug level a run logs the backup copies it leases.
-		return []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress", "--log-level", "debug"}
+		// --no-replicate: the run resumes its own output folder (with
+		// replication the swarm would finish the job: selfrun_test.go).
+		return []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress", "--log-level", "debug", "--no-replicate"}
 	}
 	start := time.Now()
 	ref := filepath.Join(dir, "ref")
@@ -317,7 +319,7 @@ tasks:
   - range: {param: n, from: 1, to: %d}
 `, tasks))
 	out := filepath.Join(dir, "out")
-	args := []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress"}
+	args := []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress", "--no-replicate"}
 	run, err := harness.Start(p2pcBin, args, harness.Options{Name: "run0"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"github.com/p2pc/p2pc/internal/dirlock"
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/node"
+	"github.com/p2pc/p2pc/internal/swarmjobs"
+	"github.com/p2pc/p2pc/internal/transfer"
 	"github.com/p2pc/p2pc/internal/transport"
 )
 
@@ -33,6 +35,10 @@ type submitterSwarm struct {
 	// halt stops the node: it leaves the membership and removes its
 	// folder (nil: local only).
 	halt func()
+	// self is the node as the Jobs protocol names it, and conns its
+	// connections (selfrun.go; unset: local only).
+	self  swarmjobs.Member
+	conns *transfer.Pool
 
 	leaveOnce sync.Once
 	stopped   chan struct{} // closed once halt returned
@@ -147,6 +153,8 @@ func startSwarm(ctx context.Context, g *Globals, c *RunCmd, tr *phaseTrace) (*su
 		member:  member,
 		remote:  &job.RemoteOptions{Swarm: sw, Store: n.Store(), Conns: n.Conns(), Addr: n.Addr()},
 		members: presence.Members,
+		self:    swarmjobs.Member{Name: member, ID: n.ID().String(), Addr: n.Addr()},
+		conns:   n.Conns(),
 		halt: func() {
 			cancel()
 			wg.Wait()

@@ -135,6 +135,11 @@ type PrepareOptions struct {
 	// keys of the tasks that see them.
 	Inputs     []Input
 	TaskInputs func(i int) []Input
+	// PluginKey, if set, is the source key (pluginbuild.Plugin.SourceKey)
+	// of the plugin executable given, built from a Go package elsewhere:
+	// a job taken over from a `p2pc run` that built its plugin keeps that
+	// run's job ID and task keys.
+	PluginKey string
 	// streamed, for a stage with `each` or `group` needs (graph.go),
 	// names them: the tasks' own inputs are set as each is released.
 	streamed []string
@@ -179,6 +184,9 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	plug, err := pluginbuild.Resolve(ctx, job.PluginPath, opts.CacheDir, log)
 	if err != nil {
 		return nil, pluginErr(ctx, job, err)
+	}
+	if opts.PluginKey != "" && plug.SourceKey == "" {
+		plug.SourceKey = opts.PluginKey
 	}
 	p.Plugin = plug
 	for _, in := range job.Inputs {

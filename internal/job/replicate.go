@@ -35,6 +35,13 @@ const replicaEvery = 200 * time.Millisecond
 // the job's owner any more.
 var ErrFenced = errors.New("fenced off by a later owner of the job")
 
+// ErrNoSuccessors, returned by RunOptions.Replicate, says the job has no
+// successors yet (none placed, or too few members to hold it): the
+// passes committed so far count as durable on this machine alone, as in
+// a run without Replicate. Replicate(ctx, "") asks only that, before a
+// snapshot is taken: nil when there are successors to copy to.
+var ErrNoSuccessors = errors.New("the job has no successors yet")
+
 // startReplicas runs the replication loop until ctx ends or stop is
 // called; stop waits for it.
 func (r *runner) startReplicas(ctx context.Context) (stop func()) {
@@ -52,9 +59,14 @@ func (r *runner) replicaLoop(ctx context.Context) {
 	for {
 		moved := d.watch()
 		if c := d.committed.Load(); c > d.replicated.Load() {
+			if errors.Is(r.opts.Replicate(ctx, ""), ErrNoSuccessors) {
+				// Nothing to copy to: no snapshot taken.
+				d.replicatedTo(c)
+				continue
+			}
 			start := time.Now()
 			err := r.replicateOnce(ctx)
-			if err == nil {
+			if err == nil || errors.Is(err, ErrNoSuccessors) {
 				d.replicatedTo(c)
 			} else if ctx.Err() == nil {
 				r.log.Warn("journal not copied to the job's successors; results stay unacknowledged until it is", "err", err)

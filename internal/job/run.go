@@ -109,7 +109,8 @@ type RunOptions struct {
 	// Replicate, if set, copies the job's journal to its successors: it is
 	// given a consistent snapshot of the job database (a temporary file)
 	// after commits, and a result is acknowledged to its peer only once a
-	// snapshot holding it was copied (replicate.go).
+	// snapshot holding it was copied (replicate.go). Called with "", it
+	// says whether there are successors (ErrNoSuccessors if none yet).
 	Replicate func(ctx context.Context, snapshot string) error
 	// Departed are node names known to be gone (an owner that died): a
 	// resumed run does not wait for their hand-over.

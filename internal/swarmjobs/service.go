@@ -41,6 +41,9 @@ type Job struct {
 	Epoch     uint64
 	Replicate func(ctx context.Context, snapshot string) error
 	Departed  []string
+	// PluginKey is the plugin's source key when the bundle says it
+	// (PluginKeyFile): the job was a plain run's, its plugin built there.
+	PluginKey string
 }
 
 // Runner runs a job to its end, resuming what its output folder holds.
@@ -328,6 +331,11 @@ func bundleJob(dir, id, name string) (Job, error) {
 			return j, fmt.Errorf("job %s: the bundle has no %s", id[:12], filepath.Base(f))
 		}
 	}
+	key, err := readPluginKey(b)
+	if err != nil {
+		return j, err
+	}
+	j.PluginKey = key
 	ins, err := os.ReadDir(filepath.Join(b, InputsDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return j, err
@@ -420,8 +428,12 @@ func (s *Service) Hold(stream grpc.ClientStreamingServer[pb.Bundle, pb.Held]) er
 	if !validID(rec.Id) || !s.maySend(from.String(), h.Kind, rec) {
 		return status.Errorf(codes.PermissionDenied, "hold: only a job's owner, or a member holding its output once it ended, sends its copies (job %q, owner %q, caller %s)", rec.Id, rec.OwnerId, from)
 	}
-	if h.Kind == KindRecord {
-		if err := s.holdRecord(rec); err != nil {
+	if h.Kind == KindRecord || h.Kind == KindEnded {
+		hold := s.holdRecord
+		if h.Kind == KindEnded {
+			hold = s.holdEnded
+		}
+		if err := hold(rec); err != nil {
 			return err
 		}
 		return stream.SendAndClose(&pb.Held{})
@@ -599,7 +611,12 @@ func (s *Service) startRun(e *entry) {
 		s.mu.Lock()
 		j.Epoch, j.Departed = e.rec.Epoch, e.departed
 		s.mu.Unlock()
-		j.Replicate = func(ctx context.Context, snap string) error { return s.syncState(ctx, e, snap) }
+		j.Replicate = func(ctx context.Context, snap string) error {
+			if snap == "" {
+				return nil // asked whether there are successors: there are
+			}
+			return s.syncState(ctx, e, snap)
+		}
 		if err == nil {
 			err = s.cfg.Run(ctx, j, func(done, failed, running, total int) {
 				s.update(e, func(r *pb.Record) {

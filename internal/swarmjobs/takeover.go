@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	pb "github.com/p2pc/p2pc/internal/swarmjobs/swarmjobspb"
 )
 
@@ -302,20 +299,14 @@ func (s *Service) syncState(ctx context.Context, e *entry, snap string) error {
 		}
 		sent := e.sent[h]
 		s.mu.Unlock()
-		var files []File
-		for _, f := range outs {
-			if !sent[f.Rel] {
-				files = append(files, f)
-			}
-		}
-		files = append(files, File{Rel: journalFile, Path: snap})
+		files := stateCopy(outs, sent, snap)
 		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := s.hold(hctx, m, r, KindState, files)
 		cancel()
 		if err != nil {
-			if st := status.Convert(err); st.Code() == codes.PermissionDenied && strings.Contains(st.Message(), staleOwner) {
+			if fenced := staleRefusal(err); fenced != nil {
 				go s.stepDown(e, s.newerElsewhere(s.life, r, 0))
-				return fmt.Errorf("%w: %s", ErrFenced, st.Message())
+				return fenced
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", h, err))
 			continue

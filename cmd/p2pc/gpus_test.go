@@ -149,6 +149,32 @@ func TestGPUsWithoutAGPU(t *testing.T) {
 	t.Logf("devices used: %v", used)
 }
 
+// TestGPUJobOfOneTask: a GPU job of one task runs on a peer of eight CPU
+// slots and two GPU slots. Its lease must wake a GPU slot's runner, not
+// the CPU slots' runners that have waited longer: a wake-up spent on a
+// CPU slot left the lease queued on the peer until another lease came,
+// and after a job's last lease none comes.
+func TestGPUJobOfOneTask(t *testing.T) {
+	parallel(t)
+	dir := t.TempDir()
+	root, env := fakeGPUs(t, dir)
+	_, addr, _ := startJoin(t, dir, "gpupeer", env, "--gpus", "all", "--slots", "8")
+	job := strings.Replace(strings.Replace(gpuJob, "%q", strconvQuote(root), 1), "to: 3}", "to: 0}", 1)
+	spec := writeSpec(t, dir, "gpu1.yaml", job)
+	out := filepath.Join(dir, "out")
+	r := p2pc(t, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addr, "--wait-peers", "30s")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	if len(rep.Tasks) != 1 || len(rep.Tasks[0].Attempts) == 0 {
+		t.Fatalf("report: %+v, want one task with its attempt", rep.Tasks)
+	}
+	if d := rep.Tasks[0].Attempts[0].Device; !strings.Contains(d, "GPU-fake-") {
+		t.Errorf("the task ran with device %q, want one of the fake GPUs", d)
+	}
+}
+
 // TestGPUJobWithoutGPUPeer: a job whose tasks need a GPU, with only a peer
 // that offers none, fails at --wait-peers saying which resource is
 // missing.

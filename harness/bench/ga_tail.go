@@ -8,13 +8,14 @@ import (
 
 // gaTailBound is the efficiency that p2pc's pull scheduling of islands
 // equal tasks reaches on peers whose solo rates (tasks per second) are
-// rates, if nothing but the scheduling were lost. Each peer holds up to
-// window leases (the task it runs and those it prefetched: a peer of one
-// slot holds two, see internal/node's sched) and pulls another whenever
-// it finishes one while tasks are left, so the job ends when the last
-// task does and peers that finish earlier idle meanwhile (the tail),
-// while a prefetched task waits for its slow peer. A peer alone is never
-// idle. The result is islands / (makespan * sum(rates)). The
+// rates, if nothing but the scheduling were lost. Each peer of one slot
+// holds up to window leases (the task it runs and those it prefetched,
+// see internal/node's sched) and pulls another whenever it finishes one
+// while tasks are left; once no more tasks are left than there are peers
+// it is leased one only for its free slot (the queue's tail,
+// internal/job/sched's tail.go). So the job ends when the last task does,
+// and peers that finish earlier idle meanwhile (the tail). A peer alone
+// is never idle. The result is islands / (makespan * sum(rates)). The
 // coordinator's backup copies of slow tasks near the end are left out.
 func gaTailBound(rates []float64, islands, window int) float64 {
 	if islands < 1 || window < 1 || len(rates) == 0 || slices.ContainsFunc(rates, func(r float64) bool { return !(r > 0) }) {
@@ -23,9 +24,12 @@ func gaTailBound(rates []float64, islands, window int) float64 {
 	sum := 0.0
 	held := make([]int, len(rates))
 	left := islands
+	take := func(i int) bool { // peer i may take one more lease now
+		return held[i] < window && left > 0 && (held[i] == 0 || left > len(rates))
+	}
 	for range window { // every peer asks for its window at the start
 		for i := range rates {
-			if left > 0 {
+			if take(i) {
 				held[i]++
 				left--
 			}
@@ -43,7 +47,7 @@ func gaTailBound(rates []float64, islands, window int) float64 {
 		p := heap.Pop(h).(peerFree) // p.peer finishes a task at p.at
 		end = math.Max(end, p.at)
 		held[p.peer]--
-		if left > 0 {
+		for take(p.peer) {
 			held[p.peer]++
 			left--
 		}

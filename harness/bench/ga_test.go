@@ -14,11 +14,12 @@ func TestGATailBound(t *testing.T) {
 		window  int
 		want    float64
 	}{
-		{[]float64{2}, 7, 2, 1},          // alone: never idle
-		{[]float64{1, 1}, 4, 1, 1},       // 2 + 2
-		{[]float64{1, 1}, 3, 1, 0.75},    // 2 + 1: one peer idles half the time
-		{[]float64{2, 1}, 3, 1, 1},       // 2 on the fast peer, 1 on the slow
-		{[]float64{2, 1}, 4, 2, 4.0 / 6}, // each takes 2 at once: the slow one ends at 2
+		{[]float64{2}, 7, 2, 1},            // alone: never idle
+		{[]float64{1, 1}, 4, 1, 1},         // 2 + 2
+		{[]float64{1, 1}, 3, 1, 0.75},      // 2 + 1: one peer idles half the time
+		{[]float64{2, 1}, 3, 1, 1},         // 2 on the fast peer, 1 on the slow
+		{[]float64{2, 1}, 4, 2, 4.0 / 4.5}, // no prefetch with 2 left: the fast peer takes 3, ends at 1.5
+		{[]float64{2, 1}, 8, 2, 8.0 / 9},   // the slow peer's prefetch ends at 4 left: 6 + 2 after 3 s
 		{[]float64{1}, 0, 2, math.NaN()},
 		{[]float64{1, 0}, 3, 2, math.NaN()},
 	} {
@@ -26,6 +27,11 @@ func TestGATailBound(t *testing.T) {
 		if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9) {
 			t.Errorf("gaTailBound(%v, %d, %d) = %v, want %v", tc.rates, tc.islands, tc.window, got, tc.want)
 		}
+	}
+	// The bench's 4-peer setup and 48 islands: 88.9 % while a slow peer
+	// prefetched to the end.
+	if b := gaTailBound([]float64{0.6, 0.5, 0.4, 0.3}, 48, gaWindow); b < 0.96 {
+		t.Errorf("tail bound of the 4-peer setup with 48 islands: %v", b)
 	}
 	// More, smaller islands shrink the tail on the setups of bench.yaml.
 	for _, caps := range [][]float64{{0.9, 0.6}, {0.8, 0.5, 0.4}, {0.6, 0.5, 0.4, 0.3}} {

@@ -6,6 +6,7 @@ import (
 	"github.com/p2pc/p2pc/internal/trust"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -265,4 +266,38 @@ func TestSchedGPUSlots(t *testing.T) {
 	if sess, _ := s.pickLocked(false); sess != cpu {
 		t.Fatalf("a CPU slot picked a lease of %v, want the CPU session's", sess)
 	}
+}
+
+// A lease wakes an idle runner of a slot that may run it: a GPU job's
+// lease, queued while every runner waits, is taken by a GPU slot although
+// the CPU slots' runners have waited longer. A wake-up that went to the
+// longest waiter, a CPU slot, was lost: the lease stayed queued until
+// another lease came, and in a job's last tasks none came.
+func TestSchedLeaseWakesItsKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSched(2, 2)
+		gpu := &session{kick: make(chan struct{}, 1), gpu: true, ready: true}
+		s.add(gpu)
+		took := make(chan int, 4)
+		for slot := range 4 { // the CPU slots' runners wait first
+			go func() {
+				if sess, _ := s.take(slot); sess != nil {
+					took <- slot
+				}
+			}()
+			synctest.Wait()
+		}
+		s.enqueue(gpu, &queued{lease: &peerpb.Lease{LeaseId: 1}, group: 1})
+		synctest.Wait()
+		select {
+		case slot := <-took:
+			if slot < 2 {
+				t.Errorf("CPU slot %d took a GPU job's lease", slot)
+			}
+		default:
+			t.Error("a GPU job's lease, queued while every slot's runner waited, was taken by none")
+		}
+		s.close()
+		synctest.Wait()
+	})
 }

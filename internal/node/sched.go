@@ -15,8 +15,10 @@ type sched struct {
 	slots int
 	gpus  int
 
-	mu       sync.Mutex // a leaf: never held while another lock is taken
-	cond     *sync.Cond
+	mu sync.Mutex // a leaf: never held while another lock is taken
+	// wake holds the idle runners of each kind of slot (kind): a lease
+	// wakes one that may run it.
+	wake     [2]*sync.Cond
 	sessions []*session
 	rr       int
 	closed   bool
@@ -29,8 +31,26 @@ type sched struct {
 
 func newSched(slots, gpus int) *sched {
 	s := &sched{slots: slots, gpus: gpus}
-	s.cond = sync.NewCond(&s.mu)
+	for k := range s.wake {
+		s.wake[k] = sync.NewCond(&s.mu)
+	}
 	return s
+}
+
+// kind indexes sched.wake: 0 for CPU slots, 1 for GPU slots.
+func kind(gpu bool) int {
+	if gpu {
+		return 1
+	}
+	return 0
+}
+
+// wakeAll wakes every idle runner, of both kinds, to look again (close,
+// pause).
+func (s *sched) wakeAll() {
+	for _, c := range s.wake {
+		c.Broadcast()
+	}
 }
 
 // run starts the slot runners; they stop when ctx ends or close is called.
@@ -52,36 +72,42 @@ func (s *sched) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.cond.Broadcast()
+	s.wakeAll()
 }
 
 func (s *sched) runner(ctx context.Context, slot int) {
 	for {
-		s.mu.Lock()
-		var sess *session
-		var batch []*queued
-		for {
-			if s.closed {
-				s.mu.Unlock()
-				return
-			}
-			if !s.paused {
-				if sess, batch = s.pickLocked(slot >= s.slots); batch != nil {
-					break
-				}
-			}
-			s.cond.Wait()
+		sess, batch := s.take(slot)
+		if sess == nil {
+			return
 		}
-		sess.running++
-		sess.runningTasks += len(batch)
-		s.busy++
-		s.mu.Unlock()
-
 		sess.exec(batch, slot)
 
 		s.mu.Lock()
 		s.endLocked(sess, len(batch))
 		s.mu.Unlock()
+	}
+}
+
+// take waits for the next batch the slot may run and counts it running;
+// it returns nil once the scheduler is closed.
+func (s *sched) take(slot int) (*session, []*queued) {
+	gpu := slot >= s.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed {
+			return nil, nil
+		}
+		if !s.paused {
+			if sess, batch := s.pickLocked(gpu); batch != nil {
+				sess.running++
+				sess.runningTasks += len(batch)
+				s.busy++
+				return sess, batch
+			}
+		}
+		s.wake[kind(gpu)].Wait()
 	}
 }
 
@@ -207,7 +233,7 @@ func (s *sched) enqueue(sess *session, item *queued) {
 	}
 	sess.queue = append(sess.queue, item)
 	s.mu.Unlock()
-	s.cond.Signal()
+	s.wake[kind(sess.gpu)].Signal()
 }
 
 // unqueue removes a lease that has not started; it reports whether it did.

@@ -148,7 +148,7 @@ func (s *sched) setPaused(on bool) {
 		s.topUpLocked()
 	}
 	s.mu.Unlock()
-	s.cond.Broadcast()
+	s.wakeAll()
 }
 
 // watchBusy pauses the peer's tasks while the machine is busy with

@@ -95,10 +95,13 @@ func (q *Queue) Batched(ls []*Lease) {
 	q.mu.Unlock()
 }
 
-// SetSlots records how many slots worker peer has (batch sizing).
+// SetSlots records how many slots worker peer has (batch sizing, the
+// tail: tail.go).
 func (q *Queue) SetSlots(peer string, n int) {
 	q.mu.Lock()
+	q.peers.slotSum += n - q.peers.slots[peer]
 	q.peers.slots[peer] = n
+	q.slotFreeLocked(peer)
 	q.mu.Unlock()
 }
 

@@ -36,4 +36,5 @@ func (q *Queue) unrunLocked(l *Lease) {
 	if q.peers.held[l.Peer]--; q.peers.held[l.Peer] <= 0 {
 		delete(q.peers.held, l.Peer)
 	}
+	q.slotFreeLocked(l.Peer) // a worker held in the tail may go on
 }

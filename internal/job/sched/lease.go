@@ -50,8 +50,14 @@ func (q *Queue) next(ctx context.Context, peer string, checkOnly bool) (*Lease, 
 			q.unlock(-1)
 			return l, nil
 		}
-		wake := q.wake
-		q.waited = true
+		var wake <-chan struct{} = q.wake
+		if q.tailHoldLocked(peer) {
+			// Only the end of one of its leases gives it a lease now: it
+			// is not woken by every other worker's result.
+			wake = q.slotFreedLocked(peer)
+		} else {
+			q.waited = true
+		}
 		wait := 250 * time.Millisecond // re-check backup candidates
 		if held, left := q.probe.hold(peer, q.now()); held {
 			wait = min(wait, left) // the probe window's end
@@ -87,10 +93,10 @@ func (q *Queue) TryNext(peer string) *Lease {
 }
 
 // takeLocked leases peer its next task, if it may have one now (the
-// probe phase holds a worker to ProbeLeases).
+// probe phase holds a worker to ProbeLeases, the tail to its slots).
 func (q *Queue) takeLocked(peer string) *Lease {
 	now := q.now()
-	if held, _ := q.probe.hold(peer, now); held {
+	if held, _ := q.probe.hold(peer, now); held || q.tailHoldLocked(peer) {
 		return nil
 	}
 	l := q.takeTaskLocked(peer)

@@ -20,14 +20,18 @@ type peerState struct {
 	// enrolled: the remote peers enrolled, with their hosts ("" when the
 	// job lets replicas share a host).
 	enrolled map[string]string
-	slots    map[string]int // by worker (batch sizing, fair shares)
-	// held: the running leases of each worker (fairShareLocked).
+	slots    map[string]int // by worker (batch sizing, fair shares, the tail)
+	slotSum  int            // of slots
+	// held: the running leases of each worker (fairShareLocked, the tail).
 	held map[string]int
+	// freed: closed when one of the worker's leases ends (a worker held
+	// in the tail waits on it: tail.go).
+	freed map[string]chan struct{}
 }
 
 func newPeerState() peerState {
 	return peerState{trust: map[string]*peerTrust{}, workers: map[string]time.Time{}, heard: map[string]time.Time{},
-		enrolled: map[string]string{}, slots: map[string]int{}, held: map[string]int{}}
+		enrolled: map[string]string{}, slots: map[string]int{}, held: map[string]int{}, freed: map[string]chan struct{}{}}
 }
 
 // Enrol notes a remote peer's enrolment, at host (its network address

@@ -228,6 +228,9 @@ func (q *Queue) Close() {
 	for t := range q.more {
 		q.cleanVotes(t)
 	}
+	for p := range q.peers.freed {
+		q.slotFreeLocked(p)
+	}
 	q.signal()
 	q.unlock(-1)
 	q.stopFetch()

@@ -27,6 +27,15 @@ func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots i
 		return err
 	}
 	defer stop()
+	var tasks int
+	for _, st := range js.Stages {
+		tasks += st.Job.Tasks.Len()
+	}
+	if tasks*coordBytesPerTask > bigHeap {
+		// Its stages run at once: their states add up, as a flat job's
+		// of all their tasks would.
+		expectBigHeap()
+	}
 	start := time.Now()
 	rep, runErr := job.RunGraph(ctx, js, job.GraphOptions{
 		Prepare: c.prepareOptions(g),

@@ -80,6 +80,7 @@ type stageRun struct {
 	inlineErr error
 	inlineNew bool
 	over      chan struct{} // closed when the stage's run is over (or it never runs)
+	live      *Live         // its run for a watcher (GraphOptions.Live; nil without)
 }
 
 // RunGraph runs a job with stages (spec.Job.Stages) and writes its
@@ -100,6 +101,7 @@ func RunGraph(ctx context.Context, js *spec.Job, opts GraphOptions) (*GraphRepor
 	for k, si := range js.StageOrder() {
 		g.stages[si] = newStageRun(js.Stages[si], k)
 	}
+	opts.Live.attach(g)
 	for _, s := range g.stages {
 		for _, nd := range s.st.Needs {
 			up := g.stages[nd.Index]
@@ -410,7 +412,7 @@ func (g *graphRun) run(s *stageRun, runnable runList, shared []Input) error {
 	s.sr.JobID, s.runnable = p.ID.String(), runnable
 	g.mu.Unlock()
 	ropts := g.opts.Run
-	ropts.Ending, ropts.Stage = nil, g.js.Name+"/"+st.Name()
+	ropts.Ending, ropts.Stage, ropts.Live = nil, g.js.Name+"/"+st.Name(), s.live
 	ropts.link = &graphLink{g: g, s: s, runnable: &s.runnable}
 	ropts.readOnly = []string{g.out}
 	if g.opts.Stage != nil {

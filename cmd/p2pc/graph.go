@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,25 +11,48 @@ import (
 
 	"github.com/p2pc/p2pc/internal/job"
 	"github.com/p2pc/p2pc/internal/sandbox"
+	"github.com/p2pc/p2pc/internal/webui"
 	"github.com/p2pc/p2pc/spec"
 )
 
 // runGraph is `p2pc run` of a job with stages: its stages at once, each a
 // job of its own in OUT/stages/<name>, with one report.json for the
 // graph (package job's graph.go).
-func (c *RunCmd) runGraph(ctx context.Context, g *Globals, js *spec.Job, slots int, taskUser *sandbox.User, tr *phaseTrace) error {
-	if c.UI != "" {
-		return withCode(exitBadInput, errors.New("--ui: the web view does not show a job with stages yet; p2pc status OUT shows its stages"))
-	}
+func (c *RunCmd) runGraph(ctx context.Context, cancel context.CancelFunc, g *Globals, js *spec.Job, slots int, taskUser *sandbox.User, tr *phaseTrace) error {
 	sw, stop, err := c.runSwarm(ctx, g, tr)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	var live *job.GraphLive
+	if c.UI != "" {
+		live = job.NewGraphLive()
+		out := js.Output
+		if c.Out != "" {
+			out = c.Out
+		}
+		peers := &runPeers{self: sw.name, member: sw.member, slots: slots, live: live, members: sw.members, conf: confinement()}
+		stopUI, err := startUI(ctx, g, c.UI, webui.DefaultRunAddr, webui.Config{
+			Title: "job " + js.Name, Job: graphUI{live}, Swarm: peers, OutDir: out, Cancel: cancel})
+		if err != nil {
+			return err
+		}
+		defer stopUI()
+	}
+	var tasks int
+	for _, st := range js.Stages {
+		tasks += st.Job.Tasks.Len()
+	}
+	if tasks*coordBytesPerTask > bigHeap {
+		// Its stages run at once: their states add up, as a flat job's
+		// of all their tasks would.
+		expectBigHeap()
+	}
 	start := time.Now()
 	rep, runErr := job.RunGraph(ctx, js, job.GraphOptions{
 		Prepare: c.prepareOptions(g),
 		Run:     c.runOptions(g, sw, slots, taskUser, tr),
+		Live:    live,
 		Stage: func(name string, index, total, tasks int) (job.Events, func()) {
 			// The stages run at once: plain lines, one stage a line, not
 			// bars that would draw over each other.

@@ -92,7 +92,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		return withCode(exitBadInput, errors.New("--local-slots 0 runs no task on this machine, and with --no-mdns and no --join no peer can ever be found: give --join ADDR, allow mDNS, or give local slots"))
 	}
 	if len(js.Stages) > 0 {
-		return c.runGraph(ctx, g, js, slots, taskUser, tr)
+		return c.runGraph(ctx, cancel, g, js, slots, taskUser, tr)
 	}
 	if js.Spawn != nil {
 		return c.runFork(ctx, g, js, slots, taskUser, tr)

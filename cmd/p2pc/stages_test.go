@@ -389,9 +389,6 @@ stages:
 	if r := p2pc(t, "validate", cyc); r.code != exitBadInput || !strings.Contains(r.stderr, "cycle.yaml:8:13: needs: cycle: a needs b needs a") {
 		t.Errorf("cycle: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := p2pc(t, "run", filepath.Join(repoRoot, "examples", "squares.yaml"), "--out", filepath.Join(dir, "out"), "--no-mdns", "--ui", "127.0.0.1:0"); r.code != exitBadInput || !strings.Contains(r.stderr, "--ui: the web view does not show a job with stages") {
-		t.Errorf("--ui: exit %d\n%s", r.code, r.stderr)
-	}
 	if r := p2pc(t, "run", filepath.Join(repoRoot, "examples", "squares.yaml"), "--detach", "--no-mdns"); r.code != exitBadInput || !strings.Contains(r.stderr, "--detach does not carry a job with stages") {
 		t.Errorf("--detach: exit %d\n%s", r.code, r.stderr)
 	}

@@ -92,14 +92,15 @@ func startUI(ctx context.Context, g *Globals, addr, def string, cfg webui.Config
 }
 
 // runPeers is the swarm as `p2pc run` sees it: this machine's slots, the
-// members gossip knows, and the job's work sessions (a session that broke
+// members gossip knows, and the job's work sessions (every stage's, for a
+// job with stages) (a session that broke
 // makes its peer "lost" at once, before gossip declares it dead).
 type runPeers struct {
 	self    string // the name of this machine's slots
 	member  string // its own entry in the membership (HOST-run-PID)
 	slots   int
-	live    *job.Live
-	members func() []discovery.Member // nil without a swarm
+	live    interface{ Sessions() []job.PeerSession } // *job.Live, *job.GraphLive
+	members func() []discovery.Member                 // nil without a swarm
 	conf    string
 }
 
@@ -225,3 +226,16 @@ func (s nodeServed) Served() []webui.ServedJob {
 
 // confinement says what confines this machine's tasks.
 func confinement() string { return sandbox.Probe().String() }
+
+// graphUI is a job with stages for the web view: its tasks as one job's
+// and a line per stage.
+type graphUI struct{ *job.GraphLive }
+
+func (g graphUI) Stages() []webui.Stage {
+	var out []webui.Stage
+	for _, s := range g.GraphLive.Stages() {
+		out = append(out, webui.Stage{Name: s.Name, Needs: s.Needs, State: s.State, Total: s.Tasks,
+			Done: s.Done, Failed: s.Failed, Blocked: s.Blocked, Running: s.Running})
+	}
+	return out
+}

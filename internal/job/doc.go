@@ -40,14 +40,16 @@
 // order decided: it places outputs, removes stages, marks records for the
 // journal and sends events. One journal goroutine hands every change to
 // the database's writer. Live gives a watcher, such as the web view,
-// read-only access to a running job.
+// read-only access to a running job; GraphLive to a running graph (a
+// Live per stage).
 //
 // Lock order: graphRun.mu (a job with stages), then sched.Queue's, then
 // runner.mu (its ReportLock), then jobdb's. A stage's run calls its graph
 // (stageLink) under none of its locks. queueEnv runs under none of the
 // queue's locks and takes runner.mu; sessionList.send comes before the
 // journal's queue, and sessionList.mu is a leaf that the journal's writer
-// takes; remoteWorker.mu and the other mutexes are leaves.
+// takes; remoteWorker.mu and the other mutexes are leaves. GraphLive
+// takes graphRun.mu and a stage's Live one after the other, never both.
 //
 // docs/design/job.md describes the output folder, resuming, rebasing an
 // edited job and the journal.

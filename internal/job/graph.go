@@ -54,6 +54,8 @@ type GraphOptions struct {
 	// returns (if not nil) replace Run.Events for that stage, and done is
 	// called when the stage is over.
 	Stage func(name string, index, total, tasks int) (ev Events, done func())
+	// Live, if set, shows the run to a watcher (the web view).
+	Live *GraphLive
 }
 
 // GraphReport is a job with stages' report.json: the stages and every

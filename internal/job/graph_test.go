@@ -1,6 +1,7 @@
 package job
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/p2pc/p2pc/internal/digest"
@@ -37,5 +38,39 @@ func TestTaskKeyOwnInputs(t *testing.T) {
 	flat := &Prepared{Spec: job, keyBase: NewKeyBase(plugin, nil, job.Sandbox)}
 	if a.TaskKey(2) != flat.TaskKey(2) || a.TaskKey(0) == flat.TaskKey(0) {
 		t.Error("a task without inputs of its own has another key than in a flat job, or one with them the same")
+	}
+}
+
+// TestRunList: a stage's run maps its tasks to the stage's in order,
+// whether every task runs (a count, no list) or some are left out.
+func TestRunList(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		run  []bool // by task of the stage: in the run
+		want []int  // the stage's task of each task of the run
+		list bool   // a list was made
+	}{
+		{"none", nil, nil, false},
+		{"all", []bool{true, true, true}, []int{0, 1, 2}, false},
+		{"first out", []bool{false, true, true}, []int{1, 2}, true},
+		{"middle out", []bool{true, false, true, false, true}, []int{0, 2, 4}, true},
+		{"last out", []bool{true, true, false}, []int{0, 1}, true},
+		{"all out", []bool{false, false}, nil, true},
+	} {
+		var l runList
+		for i, in := range c.run {
+			if in {
+				l.add(i)
+			} else {
+				l.skip(i)
+			}
+		}
+		var got []int
+		for n := range l.n {
+			got = append(got, l.at(n))
+		}
+		if !slices.Equal(got, c.want) || (l.list != nil || l.holes) != c.list {
+			t.Errorf("%s: tasks %v (list %v), want %v (list %v)", c.name, got, l.holes, c.want, c.list)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/p2pc/p2pc/internal/digest"
 	"github.com/p2pc/p2pc/internal/jobdb"
 	"github.com/p2pc/p2pc/internal/report"
+	"github.com/p2pc/p2pc/plugins/sdk"
 	"github.com/p2pc/p2pc/spec"
 )
 
@@ -70,13 +72,15 @@ type stageRun struct {
 	started bool
 	// blockedAll: an `all` need blocked every task not started.
 	blockedAll bool
-	// runnable are the tasks its run has, in order (task n of the run is
-	// task runnable[n] of the stage).
-	runnable []int
-	// inlineDir makes the folder of its inline outputs (writeInline).
+	// runnable are the tasks its run has.
+	runnable runList
+	// inlineDir makes the folder of its inline outputs (writeInline);
+	// inlineNew: it was not there before.
 	inlineDir sync.Once
 	inlineErr error
+	inlineNew bool
 	over      chan struct{} // closed when the stage's run is over (or it never runs)
+	live      *Live         // its run for a watcher (GraphOptions.Live; nil without)
 }
 
 // RunGraph runs a job with stages (spec.Job.Stages) and writes its
@@ -97,6 +101,7 @@ func RunGraph(ctx context.Context, js *spec.Job, opts GraphOptions) (*GraphRepor
 	for k, si := range js.StageOrder() {
 		g.stages[si] = newStageRun(js.Stages[si], k)
 	}
+	opts.Live.attach(g)
 	for _, s := range g.stages {
 		for _, nd := range s.st.Needs {
 			up := g.stages[nd.Index]
@@ -233,7 +238,7 @@ func (g *graphRun) runStage(s *stageRun) error {
 	}
 	g.mu.Lock()
 	runnable, shared := g.gateLocked(s)
-	if s.streamed && len(runnable) > 0 {
+	if s.streamed && runnable.n > 0 {
 		s.waiting, s.released = make([]int32, s.n()), make([]bool, s.n())
 		for i := range s.n() {
 			for _, nd := range s.st.Needs {
@@ -251,7 +256,7 @@ func (g *graphRun) runStage(s *stageRun) error {
 		}
 	}
 	g.mu.Unlock()
-	if len(runnable) == 0 || g.ctx.Err() != nil {
+	if runnable.n == 0 || g.ctx.Err() != nil {
 		return nil
 	}
 	if err := g.run(s, runnable, shared); err != nil {
@@ -268,30 +273,33 @@ func (g *graphRun) runStage(s *stageRun) error {
 // others, and the inputs every task of s sees (its `all` needs'
 // outputs). A streamed stage runs all its tasks or none: those its
 // `each` and `group` needs blocked are dropped as its run starts.
-func (g *graphRun) gateLocked(s *stageRun) (runnable []int, shared []Input) {
+func (g *graphRun) gateLocked(s *stageRun) (runnable runList, shared []Input) {
 	blocked := 0
 	for i := range s.n() {
 		if s.state[i] == taskBlocked {
 			blocked++
 			if s.streamed {
-				runnable = append(runnable, i)
+				runnable.add(i)
+			} else {
+				runnable.skip(i)
 			}
 			continue
 		}
 		if why := g.blockedByLocked(s, i, true); why != "" {
 			s.set(i, taskBlocked, why)
+			runnable.skip(i)
 			continue
 		}
-		runnable = append(runnable, i)
+		runnable.add(i)
 	}
-	if s.streamed && (len(runnable) < s.n() || blocked == s.n()) {
+	if s.streamed && (runnable.n < s.n() || blocked == s.n()) {
 		// An `all` need or a stop blocks every task of it: none runs.
 		for i := range s.n() {
 			if s.state[i] != taskBlocked {
 				s.set(i, taskBlocked, g.blockedByLocked(s, i, true))
 			}
 		}
-		return nil, nil
+		return runList{}, nil
 	}
 	for _, nd := range s.st.Needs {
 		if nd.Kind == spec.EdgeAll {
@@ -301,6 +309,41 @@ func (g *graphRun) gateLocked(s *stageRun) (runnable []int, shared []Input) {
 		}
 	}
 	return runnable, shared
+}
+
+// runList lists the tasks of a stage that its run has, in order: task n
+// of the run is task at(n) of the stage. While every task so far runs
+// (the usual case) it is a count, not a list of a million.
+type runList struct {
+	n     int
+	list  []int // nil: tasks 0..n-1
+	holes bool  // some task was skipped: list holds them all
+}
+
+// add appends task i (the stage's tasks go in order).
+func (l *runList) add(i int) {
+	if l.holes {
+		l.list = append(l.list, i)
+	}
+	l.n++
+}
+
+// skip leaves task i out.
+func (l *runList) skip(int) {
+	if !l.holes {
+		l.holes, l.list = true, make([]int, l.n, l.n+1)
+		for k := range l.list {
+			l.list[k] = k
+		}
+	}
+}
+
+// at is the stage's index of task n of the run.
+func (l *runList) at(n int) int {
+	if !l.holes {
+		return n
+	}
+	return l.list[n]
 }
 
 func (g *graphRun) stopReason() string {
@@ -344,13 +387,13 @@ func (s *stageRun) upstreamWhy(i int) string {
 }
 
 // run prepares and runs the runnable tasks of stage s.
-func (g *graphRun) run(s *stageRun, runnable []int, shared []Input) error {
+func (g *graphRun) run(s *stageRun, runnable runList, shared []Input) error {
 	st := s.st
 	sj := *st.Job
-	if len(runnable) < st.Job.Tasks.Len() {
-		tasks := make([]spec.Task, len(runnable))
-		for n, i := range runnable {
-			tasks[n] = st.Job.Tasks.At(i)
+	if runnable.n < st.Job.Tasks.Len() {
+		tasks := make([]spec.Task, runnable.n)
+		for n := range runnable.n {
+			tasks[n] = st.Job.Tasks.At(runnable.at(n))
 		}
 		sj.Tasks = spec.TaskList(tasks)
 	}
@@ -369,11 +412,11 @@ func (g *graphRun) run(s *stageRun, runnable []int, shared []Input) error {
 	s.sr.JobID, s.runnable = p.ID.String(), runnable
 	g.mu.Unlock()
 	ropts := g.opts.Run
-	ropts.Ending, ropts.Stage = nil, g.js.Name+"/"+st.Name()
-	ropts.link = &graphLink{g: g, s: s, runnable: runnable}
+	ropts.Ending, ropts.Stage, ropts.Live = nil, g.js.Name+"/"+st.Name(), s.live
+	ropts.link = &graphLink{g: g, s: s, runnable: &s.runnable}
 	ropts.readOnly = []string{g.out}
 	if g.opts.Stage != nil {
-		ev, done := g.opts.Stage(st.Name(), s.order+1, len(g.js.Stages), len(runnable))
+		ev, done := g.opts.Stage(st.Name(), s.order+1, len(g.js.Stages), runnable.n)
 		if ev != nil {
 			ropts.Events = ev
 		}
@@ -388,11 +431,11 @@ func (g *graphRun) run(s *stageRun, runnable []int, shared []Input) error {
 }
 
 // graphLink is a stage's stageLink: n, the index of a task in the stage's
-// run, is runnable[n] in the stage.
+// run, is runnable.at(n) in the stage.
 type graphLink struct {
 	g        *graphRun
 	s        *stageRun
-	runnable []int
+	runnable *runList
 }
 
 func (l *graphLink) started(c *stageControl, reused []stageOutput) {
@@ -401,7 +444,7 @@ func (l *graphLink) started(c *stageControl, reused []stageOutput) {
 	defer g.mu.Unlock()
 	s.ctl, s.started = c, true
 	for _, out := range reused {
-		g.doneLocked(s, l.runnable[out.Task], out)
+		g.doneLocked(s, l.runnable.at(out.Task), out)
 	}
 	if c == nil || !s.streamed {
 		return
@@ -429,14 +472,14 @@ func (l *graphLink) done(out stageOutput) {
 	}
 	l.g.mu.Lock()
 	defer l.g.mu.Unlock()
-	l.g.doneLocked(l.s, l.runnable[out.Task], out)
+	l.g.doneLocked(l.s, l.runnable.at(out.Task), out)
 }
 
 func (l *graphLink) failed(task int, err string) {
 	g, s := l.g, l.s
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	i := l.runnable[task]
+	i := l.runnable.at(task)
 	s.set(i, taskFailed, err)
 	g.blockDownstreamLocked(s, i, s.upstreamWhy(i))
 	if g.js.OnFailure == spec.OnFailureStop && g.stopped == "" {
@@ -622,13 +665,22 @@ func (g *graphRun) inlinePath(s *stageRun, id, name string) string {
 // writeInline writes data to path unless path holds it already. It
 // writes in place: a file cut short by a crash holds other bytes, and is
 // written again by the next run before any task downstream reads it.
+// A folder this run made holds only what it wrote: no file is read
+// first (most of the cost of a tiny output is its file's creation).
 func (s *stageRun) writeInline(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	s.inlineDir.Do(func() { s.inlineErr = os.MkdirAll(filepath.Dir(path), 0o755) })
+	s.inlineDir.Do(func() {
+		dir := filepath.Dir(path)
+		_, err := os.Lstat(dir)
+		s.inlineNew = errors.Is(err, fs.ErrNotExist)
+		s.inlineErr = os.MkdirAll(dir, 0o755)
+	})
 	if s.inlineErr != nil {
 		return s.inlineErr
+	}
+	if !s.inlineNew {
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			return nil
+		}
 	}
 	return os.WriteFile(path, data, 0o644)
 }
@@ -722,6 +774,10 @@ func (g *graphRun) eachTask(s *stageRun, fn func(*GraphTask) error) error {
 		}
 		defer db.Close()
 	}
+	// Only a done task whose one file is sdk.DataFile may be inline: it
+	// is, unless it has a folder (none has without OUT/stages/<name>/tasks).
+	_, err := os.Lstat(filepath.Join(dir, "tasks"))
+	folders := err == nil
 	next := 0
 	emit := func(upto int) error { // the graph's own record of tasks next..upto-1
 		for ; next < upto; next++ {
@@ -734,10 +790,10 @@ func (g *graphRun) eachTask(s *stageRun, fn func(*GraphTask) error) error {
 	}
 	if db != nil {
 		err := db.EachTask(context.WithoutCancel(g.ctx), func(n int, t *report.Task) error {
-			if n >= len(s.runnable) {
+			if n >= s.runnable.n {
 				return nil
 			}
-			i := s.runnable[n]
+			i := s.runnable.at(n)
 			if i < next {
 				return nil
 			}
@@ -759,9 +815,10 @@ func (g *graphRun) eachTask(s *stageRun, fn func(*GraphTask) error) error {
 				s.sr.Ran++
 			}
 			if t.State == report.TaskDone {
-				inline := false
-				if _, err := os.Lstat(filepath.Join(dir, "tasks", t.ID)); err != nil {
-					inline = true
+				inline := len(t.Files) == 1 && t.Files[0] == sdk.DataFile
+				if inline && folders {
+					_, err := os.Lstat(filepath.Join(dir, "tasks", t.ID))
+					inline = err != nil
 				}
 				for _, f := range t.Files {
 					path := filepath.Join("stages", st.Name(), filepath.FromSlash(f))

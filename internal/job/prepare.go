@@ -208,7 +208,7 @@ func Prepare(ctx context.Context, job *spec.Job, opts PrepareOptions) (_ *Prepar
 	p.keyBase = NewKeyBase(pluginID(plug, p.Builds), p.Inputs, job.Sandbox)
 	switch {
 	case opts.streamed != nil:
-		p.stream = &streamInputs{ins: make([][]Input, job.Tasks.Len())}
+		p.stream = &streamInputs{ins: map[int][]Input{}}
 		p.taskInputs = p.stream.get
 		p.ID = streamedID(p.ID, opts.streamed)
 	case opts.TaskInputs != nil:

@@ -63,10 +63,11 @@ type stageControl struct {
 }
 
 // streamInputs are the inputs of each task of a streamed stage of its
-// own, set as the graph releases the task (Prepared.taskInputs).
+// own, set as the graph releases the task (Prepared.taskInputs), by task:
+// only the tasks released and not done yet, not a slice of every task.
 type streamInputs struct {
 	mu  sync.Mutex
-	ins [][]Input
+	ins map[int][]Input
 }
 
 func (s *streamInputs) get(i int) []Input {
@@ -77,7 +78,11 @@ func (s *streamInputs) get(i int) []Input {
 
 func (s *streamInputs) set(i int, ins []Input) {
 	s.mu.Lock()
-	s.ins[i] = ins
+	if ins == nil {
+		delete(s.ins, i)
+	} else {
+		s.ins[i] = ins
+	}
 	s.mu.Unlock()
 }
 

@@ -118,6 +118,14 @@ func (h *hub) build(now time.Time) map[string]any {
 			out["failures"] = nonNil(sc.failures)
 			out["partials"] = nonNil(sc.partials)
 		}
+		if st, ok := h.cfg.Job.(Staged); ok {
+			stages := st.Stages()
+			for i := range stages {
+				s := &stages[i]
+				s.Queued = max(s.Total-s.Done-s.Failed-s.Blocked-s.Running, 0)
+			}
+			out["stages"] = nonNil(stages)
+		}
 	}
 	var peers []Peer
 	if h.cfg.Swarm != nil {

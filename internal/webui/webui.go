@@ -43,6 +43,25 @@ type Job interface {
 	Running() map[string][]report.Attempt
 }
 
+// Staged is a Job with stages: the page shows a line per stage.
+type Staged interface {
+	Stages() []Stage
+}
+
+// Stage is a stage of a job with stages: its counts, and its state
+// ("waiting" for the stages it needs, "running" or "over").
+type Stage struct {
+	Name    string   `json:"name"`
+	Needs   []string `json:"needs,omitempty"`
+	State   string   `json:"state"`
+	Total   int      `json:"total"`
+	Done    int      `json:"done"`
+	Failed  int      `json:"failed"`
+	Blocked int      `json:"blocked"`
+	Running int      `json:"running"`
+	Queued  int      `json:"queued"`
+}
+
 // Served lists the jobs this node serves or served lately (the view of
 // a peer: p2pc join --ui), newest first.
 type Served interface {

@@ -101,6 +101,19 @@
     }
   }
 
+  function renderStages(ss) {
+    $("stages-view").hidden = false;
+    const tb = $("stages").tBodies[0]; tb.textContent = "";
+    for (const s of ss) {
+      const tr = el("tr"); tr.dataset.stage = s.name; tr.dataset.state = s.state;
+      const st = el("td"); st.append(el("span", "state " + (s.state === "running" ? "working" : "idle"), s.state));
+      tr.append(el("td", "name", s.name), el("td", "needs muted", (s.needs || []).join(", ") || "–"), st,
+        el("td", "num running", s.running), el("td", "num queued", s.queued), el("td", "num done", s.done),
+        el("td", "num failed", s.failed), el("td", "num blocked", s.blocked), el("td", "num total", s.total));
+      tb.append(tr);
+    }
+  }
+
   function renderFailures(fs) {
     const box = $("failures"); box.textContent = "";
     if (!fs.length) { box.append(el("p", "muted", "none")); return; }
@@ -161,7 +174,7 @@
   }
 
   const render = { job: renderJob, series: renderSeries, peers: renderPeers, failures: renderFailures, partials: renderPartials,
-    jobs: renderJobs, title: (t) => { $("title").textContent = t; } };
+    jobs: renderJobs, stages: renderStages, title: (t) => { $("title").textContent = t; } };
 
   function apply(secs) {
     for (const k in secs) if (render[k]) render[k](secs[k]);

@@ -322,6 +322,7 @@ func (s *Service) syncState(ctx context.Context, e *entry, snap string) error {
 		took++
 	}
 	if took == 0 && len(errs) == 0 {
+		s.replaceHolders(e)
 		return fmt.Errorf("job %s: none of its holders (%s) is alive to keep its journal", r.Id[:12], strings.Join(r.Holders, ", "))
 	}
 	return errors.Join(errs...)

@@ -188,7 +188,7 @@ func (c *AttachCmd) Run(g *Globals) error {
 	if !swarmjobs.Ended(r.State) {
 		prog := newProgress(os.Stderr, r.Name, !c.NoProgress)
 		started := false
-		r, err = s.client.Watch(g.Ctx, f, func(r *pb.Record) {
+		r, err = s.client.Follow(g.Ctx, s.liveMembers, f, 0, prog.note, func(r *pb.Record) {
 			if !started && r.Total > 0 {
 				prog.Started(int(r.Total), 0)
 				started = true

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -432,16 +431,7 @@ func (e *Env) killJob(ctx context.Context, lab *harness.Lab, spec string, killAt
 func (e *Env) swarmCommand(ctx context.Context, lab *harness.Lab, addr string, args ...string) (string, error) {
 	argv := append([]string{"--data", e.shared.submitData}, args...)
 	argv = append(argv, "--no-mdns", "--join", addr)
-	cmd, err := lab.P2PCCommand(ctx, argv...)
-	if err != nil {
-		return "", err
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("p2pc %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 1500))
-	}
-	return stdout.String(), nil
+	return lab.RunP2PC(ctx, argv...)
 }
 
 // detach hands spec to the lab's swarm (`p2pc run --detach`) and returns

@@ -132,6 +132,8 @@ type setup struct {
 	job   string // the job's spec, written as job.yaml ("": none)
 	clean string // the spec whose clean run gives the outputs wanted (default: job)
 	peers []harness.PeerSpec
+	// joinFirst: the peers join the first one (harness.LabConfig.JoinFirst).
+	joinFirst bool
 }
 
 // start computes the outputs wanted, builds the lab and writes the job of
@@ -143,7 +145,7 @@ func (e *Env) start(ctx context.Context, s setup) (r *labRun, err error) {
 			return nil, err
 		}
 	}
-	if r, err = e.newLab(ctx, s.name, s.mdns, s.peers...); err != nil {
+	if r, err = e.newLab(ctx, s); err != nil {
 		return nil, err
 	}
 	r.want = want
@@ -158,8 +160,8 @@ func (e *Env) start(ctx context.Context, s setup) (r *labRun, err error) {
 // newLab builds a Bridge lab (a namespace per peer on one bridge) with
 // loopback-tuned failure detection off: the peers keep p2pc's LAN
 // defaults, as users run them.
-func (e *Env) newLab(ctx context.Context, name string, mdns bool, peers ...harness.PeerSpec) (*labRun, error) {
-	dir, err := e.scratch(name)
+func (e *Env) newLab(ctx context.Context, s setup) (*labRun, error) {
+	dir, err := e.scratch(s.name)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +169,7 @@ func (e *Env) newLab(ctx context.Context, name string, mdns bool, peers ...harne
 		return nil, fmt.Errorf("new lab: %w", err)
 	}
 	lab, err := harness.NewLab(ctx, harness.LabConfig{
-		Bin: e.Bin, Peers: peers, Mode: harness.Bridge, MDNS: mdns, Dir: filepath.Join(dir, "lab"),
+		Bin: e.Bin, Peers: s.peers, Mode: harness.Bridge, MDNS: s.mdns, JoinFirst: s.joinFirst, Dir: filepath.Join(dir, "lab"),
 		StopGrace: 2 * time.Second, Logger: e.Logger, StartTimeout: 20 * time.Second,
 	})
 	if err != nil {

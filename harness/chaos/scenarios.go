@@ -26,6 +26,7 @@ func Scenarios() []Scenario {
 		sigstopMDNS,
 		sigstopJoin,
 		partition,
+		ownerPartition,
 		connFlood,
 		colluders,
 		churn,

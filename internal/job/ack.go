@@ -37,6 +37,8 @@ type durability struct {
 	// do (replicate.go).
 	replicas   bool
 	replicated atomic.Uint64
+	// lag: since when the successors lack a committed pass (leasegate.go).
+	lag behind
 
 	mu    sync.Mutex
 	moved chan struct{} // closed (and replaced) when committed grows
@@ -49,6 +51,7 @@ func (d *durability) reached(p uint64) {
 		return
 	}
 	d.committed.Store(p)
+	d.lag.committedPast(p, d.replicated.Load())
 	d.wake()
 }
 
@@ -73,13 +76,7 @@ func (d *durability) durableTo() uint64 {
 }
 
 // replicatedTo notes that the successors hold pass p.
-func (d *durability) replicatedTo(p uint64) {
-	if p <= d.replicated.Load() {
-		return
-	}
-	d.replicated.Store(p)
-	d.wake()
-}
+func (d *durability) replicatedTo(p uint64) { d.replicatedAt(p, time.Now()) }
 
 // watch returns a channel closed when the committed (or replicated)
 // pass grows.

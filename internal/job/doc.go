@@ -26,8 +26,10 @@
 //     have handed over, or a bound has passed.
 //   - With RunOptions.Replicate (a job handed to the swarm), a result is
 //     acknowledged to its peer only once a snapshot of the job database
-//     that holds it is on the job's successors (replicate.go); a peer
-//     that has seen a later owner's epoch refuses the run (ErrFenced).
+//     that holds it is on the job's successors (replicate.go); while
+//     they have lacked a committed pass for a second, the run leases
+//     nothing new (leasegate.go); a peer that has seen a later owner's
+//     epoch refuses the run (ErrFenced).
 //   - A write refused by this machine's own disk stops the run at once
 //     with an error wrapping ErrLocalDisk, charged to no peer.
 //   - Each peer runs the plugin built for its own platform (platforms.go);

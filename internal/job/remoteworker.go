@@ -439,6 +439,9 @@ func (w *remoteWorker) lease(ctx context.Context) error {
 				continue
 			}
 		}
+		if err := w.s.r.leasable(ctx); err != nil {
+			return nil
+		}
 		l, err := w.s.q.Next(ctx, w.peer.Name)
 		if err != nil {
 			if errors.Is(err, sched.ErrExcluded) {

@@ -67,7 +67,7 @@ func (r *runner) replicaLoop(ctx context.Context) {
 			start := time.Now()
 			err := r.replicateOnce(ctx)
 			if err == nil || errors.Is(err, ErrNoSuccessors) {
-				d.replicatedTo(c)
+				d.replicatedAt(c, start)
 			} else if ctx.Err() == nil {
 				r.log.Warn("journal not copied to the job's successors; results stay unacknowledged until it is", "err", err)
 			}

@@ -197,6 +197,9 @@ type runner struct {
 	kick chan struct{}
 	// durable says which journal passes the database committed (ack.go).
 	durable durability
+	// stallSaid: the stall of the journal's copies last logged (unix ns,
+	// 0: none; leasegate.go).
+	stallSaid atomic.Int64
 
 	// mu guards rep, recs, dirty, touched, held and marks. It is the
 	// queue's ReportLock: taken after sched.Queue's lock, before jobdb's.

@@ -228,6 +228,9 @@ func (r *runner) localWorker(ctx context.Context, q *sched.Queue, workRoot strin
 	sw := &slotWork{dir: filepath.Join(workRoot, "local"+strconv.Itoa(slot))}
 	defer os.RemoveAll(sw.dir)
 	for {
+		if err := r.leasable(ctx); err != nil {
+			return
+		}
 		l, err := next()
 		if err != nil {
 			return

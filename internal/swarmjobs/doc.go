@@ -6,7 +6,8 @@
 // While it runs, the owner copies the job's journal to its successors,
 // which take it over when the owner dies. Service
 // is the member's side of the Jobs protocol (swarmjobspb), Client the
-// side of the commands (jobs, attach, fetch, cancel, run --detach).
+// side of the commands (jobs, attach, fetch, cancel, run --detach);
+// Client.Follow follows a job across a takeover (follow.go).
 //
 // Invariants:
 //
@@ -20,7 +21,8 @@
 //     owner is gone over at epoch + 1 (takeover.go), from the journal
 //     the owner copied to it (kind "state"). A member refuses copies of a
 //     lower epoch and steps down from a job it owns when it meets a higher
-//     one.
+//     one. An owner whose holders are all declared dead gives the bundle
+//     to other live members, which become its holders (holders.go).
 //   - Only the record's submitter cancels or says it fetched the output;
 //     only the record's owner sends copies, but that a member the record
 //     lists in results_on sends copies of an ended job's output folder

@@ -288,7 +288,7 @@ func (o *SelfOwned) sync(ctx context.Context, snap string) error {
 		took++
 	}
 	if took == 0 && len(errs) == 0 {
-		return fmt.Errorf("job %s: none of its holders (%s) is a live member", shortJob(rec.Id), strings.Join(rec.Holders, ", "))
+		return o.unplace(rec.Holders)
 	}
 	return errors.Join(errs...)
 }

@@ -132,6 +132,10 @@ type entry struct {
 	steppedDown bool
 	departed    []string
 	sent        map[string]map[string]bool
+	// replacing: new holders are being placed, last at replaced
+	// (holders.go).
+	replacing bool
+	replaced  time.Time
 }
 
 var _ pb.JobsServer = (*Service)(nil)

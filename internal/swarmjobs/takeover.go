@@ -179,13 +179,18 @@ func (s *Service) stepDown(e *entry, newer *pb.Record) {
 	cancel, ended := e.cancel, e.ended
 	s.mu.Unlock()
 	s.log.Warn("a later owner of a job this member owned exists: stepping down", "job", e.rec.Id[:12], "epoch", e.rec.Epoch, "newer_epoch", newer.GetEpoch(), "newer_owner", newer.GetOwner())
+	stopped := true
 	if cancel != nil {
 		cancel()
 		select {
 		case <-ended:
 		case <-time.After(30 * time.Second):
+			stopped = false
 			s.log.Warn("the coordinator of a job stepped down from did not end within 30s", "job", e.rec.Id[:12])
 		}
+	}
+	if stopped {
+		s.dropStaleOutput(e)
 	}
 	s.mu.Lock()
 	if newer != nil && Newer(newer, e.rec) {
@@ -251,6 +256,7 @@ func (s *Service) resumeOwned(ctx context.Context, e *entry) {
 		close(e.ended)
 		r := clone(e.rec)
 		s.mu.Unlock()
+		s.dropStaleOutput(e)
 		if err := writeRecord(e.dir, r); err != nil {
 			s.log.Warn("job record not saved", "job", r.Id[:12], "err", err)
 		}
@@ -322,6 +328,7 @@ func (s *Service) syncState(ctx context.Context, e *entry, snap string) error {
 		took++
 	}
 	if took == 0 && len(errs) == 0 {
+		s.replaceHolders(e)
 		return fmt.Errorf("job %s: none of its holders (%s) is alive to keep its journal", r.Id[:12], strings.Join(r.Holders, ", "))
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -37,17 +36,14 @@ func runSubmitterGone(ctx context.Context, e *Env) (out *Outcome, err error) {
 	out = &Outcome{}
 	laptop := filepath.Join(r.dir, "laptop")
 	join := strings.Join(r.lab.PeerAddrs(), ",")
-	detach, err := r.lab.P2PCCommand(ctx, "--data", laptop, "run", r.spec, "--detach", "--min-peers", "3", "--no-mdns", "--join", join)
-	if err != nil {
-		return nil, err
-	}
-	var dout, derr bytes.Buffer
-	detach.Stdout, detach.Stderr = &dout, &derr
 	handed := time.Now()
-	err = detach.Run()
-	m := detachedRe.FindStringSubmatch(dout.String())
-	if err != nil || m == nil {
-		return out, fmt.Errorf("p2pc run --detach: %v, no job line\nstdout: %s\nstderr: %s", err, dout.String(), derr.String())
+	stdout, err := r.lab.RunP2PC(ctx, "--data", laptop, "run", r.spec, "--detach", "--min-peers", "3", "--no-mdns", "--join", join)
+	if err != nil {
+		return out, err
+	}
+	m := detachedRe.FindStringSubmatch(stdout)
+	if m == nil {
+		return out, fmt.Errorf("p2pc run --detach printed no job line:\n%s", stdout)
 	}
 	id, owner := m[1], m[2]
 	if err := r.lab.NewSubmitter(ctx); err != nil {
@@ -60,18 +56,12 @@ func runSubmitterGone(ctx context.Context, e *Env) (out *Outcome, err error) {
 	attachCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	outDir := filepath.Join(r.dir, "attached")
-	cmd, err := r.lab.P2PCCommand(attachCtx, "--data", filepath.Join(r.dir, "newcomer"), "attach", id[:12], "--out", outDir,
-		"--no-progress", "--no-mdns", "--join", join)
-	if err != nil {
-		return out, err
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	_, err = r.lab.RunP2PC(attachCtx, "--data", filepath.Join(r.dir, "newcomer"), "attach", id[:12], "--out", outDir,
+		"--no-progress", "--no-mdns", "--join", join)
 	out.Recover, out.Wall = time.Since(start), time.Since(handed)
 	if err != nil {
-		return out, fmt.Errorf("attach from a new machine: %w\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+		return out, fmt.Errorf("attach from a new machine: %w", err)
 	}
 	rep, err := harness.ReadReport(outDir)
 	if err != nil {

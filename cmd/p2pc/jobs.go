@@ -186,19 +186,7 @@ func (c *AttachCmd) Run(g *Globals) error {
 	defer s.close()
 	r := f.Record
 	if !swarmjobs.Ended(r.State) {
-		prog := newProgress(os.Stderr, r.Name, !c.NoProgress)
-		started := false
-		r, err = s.client.Follow(g.Ctx, s.liveMembers, f, 0, prog.note, func(r *pb.Record) {
-			if !started && r.Total > 0 {
-				prog.Started(int(r.Total), 0)
-				started = true
-			}
-			if started {
-				prog.Counts(job.Counts{Total: int(r.Total), Done: int(r.Done), Failed: int(r.Failed), Running: int(r.Running),
-					Queued: int(max(0, r.Total-r.Done-r.Failed-r.Running))})
-			}
-		})
-		prog.Finish()
+		r, err = followProgress(g.Ctx, s.client, s.liveMembers, f, 0, !c.NoProgress)
 		if err != nil {
 			if g.Ctx.Err() != nil {
 				return withCode(exitInterrupted, errors.New("interrupted; the job goes on in the swarm ('p2pc attach' again follows it)"))
@@ -220,6 +208,25 @@ func (c *AttachCmd) Run(g *Globals) error {
 		return err
 	}
 	return endedCode(r)
+}
+
+// followProgress follows job f to its end, and to each new owner
+// (Client.Follow; lost as there), with a progress bar on stderr (bar) or
+// progress lines.
+func followProgress(ctx context.Context, client *swarmjobs.Client, members func() []swarmjobs.Member, f *swarmjobs.Found, lost time.Duration, bar bool) (*pb.Record, error) {
+	prog := newProgress(os.Stderr, f.Record.Name, bar)
+	defer prog.Finish()
+	started := false
+	return client.Follow(ctx, members, f, lost, prog.note, func(r *pb.Record) {
+		if !started && r.Total > 0 {
+			prog.Started(int(r.Total), 0)
+			started = true
+		}
+		if started {
+			prog.Counts(job.Counts{Total: int(r.Total), Done: int(r.Done), Failed: int(r.Failed), Running: int(r.Running),
+				Queued: int(max(0, r.Total-r.Done-r.Failed-r.Running))})
+		}
+	})
 }
 
 // endedCode is the exit of a command that saw job r end.

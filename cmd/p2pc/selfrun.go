@@ -218,11 +218,21 @@ func (c *RunCmd) rejoin(ctx context.Context, sw *submitterSwarm, p *job.Prepared
 	if attach {
 		fmt.Fprintf(os.Stderr, "job %s (%s) is running in the swarm (owner %s, epoch %d, %d of %d tasks done): attaching to it instead of starting over\n",
 			r.Id[:12], r.Name, r.Owner, r.Epoch, r.Done, r.Total)
+		id := r.Id
 		var err error
-		if f, err = c.follow(ctx, sw, client, f); err != nil {
-			return err
+		r, err = followProgress(ctx, client, func() []swarmjobs.Member { return holdMembers(sw) }, f, ownerWaitRerun, !c.NoProgress)
+		if err != nil {
+			if ctx.Err() != nil {
+				return withCode(exitInterrupted, errors.New("interrupted; the job goes on in the swarm (the same command again, or 'p2pc attach', follows it)"))
+			}
+			return withCode(exitInternal, fmt.Errorf("%w: run the same command with --no-replicate to resume it here from the output folder", err))
 		}
-		r = f.Record
+		// The owner copies the output folder to the holders once the job
+		// ended: ask again who holds it.
+		if nf := inSwarm(ctx, sw, id); nf != nil {
+			f = nf
+		}
+		f.Record = r
 	} else {
 		fmt.Fprintf(os.Stderr, "job %s (%s) finished in the swarm (%s, owner %s, epoch %d): fetching its output folder instead of running it again\n",
 			r.Id[:12], r.Name, r.State, r.Owner, r.Epoch)
@@ -241,57 +251,6 @@ func (c *RunCmd) rejoin(ctx context.Context, sw *submitterSwarm, p *job.Prepared
 		return err
 	}
 	return endedCode(r)
-}
-
-// follow shows the job's progress until it ended, following its owner
-// when it changes (one dies, the next takes over); it returns the job as
-// the members know it once it ended.
-func (c *RunCmd) follow(ctx context.Context, sw *submitterSwarm, client *swarmjobs.Client, f *swarmjobs.Found) (*swarmjobs.Found, error) {
-	prog := newProgress(os.Stderr, f.Record.Name, !c.NoProgress)
-	defer prog.Finish()
-	started := false
-	show := func(r *pb.Record) {
-		if !started && r.Total > 0 {
-			prog.Started(int(r.Total), 0)
-			started = true
-		}
-		if started {
-			prog.Counts(job.Counts{Total: int(r.Total), Done: int(r.Done), Failed: int(r.Failed), Running: int(r.Running),
-				Queued: int(max(0, r.Total-r.Done-r.Failed-r.Running))})
-		}
-	}
-	id := f.Record.Id
-	heard := time.Now()
-	var last error
-	for {
-		if f != nil {
-			show(f.Record)
-			if swarmjobs.Ended(f.Record.State) {
-				return f, nil
-			}
-			if f.Owner != nil {
-				heard = time.Now()
-				_, last = client.Watch(ctx, f, show)
-			}
-		}
-		if ctx.Err() != nil {
-			return nil, withCode(exitInterrupted, errors.New("interrupted; the job goes on in the swarm (the same command again, or 'p2pc attach', follows it)"))
-		}
-		if time.Since(heard) > ownerWaitRerun {
-			why := "no member answers as its owner"
-			if last != nil {
-				why = last.Error()
-			}
-			return nil, withCode(exitInternal, fmt.Errorf("job %s is in the swarm but nothing of it was heard for %v (%s): run the same command with --no-replicate to resume it here from the output folder", id[:12], ownerWaitRerun, why))
-		}
-		// The owner is gone, or the job ended: ask again who runs it, or
-		// who holds its output.
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-		}
-		f = inSwarm(ctx, sw, id)
-	}
 }
 
 // summarize prints the summary of the job in the output folder out (and

@@ -226,7 +226,7 @@ func twiceWhy(id string, peers []*peer, starts [][]int, logs []string) string {
 		}
 	}
 	for k := first + 1; k < len(logs); k++ {
-		gate := "no hand-over gate (no session list in job.db)"
+		gate := "no hand-over gate (job.db held no session list, or no job: a new run)"
 		if m := gateRe.FindStringSubmatch(logs[k]); m != nil {
 			gate = "its gate waited for " + m[1]
 		}
@@ -380,6 +380,103 @@ tasks:
 		t.Errorf("no result was handed over: the kill found no task running, or the new run took the running ones from their peers")
 	}
 	t.Logf("%d tasks ran, %d results handed over, %d backup copies", len(ran), handed, len(backups))
+}
+
+// TestSubmitterKilledAtFirstEnrolment SIGKILLs `p2pc run` as soon as
+// job.db lists its peers' sessions (a peer may get its first lease from
+// then on), three times in fresh output folders, and runs it again each
+// time. The killed run's job.db must hold the job and the run's name with
+// the list: a rerun that finds no job there starts a new run, with no
+// hand-over gate and another name, so the peers' results of the first
+// tasks, kept for the killed run, are never handed over and those tasks
+// run twice (TestSubmitterKilled caught it about 3 runs in 16 once the
+// peers answered sooner). The rerun resumes the killed run, and no task
+// runs to completion twice on the peers.
+func TestSubmitterKilledAtFirstEnrolment(t *testing.T) {
+	parallel(t)
+	if testing.Short() {
+		t.Skip("slow (about 15s)")
+	}
+	dir := t.TempDir()
+	var peers []*peer
+	for _, name := range []string{"f1", "f2", "f3"} {
+		peers = append(peers, startPeer(t, dir, name, 2))
+	}
+	spec := writeSpec(t, dir, "f.yaml", `
+plugin: {{repo}}/plugins/echo
+params: {sleep_ms: 20}
+tasks:
+  - range: {param: n, from: 1, to: 60}
+`)
+	ctx := context.Background()
+	for k := range 3 {
+		from := make([]int, len(peers))
+		for i, p := range peers {
+			from[i] = len(p.proc.Stderr())
+		}
+		out := filepath.Join(dir, fmt.Sprint("out", k))
+		args := []string{"--data", dataDir, "run", spec, "--out", out, "--no-mdns", "--local-slots", "0", "--join", addrs(peers), "--no-progress", "--no-replicate", "--log-level", "debug"}
+		run, err := harness.Start(p2pcBin, args, harness.Options{Name: fmt.Sprint("run", k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(out, jobdb.FileName)
+		listed := func() bool {
+			db, err := jobdb.OpenReadOnly(ctx, path)
+			if err != nil {
+				return false
+			}
+			defer db.Close()
+			v, err := db.JobValue(ctx, jobdb.SessionsKey)
+			return err == nil && v != ""
+		}
+		// Polled every millisecond, not with testwait's backoff: the kill
+		// must land before the run's first journal pass commits.
+		deadline := time.Now().Add(30 * time.Second)
+		for !listed() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: job.db listed no peer's session within 30 s\n%s", k, run.Stderr())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		run.Kill()
+		if _, err := run.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		db, err := jobdb.OpenReadOnly(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed, err := db.LoadJob(ctx)
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if killed.JobID == "" || killed.Run == "" {
+			t.Fatalf("round %d: the killed run's job.db lists its peers' sessions but holds no job (job %q, run %q): a rerun would start a new run", k, killed.JobID, killed.Run)
+		}
+		r := p2pc(t, args[2:]...)
+		if r.code != 0 {
+			t.Fatalf("round %d: the rerun: exit %d\n%s", k, r.code, r.stderr)
+		}
+		if rep := readReport(t, out); rep.Run != killed.Run || rep.State != report.StateComplete {
+			t.Fatalf("round %d: the rerun is run %s (%s), want the killed run %s resumed", k, rep.Run, rep.State, killed.Run)
+		}
+		backups := map[string]bool{}
+		noteBackups(backups, run.Stderr())
+		noteBackups(backups, r.stderr)
+		ran := map[string]int{}
+		for i, p := range peers {
+			for _, m := range ranRe.FindAllStringSubmatch(p.proc.Stderr()[from[i]:], -1) {
+				ran[m[1]]++
+			}
+		}
+		for id, n := range ran {
+			if n > 1 && !backups[id] {
+				t.Errorf("round %d: task %s ran to completion %d times on the peers", k, id, n)
+			}
+		}
+	}
 }
 
 // backupRe matches the coordinator's log line of a backup copy it leased.

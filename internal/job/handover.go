@@ -253,12 +253,13 @@ func (s *sessionList) change(r *runner, add bool, peers ...string) uint64 {
 	return v
 }
 
-// durable waits until the list of version v (change's result) is in
-// job.db. A peer gets no lease before the list naming it is durable: a
-// rerun waits for the hand-over of every peer that may hold a result of
-// the job (newHandoverGate) only if that peer is on the list it reads,
-// and a coordinator killed between the peer's first lease and the list's
-// commit left a list without it. The write holding v was queued before
+// durable waits until the list of version v (change's result), and the
+// job's own row, are in job.db. A peer gets no lease before the list
+// naming it is durable: a rerun waits for the hand-over of every peer
+// that may hold a result of the job (newHandoverGate) only if that peer
+// is on the list it reads, and a coordinator killed between the peer's
+// first lease and the list's commit left a list without it. The write
+// holding v was queued before
 // this call (by this change or by an earlier one whose write takes the
 // list only as its batch commits), so a Flush that returns covers it;
 // enrolments that a commit already covered do not flush again.
@@ -268,6 +269,14 @@ func (s *sessionList) durable(ctx context.Context, r *runner, v uint64) error {
 	s.mu.Unlock()
 	if done {
 		return nil
+	}
+	// The list is no use without the job's own row (its ID, the run's
+	// name): a rerun that finds no job in job.db starts a new run, and the
+	// peers hand nothing over to it (they keep their results for the run
+	// they worked for). The journal writes that row at its first pass,
+	// which the first lease starts: queued here, the Flush covers it.
+	if err := r.queueJob(); err != nil {
+		return fmt.Errorf("journal the job before the peers' sessions: %w", err)
 	}
 	if err := r.db.Flush(ctx); err != nil {
 		return fmt.Errorf("journal the peers' sessions: %w", err)

@@ -49,6 +49,22 @@ func (r *runner) wake() {
 // writer commits it within a few milliseconds.
 func (r *runner) journalLocked() error { return r.journalPassLocked(false) }
 
+// queueJob hands the job's own fields to the job database now if they
+// changed since the journal's last pass (r.dirty), rather than at its
+// next pass: a Flush after it covers them.
+func (r *runner) queueJob() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.dirty {
+		return nil
+	}
+	if err := r.db.PutJob(r.rep); err != nil {
+		return err
+	}
+	r.dirty = false
+	return nil
+}
+
 // heldTask is a running task whose row the journal holds back, since at.
 type heldTask struct {
 	task int

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/p2pc/p2pc/internal/jobdb"
+	"github.com/p2pc/p2pc/internal/report"
 )
 
 // TestSessionListOneWritePerBatch: enrolments while the journal is busy
@@ -121,5 +122,42 @@ func TestSessionListDurable(t *testing.T) {
 	}
 	if err := s.durable(ctx, r, s.change(r, true, "b@x")); err == nil {
 		t.Fatal("durable with a closed journal: no error")
+	}
+}
+
+// TestSessionListDurableHoldsTheJob: once the list naming a peer is
+// durable (the peer may get its first lease), job.db also holds the job
+// and the run's name, even though no journal pass ran yet (the first
+// lease starts the first one). Before, a coordinator SIGKILLed just after
+// its first leases left a list but no job: the rerun started a new run
+// (no hand-over gate, another run name) and the peers' results of the
+// killed one, kept under its name, were never handed over: its first
+// tasks ran twice (TestSubmitterKilled, now and then).
+func TestSessionListDurableHoldsTheJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, release := heldJournal(ctx, t)
+	close(release)
+	r.rep = &report.Report{Format: report.Format, JobID: "job1", Name: "k", State: report.StateRunning, Run: "run1", Tasks: []report.Task{}}
+	r.dirty = true // as at the run's start: the first pass would write it
+	s := &sessionList{}
+	if err := s.durable(ctx, r, s.change(r, true, "a@x")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.db.LoadJob(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.JobID != "job1" || rep.Run != "run1" {
+		t.Fatalf("the peers' list is durable, but job.db holds job %q, run %q: a rerun would not resume this run", rep.JobID, rep.Run)
+	}
+	if got := mustValue(t, r.db, jobdb.SessionsKey); got != `["a@x"]` {
+		t.Fatalf("job.db holds the list %q, want [\"a@x\"]", got)
+	}
+	r.mu.Lock()
+	dirty := r.dirty
+	r.mu.Unlock()
+	if dirty {
+		t.Fatal("the job's row was written, but is still marked for the journal")
 	}
 }

@@ -176,7 +176,8 @@ func (m *muxListener) sniff(c *gatedConn) {
 		}
 		defer m.untrack(c)
 		// The rest of the connection is TLS: mutual, as gRPC's.
-		tc := tls.Server(c, m.tls)
+		bc := &batchConn{Conn: c, off: m.s.unbatched.Load()}
+		tc := tls.Server(bc, m.tls)
 		hctx, cancel := context.WithDeadline(m.ctx, c.deadline)
 		err := tc.HandshakeContext(hctx)
 		cancel()
@@ -185,7 +186,7 @@ func (m *muxListener) sniff(c *gatedConn) {
 			return
 		}
 		c.handshakeDone()
-		m.s.serveBulk(m.ctx, tc)
+		m.s.serveBulk(m.ctx, tc, bc)
 		return
 	}
 	if n == 0 && err != nil {
@@ -289,9 +290,10 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // serveBulk answers the requests of one bulk connection until it closes,
 // fails, breaks the protocol or idles for bulkIdleTimeout. Each answer is
-// written with one writev of its header and the buffer the block was read
-// into.
-func (s *Server) serveBulk(ctx context.Context, c net.Conn) {
+// written from the buffer the block was read into, its TLS records
+// gathered by batch (under c) and written batchSize bytes at a time; each
+// answer is flushed whole before sendBulk returns.
+func (s *Server) serveBulk(ctx context.Context, c net.Conn, batch *batchConn) {
 	_ = c.SetWriteDeadline(time.Now().Add(bulkWriteTimeout))
 	if _, err := io.WriteString(c, bulkMagic); err != nil {
 		return
@@ -315,7 +317,7 @@ func (s *Server) serveBulk(ctx context.Context, c net.Conn) {
 		for i := range int(n) {
 			var id blocks.ID
 			copy(id[:], raw[i*blocks.IDSize:])
-			if !s.sendBulk(ctx, c, id) {
+			if !s.sendBulk(ctx, c, batch, id) {
 				return
 			}
 		}
@@ -325,7 +327,7 @@ func (s *Server) serveBulk(ctx context.Context, c net.Conn) {
 // sendBulk answers one ID of a bulk request. It reports false when the
 // connection is to be closed: a write failed, the store failed, or the
 // server is stalling (fault injection).
-func (s *Server) sendBulk(ctx context.Context, c net.Conn, id blocks.ID) bool {
+func (s *Server) sendBulk(ctx context.Context, c net.Conn, batch *batchConn, id blocks.ID) bool {
 	if s.stall(id) {
 		// Hang until the client gives up and closes the connection.
 		_ = c.SetReadDeadline(time.Time{})
@@ -345,7 +347,11 @@ func (s *Server) sendBulk(ctx context.Context, c net.Conn, id blocks.ID) bool {
 	binary.BigEndian.PutUint32(hdr[blocks.IDSize+1:], uint32(len(data)))
 	bufs := net.Buffers{hdr[:], data}
 	_ = c.SetWriteDeadline(time.Now().Add(bulkWriteTimeout))
+	batch.begin()
 	_, err = bufs.WriteTo(c)
+	if ferr := batch.flush(); err == nil {
+		err = ferr
+	}
 	putBuf(bp)
 	if err != nil {
 		return false

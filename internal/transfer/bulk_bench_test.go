@@ -140,3 +140,38 @@ func cpuTime() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkBulkBatch is the guard of the bulk answers' write batching
+// (batch.go; `just bench-guard`): a 64 MiB file of 1 MiB blocks (what
+// `blocks put` makes) fetched over the bulk path on 127.0.0.1, with the
+// server's TLS records gathered into writes of about 256 KiB (batch=on)
+// or written one record per write (batch=off). cpu-ns/MiB is the
+// process's CPU time, client and server together, per MiB.
+func BenchmarkBulkBatch(b *testing.B) {
+	const size = 64 << 20
+	src := blocks.NewMemStore()
+	_, file, err := blocks.PutFile(b.Context(), src, bytes.NewReader(randomBytes(8, size)), 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, batch := range []string{"on", "off"} {
+		b.Run("batch="+batch, func(b *testing.B) {
+			srv, addr := shapedServer(b, src, 0)
+			srv.unbatched.Store(batch == "off")
+			b.SetBytes(size)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				pool := NewPool(nil, testCreds.ClientTLS())
+				f := NewFetcher(blocks.NewMemStore(), pool, FetchOptions{Logger: slog.New(slog.DiscardHandler)})
+				if _, err := f.Fetch(b.Context(), file, []string{addr}, nil); err != nil {
+					b.Fatal(err)
+				}
+				pool.Close()
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(size>>20), "cpu-ns/MiB")
+			if srv.bulkServed.Load() == 0 {
+				b.Fatal("no block over the bulk path")
+			}
+		})
+	}
+}

@@ -28,6 +28,12 @@ func bulkServer(t testing.TB, store blocks.Store, opts ServerOptions, mux, adver
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, lis, store, opts, mux, advertise)
+}
+
+// serveOn is bulkServer on the listener lis.
+func serveOn(t testing.TB, lis net.Listener, store blocks.Store, opts ServerOptions, mux, advertise bool) (*Server, string) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -54,6 +54,7 @@ type Server struct {
 	servedBytes atomic.Int64 // block bytes sent
 	bulkServed  atomic.Int64 // of those, sent over the bulk path
 	bulk        atomic.Bool  // Listener was called: Have advertises the bulk path
+	unbatched   atomic.Bool  // benchmarks: bulk answers written a TLS record at a time
 }
 
 // NewServer returns a Server for store.

@@ -27,7 +27,7 @@
 //     device), every other job on the CPU slots only.
 //   - A job handed to the swarm is fenced by its owner's epoch
 //     (Hello.epoch): the node refuses a coordinator of a lower epoch than
-//     the highest it has seen for the job (fence.go).
+//     the highest it has seen for the job's run (fence.go).
 //   - Time frozen by --pause-when-busy does not count against a task's
 //     timeout.
 //

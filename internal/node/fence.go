@@ -14,7 +14,11 @@ import (
 // and sends no result), and a session of a higher epoch supersedes the
 // job's sessions of lower ones (their results are kept for the new
 // owner, keep.go). Epoch 0 (a job not handed to the swarm) is never
-// fenced.
+// fenced. The epochs are those of one run of the job (Hello.run, kept
+// across takeovers: the new owner resumes the old one's job.db): another
+// run of the same job, later and from another node (its job ID is its
+// spec's, plugin's and inputs'), starts at epoch 1 again and is not fenced
+// by the one before.
 
 // epochFence is the owner seen per job ID: the highest epoch and, of two
 // coordinators of one epoch (both sides of a partition took the job
@@ -29,10 +33,10 @@ type fenceMark struct {
 	coord string // node ID
 }
 
-// admit records the coordinator coord of epoch for job and says why it is
-// refused ("" when it is not: it is the job's latest owner seen, or
-// epoch is 0).
-func (f *epochFence) admit(job string, epoch uint64, coord string) string {
+// admit records the coordinator coord of epoch for run run of job and
+// says why it is refused ("" when it is not: it is the run's latest
+// owner seen, or epoch is 0).
+func (f *epochFence) admit(job, run string, epoch uint64, coord string) string {
 	if epoch == 0 {
 		return ""
 	}
@@ -41,13 +45,14 @@ func (f *epochFence) admit(job string, epoch uint64, coord string) string {
 	if f.high == nil {
 		f.high = map[string]fenceMark{}
 	}
-	h, seen := f.high[job]
+	key := job + "/" + run
+	h, seen := f.high[key]
 	switch {
 	case seen && h.epoch > epoch:
 		return fmt.Sprintf("job %s is owned at epoch %d now; this coordinator's epoch %d is stale", short(job), h.epoch, epoch)
 	case seen && h.epoch == epoch && h.coord != coord && h.coord < coord:
 		return fmt.Sprintf("job %s has two owners of epoch %d; the one of the lower node ID (%.12s) keeps it", short(job), epoch, h.coord)
 	}
-	f.high[job] = fenceMark{epoch, coord}
+	f.high[key] = fenceMark{epoch, coord}
 	return ""
 }

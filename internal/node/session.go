@@ -190,7 +190,7 @@ func (s *peerService) Work(stream peerpb.Peer_WorkServer) error {
 	if reason := n.misfit(hello); reason != "" {
 		return refuse(reason)
 	}
-	if reason := n.fence.admit(hello.JobId, hello.Epoch, coordID.String()); reason != "" {
+	if reason := n.fence.admit(hello.JobId, hello.Run, hello.Epoch, coordID.String()); reason != "" {
 		return refuse(peerpb.RefuseStale + reason)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
